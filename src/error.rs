@@ -1,0 +1,85 @@
+//! [`ConfigError`]: why a constructor refused its arguments.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why a window, limiter or registry could not be built. One variant per
+/// reason, each carrying the offending values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The window is zero long.
+    ZeroWindow,
+    /// Zero slices were asked for.
+    ZeroSlices,
+    /// More slices than [`MAX_SLICES`](crate::MAX_SLICES).
+    TooManySlices {
+        /// Slices asked for.
+        slices: usize,
+        /// The largest number supported.
+        max: usize,
+    },
+    /// The window in nanoseconds is not a whole multiple of the slice count,
+    /// so slices could not all have the same length.
+    UnevenSlices {
+        /// The window asked for.
+        window: Duration,
+        /// Slices asked for.
+        slices: usize,
+    },
+    /// The window is longer than `u64::MAX` nanoseconds (584 years).
+    WindowTooLong {
+        /// The window asked for.
+        window: Duration,
+    },
+    /// A multi-level structure was given no levels.
+    NoLevels,
+    /// Levels of a multi-level structure are not in strictly increasing
+    /// window order.
+    LevelsNotIncreasing {
+        /// Index of the offending level.
+        level: usize,
+    },
+    /// A level's slice length is not a whole multiple of the previous
+    /// level's slice length.
+    LevelSliceMismatch {
+        /// Index of the offending level.
+        level: usize,
+    },
+    /// A parameter is outside its valid range (the message says which).
+    Invalid(&'static str),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ZeroWindow => write!(f, "the window must be longer than zero"),
+            ConfigError::ZeroSlices => write!(f, "a window needs at least one slice"),
+            ConfigError::TooManySlices { slices, max } => {
+                write!(f, "{slices} slices asked for; at most {max} are supported")
+            }
+            ConfigError::UnevenSlices { window, slices } => write!(
+                f,
+                "a window of {window:?} ({} ns) cannot be cut into {slices} slices of equal whole nanoseconds",
+                window.as_nanos()
+            ),
+            ConfigError::WindowTooLong { window } => {
+                write!(f, "a window of {window:?} is longer than u64::MAX nanoseconds")
+            }
+            ConfigError::NoLevels => write!(f, "at least one level is required"),
+            ConfigError::LevelsNotIncreasing { level } => write!(
+                f,
+                "level {level}'s window is not longer than level {}'s",
+                level.saturating_sub(1)
+            ),
+            ConfigError::LevelSliceMismatch { level } => write!(
+                f,
+                "level {level}'s slice length is not a whole multiple of level {}'s",
+                level.saturating_sub(1)
+            ),
+            ConfigError::Invalid(what) => write!(f, "invalid configuration: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,105 @@
+//! The sync facade: the only module that names atomics, thread-locals and
+//! spin hints.
+//!
+//! Every other module imports its atomics from here, so building with
+//! `RUSTFLAGS="--cfg loom"` swaps them all for loom's model-checked versions
+//! (the pattern of tokio's `src/loom/mod.rs` and sharded-slab's `src/sync.rs`).
+//! Nothing else in the crate may `use std::sync::atomic` directly.
+
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+#[cfg(loom)]
+#[allow(unused_imports)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+
+/// Std atomics for process-wide statics (the coarse clock's ticker, the
+/// probe seed). Loom cannot model a `static`, and these never take part in a
+/// modeled protocol, so they stay std atomics even under `--cfg loom`.
+pub(crate) mod process_wide {
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+}
+
+/// A hint to the CPU that we are in a retry loop (never a wait: every loop
+/// that calls it retries only because another thread made progress).
+#[inline]
+#[allow(dead_code)]
+pub(crate) fn spin_hint() {
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+    #[cfg(loom)]
+    loom::hint::spin_loop();
+}
+
+/// The calling thread's stripe probe: a non-zero hash that picks the thread's
+/// cell in every striped structure, and that is re-hashed when the thread
+/// meets contention (the `threadLocalRandomProbe` of Java's `LongAdder`).
+pub(crate) mod probe {
+    use std::cell::Cell;
+
+    #[cfg(not(loom))]
+    std::thread_local! {
+        static PROBE: Cell<u32> = const { Cell::new(0) };
+    }
+    #[cfg(loom)]
+    loom::thread_local! {
+        static PROBE: Cell<u32> = Cell::new(0);
+    }
+
+    #[cfg(not(loom))]
+    fn seed() -> u32 {
+        use super::process_wide::{AtomicU32, Ordering};
+        // Weyl sequence: consecutive threads get well-spread probes.
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        NEXT.fetch_add(0x9E37_79B9, Ordering::Relaxed) | 1
+    }
+
+    #[cfg(loom)]
+    fn seed() -> u32 {
+        // Loom re-runs a model many times and needs every run to be
+        // deterministic, so derive the seed from loom's thread id, which is
+        // the same in every run. Thread 0 (the model's main thread) gets
+        // probe 1, thread 1 probe 2, ...: each starts on its own index, and
+        // collisions only come from the stripe mask being small.
+        let id = format!("{:?}", loom::thread::current().id());
+        let digits: String = id.chars().filter(|c| c.is_ascii_digit()).collect();
+        digits.parse::<u32>().unwrap_or(0).wrapping_add(1)
+    }
+
+    /// The current thread's probe (never 0).
+    #[inline]
+    pub(crate) fn get() -> u32 {
+        PROBE.with(|p| {
+            let v = p.get();
+            if v != 0 {
+                v
+            } else {
+                let s = seed();
+                p.set(s);
+                s
+            }
+        })
+    }
+
+    /// Moves the current thread to another stripe after contention (xorshift).
+    #[inline]
+    pub(crate) fn rehash() -> u32 {
+        PROBE.with(|p| {
+            let mut x = p.get();
+            if x == 0 {
+                x = seed();
+            }
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let x = if x == 0 { 1 } else { x };
+            p.set(x);
+            x
+        })
+    }
+}
