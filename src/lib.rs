@@ -22,6 +22,9 @@
 mod clock;
 mod counter;
 mod error;
+mod keyed;
+mod limiter;
+mod multi;
 mod slice;
 mod stripes;
 mod sync;
@@ -30,5 +33,11 @@ mod window;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
+#[allow(unused_imports)]
+pub use keyed::*;
+#[allow(unused_imports)]
+pub use limiter::*;
+#[allow(unused_imports)]
+pub use multi::*;
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};

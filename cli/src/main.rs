@@ -1,45 +1,18 @@
-//! The `stripecount` command. For now: a small demonstration of threads
-//! counting into one sliding window.
+//! The `stripecount` command.
+//!
+//! - `stripecount` (no arguments, or report options): the contention report.
+//! - `stripecount hotkeys ...`: hot-key detection over keys read from stdin.
 
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
-use stripecount::{CoarseClock, SlidingWindow, StripedCounter};
+mod hotkeys;
+mod report;
 
-fn main() {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
-    let window = Arc::new(
-        SlidingWindow::with_clock(Duration::from_secs(1), 10, CoarseClock::new())
-            .expect("1 s / 10 slices is a valid window"),
-    );
-    let total = Arc::new(StripedCounter::new());
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let run_for = Duration::from_millis(500);
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let (window, total, barrier) = (window.clone(), total.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                let start = Instant::now();
-                let mut n = 0u64;
-                while start.elapsed() < run_for {
-                    for _ in 0..1024 {
-                        window.add(1);
-                    }
-                    n += 1024;
-                }
-                total.add(n);
-            })
-        })
-        .collect();
-    barrier.wait();
-    for h in handles {
-        h.join().expect("worker panicked");
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("hotkeys") {
+        hotkeys::run(&args[2..])
+    } else {
+        report::run(&args[1..])
     }
-    let in_window = window.sum();
-    println!(
-        "{threads} threads added {} in {run_for:?}; the last 1 s window holds {in_window} ({} stripes)",
-        total.sum(),
-        window.stripes()
-    );
-    assert_eq!(in_window, total.sum(), "every add of the last 0.5 s is in the 1 s window");
 }

@@ -1,0 +1,1 @@
+//! Per-key baselines (filled in by the keyed work).

@@ -1,0 +1,1 @@
+//! Limiter baselines (filled in by the limiter work).
