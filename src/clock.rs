@@ -200,7 +200,6 @@ mod coarse {
     pub(super) fn now() -> u64 {
         NOW.load(Ordering::Acquire)
     }
-
 }
 
 /// A clock moved by hand, starting at 0. Clones share one time.

@@ -106,8 +106,7 @@ impl StripedCounter {
     #[cold]
     fn contended(&self) {
         probe::rehash();
-        self.cells
-            .grow(|| CachePadded::new(AtomicU64::new(0)));
+        self.cells.grow(|| CachePadded::new(AtomicU64::new(0)));
     }
 
     /// Adds one.
@@ -136,9 +135,9 @@ impl StripedCounter {
     /// swapped out, so an add racing this call is counted exactly once:
     /// in this total or in the next.
     pub fn sum_and_reset(&self) -> u64 {
-        self.cells
-            .iter()
-            .fold(0u64, |acc, c| acc.saturating_add(c.swap(0, Ordering::Relaxed)))
+        self.cells.iter().fold(0u64, |acc, c| {
+            acc.saturating_add(c.swap(0, Ordering::Relaxed))
+        })
     }
 
     /// Cells allocated now (1 until contention is seen).

@@ -41,3 +41,8 @@ pub use limiter::*;
 pub use multi::*;
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

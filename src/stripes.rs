@@ -26,7 +26,6 @@
 //! [`SlidingWindow`]: crate::SlidingWindow
 
 use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 /// The most stripes any structure grows to, whatever the CPU count: beyond
 /// 256 CPUs the probe hash spreads threads well enough that a collision
@@ -44,7 +43,7 @@ pub(crate) fn default_cap() -> usize {
     }
     #[cfg(not(loom))]
     {
-        static CAP: OnceLock<usize> = OnceLock::new();
+        static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         *CAP.get_or_init(|| {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             normalize_cap(cpus)
@@ -54,7 +53,9 @@ pub(crate) fn default_cap() -> usize {
 
 /// Rounds a requested cap up to a power of two in `1..=MAX_STRIPES`.
 pub(crate) fn normalize_cap(cap: usize) -> usize {
-    cap.clamp(2, MAX_STRIPES).next_power_of_two().min(MAX_STRIPES)
+    cap.clamp(2, MAX_STRIPES)
+        .next_power_of_two()
+        .min(MAX_STRIPES)
 }
 
 pub(crate) struct Stripes<T> {

@@ -22,6 +22,7 @@ pub(crate) use loom::sync::Arc;
 /// probe seed). Loom cannot model a `static`, and these never take part in a
 /// modeled protocol, so they stay std atomics even under `--cfg loom`.
 pub(crate) mod process_wide {
+    #[allow(unused_imports)]
     pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 

@@ -59,7 +59,11 @@ impl Row {
         let chunks = slices.div_ceil(CHUNK);
         Row {
             chunks: (0..chunks)
-                .map(|c| Chunk(std::array::from_fn(|i| SliceCell::new((c * CHUNK + i) as u64))))
+                .map(|c| {
+                    Chunk(std::array::from_fn(|i| {
+                        SliceCell::new((c * CHUNK + i) as u64)
+                    }))
+                })
                 .collect(),
         }
     }
@@ -84,7 +88,8 @@ pub(crate) fn slice_nanos(window: Duration, slices: usize) -> Result<u64, Config
             max: MAX_SLICES,
         });
     }
-    let nanos = u64::try_from(window.as_nanos()).map_err(|_| ConfigError::WindowTooLong { window })?;
+    let nanos =
+        u64::try_from(window.as_nanos()).map_err(|_| ConfigError::WindowTooLong { window })?;
     if nanos % slices as u64 != 0 {
         return Err(ConfigError::UnevenSlices { window, slices });
     }
@@ -195,7 +200,8 @@ impl Ring {
 
     /// Bytes this ring holds now (rows and header), excluding the clock.
     pub(crate) fn memory_bytes(&self) -> usize {
-        let row = std::mem::size_of::<Row>() + self.slices.div_ceil(CHUNK) * std::mem::size_of::<Chunk>();
+        let row =
+            std::mem::size_of::<Row>() + self.slices.div_ceil(CHUNK) * std::mem::size_of::<Chunk>();
         std::mem::size_of::<Ring>()
             + (self.rows.cap() - 1) * std::mem::size_of::<usize>()
             + self.rows.len() * row

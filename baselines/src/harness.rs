@@ -34,13 +34,15 @@ impl Pool {
         let stop = Arc::new(AtomicBool::new(false));
         let handles = (0..threads)
             .map(|t| {
-                let (start, done, job, stop) = (start.clone(), done.clone(), job.clone(), stop.clone());
+                let (start, done, job, stop) =
+                    (start.clone(), done.clone(), job.clone(), stop.clone());
                 std::thread::spawn(move || loop {
                     start.wait();
                     if stop.load(Ordering::Acquire) {
                         return;
                     }
-                    let (f, per_thread) = job.lock().unwrap().clone().expect("job set before start");
+                    let (f, per_thread) =
+                        job.lock().unwrap().clone().expect("job set before start");
                     f(t, per_thread);
                     done.wait();
                 })

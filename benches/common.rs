@@ -1,0 +1,56 @@
+//! Shared by the criterion benches: run `op` on N pool threads that share
+//! one instance, via `iter_custom` (threads spawned once, outside the timed
+//! region; the timer starts after the barrier).
+
+#![allow(dead_code)]
+
+use criterion::{BenchmarkGroup, BenchmarkId, Throughput};
+use std::sync::Arc;
+use std::time::Duration;
+use stripecount_baselines::harness::Pool;
+
+/// Thread counts every bench covers.
+pub const THREADS: [usize; 4] = [1, 2, 4, 8];
+
+/// Benchmarks `op(thread, i)` for `i` in each thread's share of the
+/// iterations, under `name`, at `threads` threads.
+pub fn bench_threads<S, F>(
+    group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    pool: &Pool,
+    name: &str,
+    state: Arc<S>,
+    op: F,
+) where
+    S: Send + Sync + 'static,
+    F: Fn(&S, usize, u64) + Send + Sync + Copy + 'static,
+{
+    group.throughput(Throughput::Elements(1));
+    group.bench_with_input(
+        BenchmarkId::new(name, pool.threads()),
+        &pool.threads(),
+        |b, _| {
+            b.iter_custom(|iters| {
+                let state = state.clone();
+                let threads = pool.threads() as u64;
+                // Every thread performs `iters` ops; the time is for all of them,
+                // so divide by the thread count to report per-op throughput of
+                // the whole shared instance.
+                let elapsed = pool.run(iters * threads, move |t, n| {
+                    for i in 0..n {
+                        op(&state, t, i);
+                    }
+                });
+                elapsed / threads as u32
+            })
+        },
+    );
+}
+
+/// Short, CI-friendly defaults (overridable on the command line).
+pub fn config() -> criterion::Criterion {
+    criterion::Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+        .configure_from_args()
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Every test of the workspace, loom models included.
+#
+#   bash scripts/test.sh
+#
+# 1. `cargo test --workspace`: unit, integration, CLI and doc tests.
+# 2. The loom models in loom-tests/, built with `--cfg loom` in their own
+#    target directory (so the normal build is not invalidated) and run with
+#    a preemption bound of 2. Deeper: LOOM_MAX_PREEMPTIONS=3 bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo test --workspace"
+cargo test --workspace
+
+echo "== loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2})"
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \
+    cargo test -p stripecount-loom-tests --release --target-dir target/loom
