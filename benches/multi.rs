@@ -1,1 +1,102 @@
-fn main() {}
+//! `MultiWindow::add_at` with 1, 2 and 3 levels against the unit (one
+//! `SlidingWindow::add_at`) and against three separate `SlidingWindow`s fed
+//! the same add: the target is 3 levels <= 2x one window.
+//!
+//! Every variant shares ONE instance between the pool's threads (see
+//! `stripecount_baselines::harness`). Time advances 1 us per add on every
+//! thread, and keeps advancing across measurements, so every variant rolls
+//! its slices at the same rate (one 100 ms slice per 100k adds) and no add
+//! is ever older than the ring (a dropped add would skip its CAS).
+//!
+//! Levels: (1 s, 10), (1 min, 60), (1 h, 60): slice lengths 100 ms, 1 s,
+//! 1 min, ratios 10 and 60 (not powers of two, the realistic case): three
+//! rings, three cell CASes per add. `multi_3_levels_one_slice_len` is 5, 10
+//! and 30 minutes by the minute: one shared ring, one cell CAS per add.
+//!
+//! Run: `cargo bench --bench multi -- --warm-up-time 1 --measurement-time 2`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use stripecount::{MultiWindow, SlidingWindow};
+use stripecount_baselines::harness::{Pool, THREAD_COUNTS};
+
+const LEVELS: [(Duration, usize); 3] = [
+    (Duration::from_secs(1), 10),
+    (Duration::from_secs(60), 60),
+    (Duration::from_secs(3600), 60),
+];
+
+/// Nanoseconds between two adds of one thread.
+const STEP: u64 = 1_000;
+
+/// Measures `add(now, 1)` on `threads` threads sharing `add`'s instance.
+/// Generic (not `dyn`) so that every variant's add is inlined into the
+/// loop, as in user code.
+fn bench<F>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    pool: &Pool,
+    name: &str,
+    add: F,
+) where
+    F: Fn(u64, u64) + Send + Sync + 'static,
+{
+    let threads = pool.threads();
+    let add = Arc::new(add);
+    // The time every thread starts the next measurement at: always past the
+    // last measurement's end, so time never steps back.
+    let clock = Arc::new(AtomicU64::new(1));
+    group.bench_function(BenchmarkId::new(name, threads), |b| {
+        b.iter_custom(|iters| {
+            let per_thread = (iters / threads as u64).max(1);
+            let start = clock.fetch_add(per_thread * STEP, Ordering::Relaxed);
+            let add = add.clone();
+            pool.run(iters, move |_, ops| {
+                let mut t = start;
+                for _ in 0..ops {
+                    add(black_box(t), black_box(1));
+                    t += STEP;
+                }
+            })
+        })
+    });
+}
+
+fn bench_add_at(c: &mut Criterion) {
+    let window = |i: usize| SlidingWindow::new(LEVELS[i].0, LEVELS[i].1).unwrap();
+    let multi = |k: usize| MultiWindow::new(&LEVELS[..k]).unwrap();
+    let mut group = c.benchmark_group("multi_add_at");
+    for threads in THREAD_COUNTS {
+        let pool = Pool::new(threads);
+        let one = window(0);
+        bench(&mut group, &pool, "window_x1", move |t, n| {
+            black_box(one.add_at(t, n));
+        });
+        for k in 1..=3 {
+            let m = multi(k);
+            let name = ["multi_1_level", "multi_2_levels", "multi_3_levels"][k - 1];
+            bench(&mut group, &pool, name, move |t, n| m.add_at(t, n));
+        }
+        // Three levels of one slice length share one ring: one cell add.
+        let min = Duration::from_secs(60);
+        let same = MultiWindow::new(&[(5 * min, 5), (10 * min, 10), (30 * min, 30)]).unwrap();
+        bench(
+            &mut group,
+            &pool,
+            "multi_3_levels_one_slice_len",
+            move |t, n| same.add_at(t, n),
+        );
+        let sep = [window(0), window(1), window(2)];
+        bench(&mut group, &pool, "window_x3_separate", move |t, n| {
+            for w in &sep {
+                black_box(w.add_at(t, n));
+            }
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_add_at);
+criterion_main!(benches);
