@@ -1,0 +1,510 @@
+//! Tests of the strict limiters: scenarios, edge values, a reference model
+//! over many random sequential runs, and multi-threaded runs whose every
+//! grant is recorded and every window checked.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+use stripecount::{
+    ConfigError, Denied, FixedWindowLimiter, ManualClock, SlidingWindowLimiter, MAX_EXACT_LIMIT,
+};
+
+const SEC: u64 = 1_000_000_000;
+
+static_assertions::assert_impl_all!(SlidingWindowLimiter: std::fmt::Debug, Send, Sync);
+static_assertions::assert_impl_all!(FixedWindowLimiter: std::fmt::Debug, Send, Sync);
+static_assertions::assert_impl_all!(Denied: std::error::Error, Copy, Eq);
+
+fn sliding(
+    limit: u64,
+    window_s: u64,
+    slices: usize,
+) -> (SlidingWindowLimiter<ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let lim = SlidingWindowLimiter::with_clock(
+        limit,
+        Duration::from_secs(window_s),
+        slices,
+        clock.clone(),
+    )
+    .expect("valid config");
+    (lim, clock)
+}
+
+#[test]
+fn issue_scenario_limit_4_over_3_slices() {
+    let (lim, clock) = sliding(4, 3, 3);
+    assert!(lim.try_acquire_n(2));
+    clock.advance(Duration::from_secs(1));
+    assert!(lim.try_acquire_n(2));
+    clock.advance(Duration::from_secs(1));
+    assert!(!lim.try_acquire_n(2));
+    assert_eq!(lim.try_acquire_verbose(2), Err(Denied::Exhausted));
+    assert!(!lim.try_acquire());
+    assert_eq!(lim.available(), 0);
+    assert_eq!(lim.retry_after(1), Some(Duration::from_secs(1)));
+    assert_eq!(lim.retry_after(3), Some(Duration::from_secs(2)));
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(lim.available(), 2);
+    assert!(lim.try_acquire_n(2));
+    assert!(!lim.try_acquire());
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(lim.available(), 2);
+    assert!(lim.try_acquire());
+    assert_eq!(lim.available(), 1);
+}
+
+#[test]
+fn fixed_window_boundaries() {
+    let clock = ManualClock::new();
+    let lim = FixedWindowLimiter::with_clock(3, Duration::from_secs(1), clock.clone()).unwrap();
+    assert!(lim.try_acquire_at(SEC - 1, 3));
+    assert!(!lim.try_acquire_at(SEC - 1, 1));
+    assert_eq!(
+        lim.retry_after_at(SEC - 1, 1),
+        Some(Duration::from_nanos(1))
+    );
+    assert_eq!(lim.try_acquire_verbose_at(SEC, 3), Ok(1));
+    assert!(!lim.try_acquire_at(2 * SEC - 1, 1));
+    // A request stamped in the past is judged at the newest time.
+    assert_eq!(lim.try_acquire_verbose_at(0, 1), Err(Denied::Exhausted));
+    assert_eq!(lim.available_at(0), 0);
+    assert_eq!(lim.try_acquire_verbose_at(5 * SEC, 1), Ok(5));
+    assert_eq!(lim.try_acquire_verbose_at(SEC, 1), Ok(5));
+    assert_eq!(lim.available_at(5 * SEC), 1);
+    assert_eq!(lim.available_at(6 * SEC), 3);
+    clock.set(7 * SEC);
+    assert!(lim.try_acquire_n(3));
+    assert!(!lim.try_acquire());
+}
+
+#[test]
+fn zero_and_oversized_requests() {
+    let (lim, _) = sliding(5, 1, 1);
+    assert!(lim.try_acquire_n(0));
+    assert_eq!(lim.available(), 5);
+    assert_eq!(lim.try_acquire_verbose(6), Err(Denied::ExceedsLimit));
+    assert_eq!(lim.retry_after(6), None);
+    assert_eq!(lim.retry_after(0), Some(Duration::ZERO));
+    assert!(lim.try_acquire_n(5));
+    assert!(
+        lim.try_acquire_n(0),
+        "n == 0 is granted even in a full window"
+    );
+    assert!(!lim.try_acquire());
+}
+
+#[test]
+fn limit_zero_denies_all() {
+    let (lim, clock) = sliding(0, 1, 4);
+    for _ in 0..3 {
+        assert!(!lim.try_acquire());
+        assert_eq!(lim.try_acquire_verbose(1), Err(Denied::ExceedsLimit));
+        assert!(lim.try_acquire_n(0));
+        assert_eq!(lim.available(), 0);
+        assert_eq!(lim.retry_after(1), None);
+        clock.advance(Duration::from_secs(1));
+    }
+    let f = FixedWindowLimiter::with_clock(0, Duration::from_secs(1), ManualClock::new()).unwrap();
+    assert!(!f.try_acquire());
+}
+
+#[test]
+fn limit_u64_max_never_overflows() {
+    for slices in [1usize, 3] {
+        let (lim, clock) = sliding(u64::MAX, 3, slices);
+        assert_eq!(lim.available(), u64::MAX);
+        assert!(
+            lim.try_acquire_n(u64::MAX),
+            "the whole limit in an empty window"
+        );
+        assert!(!lim.try_acquire());
+        assert!(!lim.try_acquire_n(u64::MAX));
+        assert_eq!(lim.available(), 0);
+        assert_eq!(lim.retry_after(u64::MAX), Some(Duration::from_secs(3)));
+        clock.advance(Duration::from_secs(3));
+        assert!(lim.try_acquire());
+        // One permit taken: the whole limit no longer fits.
+        assert!(!lim.try_acquire_n(u64::MAX));
+        assert!(lim.try_acquire_n(1 << 60));
+        assert!(lim.try_acquire_n(1 << 62));
+        assert!(lim.try_acquire_n(1 << 63));
+        // Granted so far in this window: 1 + 2^60 + 2^62 + 2^63 < u64::MAX.
+        assert!(!lim.try_acquire_n(1 << 62));
+        assert!(lim.available() < 1 << 62);
+        clock.set(u64::MAX);
+        assert!(lim.try_acquire_n(u64::MAX));
+        assert!(!lim.try_acquire());
+        assert_eq!(lim.available_at(u64::MAX), 0);
+        assert!(lim.retry_after_at(u64::MAX, 1).is_some());
+    }
+}
+
+#[test]
+fn wide_limits_never_over_admit() {
+    // Above MAX_EXACT_LIMIT permits are counted in units of 2^k; a grant is
+    // never more than the limit allows, whatever the request sizes.
+    let mut rng = StdRng::seed_from_u64(7);
+    for _ in 0..200 {
+        let limit = rng.random_range(MAX_EXACT_LIMIT..=u64::MAX);
+        let (lim, _) = sliding(limit, 1, 1);
+        let mut granted: u128 = 0;
+        for _ in 0..50 {
+            let n = match rng.random_range(0..3) {
+                0 => rng.random_range(1..=limit),
+                1 => rng.random_range(1..=limit >> 20),
+                _ => rng.random_range(1..1000),
+            };
+            if lim.try_acquire_n(n) {
+                granted += n as u128;
+            }
+        }
+        assert!(
+            granted <= limit as u128,
+            "granted {granted} > limit {limit}"
+        );
+        assert!(granted > 0);
+    }
+    // Exactly at the boundary, counting is still exact.
+    let (lim, _) = sliding(MAX_EXACT_LIMIT, 1, 1);
+    assert!(lim.try_acquire_n(MAX_EXACT_LIMIT - 1));
+    assert!(lim.try_acquire());
+    assert!(!lim.try_acquire());
+}
+
+#[test]
+fn invalid_configs_are_typed_errors() {
+    assert_eq!(
+        SlidingWindowLimiter::new(1, Duration::ZERO, 1).unwrap_err(),
+        ConfigError::ZeroWindow
+    );
+    assert_eq!(
+        SlidingWindowLimiter::new(1, Duration::from_secs(1), 0).unwrap_err(),
+        ConfigError::ZeroSlices
+    );
+    assert!(matches!(
+        SlidingWindowLimiter::new(1, Duration::from_secs(1), 5000).unwrap_err(),
+        ConfigError::TooManySlices { slices: 5000, .. }
+    ));
+    assert!(matches!(
+        SlidingWindowLimiter::new(1, Duration::from_nanos(10), 3).unwrap_err(),
+        ConfigError::UnevenSlices { slices: 3, .. }
+    ));
+    assert!(matches!(
+        SlidingWindowLimiter::new(1, Duration::MAX, 1).unwrap_err(),
+        ConfigError::WindowTooLong { .. }
+    ));
+    assert_eq!(
+        FixedWindowLimiter::new(1, Duration::ZERO).unwrap_err(),
+        ConfigError::ZeroWindow
+    );
+    assert!(matches!(
+        FixedWindowLimiter::new(1, Duration::MAX).unwrap_err(),
+        ConfigError::WindowTooLong { .. }
+    ));
+    let ok = SlidingWindowLimiter::new(10, Duration::from_secs(1), 10).unwrap();
+    assert_eq!(ok.limit(), 10);
+    assert_eq!(ok.slices(), 10);
+    assert_eq!(ok.slice_len(), Duration::from_millis(100));
+    assert_eq!(ok.window(), Duration::from_secs(1));
+    assert!(format!("{ok:?}").contains("SlidingWindowLimiter"));
+}
+
+#[test]
+fn set_limit_applies_to_later_requests() {
+    let (lim, clock) = sliding(4, 2, 2);
+    assert!(lim.try_acquire_n(3));
+    lim.set_limit(2);
+    assert_eq!(lim.limit(), 2);
+    assert!(!lim.try_acquire(), "3 granted already exceed the new limit");
+    assert_eq!(lim.available(), 0);
+    clock.advance(Duration::from_secs(2));
+    assert!(lim.try_acquire_n(2));
+    assert!(!lim.try_acquire());
+    lim.set_limit(10);
+    assert!(lim.try_acquire_n(8));
+    assert!(!lim.try_acquire());
+}
+
+/// The reference: every grant as `(epoch, n)`, judged at the newest epoch.
+struct Model {
+    slices: u64,
+    slice: u64,
+    limit: u64,
+    newest: u64,
+    grants: Vec<(u64, u64)>,
+}
+
+impl Model {
+    fn used(&self, j: u64) -> u64 {
+        self.grants
+            .iter()
+            .filter(|(e, _)| *e <= j && j - e < self.slices)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn acquire(&mut self, now: u64, n: u64) -> Result<u64, Denied> {
+        let j = (now / self.slice).max(self.newest);
+        if n == 0 {
+            return Ok(j);
+        }
+        if n > self.limit {
+            return Err(Denied::ExceedsLimit);
+        }
+        self.newest = j;
+        if self.used(j) + n > self.limit {
+            return Err(Denied::Exhausted);
+        }
+        self.grants.push((j, n));
+        Ok(j)
+    }
+
+    fn available(&self, now: u64) -> u64 {
+        let j = (now / self.slice).max(self.newest);
+        self.limit.saturating_sub(self.used(j))
+    }
+
+    fn retry_after(&self, now: u64, n: u64) -> Option<Duration> {
+        if n > self.limit {
+            return None;
+        }
+        let j = (now / self.slice).max(self.newest);
+        if n == 0 || self.used(j) + n <= self.limit {
+            return Some(Duration::ZERO);
+        }
+        (j + 1..=j + self.slices).find_map(|e| {
+            let used: u64 = self
+                .grants
+                .iter()
+                .filter(|(g, _)| *g <= j && *g + self.slices > e)
+                .map(|(_, n)| n)
+                .sum();
+            (used + n <= self.limit).then(|| Duration::from_nanos(e * self.slice - now))
+        })
+    }
+}
+
+#[test]
+fn random_sequential_runs_match_the_reference() {
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    for case in 0..600 {
+        let slices = rng.random_range(1..=8u64);
+        let slice = rng.random_range(1..=50u64);
+        let limit = rng.random_range(0..=12u64);
+        let fixed = case % 4 == 0;
+        let slices = if fixed { 1 } else { slices };
+        let window = Duration::from_nanos(slice * slices);
+        let clock = ManualClock::new();
+        let sliding =
+            SlidingWindowLimiter::with_clock(limit, window, slices as usize, clock.clone())
+                .unwrap();
+        let fixed_lim = FixedWindowLimiter::with_clock(limit, window, clock.clone()).unwrap();
+        let mut model = Model {
+            slices,
+            slice,
+            limit,
+            newest: 0,
+            grants: Vec::new(),
+        };
+        let mut now = 0u64;
+        for step in 0..300 {
+            now = match rng.random_range(0..20) {
+                0 => now.saturating_sub(rng.random_range(0..3 * slice * slices)), // backwards
+                1 => now + rng.random_range(0..4 * slice * slices),
+                2 if step % 50 == 0 => now + (1 << 16) * slice + rng.random_range(0..3 * slice), // tag wrap
+                _ => now + rng.random_range(0..slice),
+            };
+            let n = rng.random_range(0..=limit + 1);
+            let ctx = format!(
+                "case {case} step {step} now {now} n {n} limit {limit} S {slices} L {slice}"
+            );
+            match rng.random_range(0..10) {
+                0 => {
+                    assert_eq!(
+                        sliding.available_at(now),
+                        model.available(now),
+                        "available {ctx}"
+                    );
+                    if fixed {
+                        assert_eq!(
+                            fixed_lim.available_at(now),
+                            model.available(now),
+                            "fixed available {ctx}"
+                        );
+                    }
+                }
+                1 => {
+                    assert_eq!(
+                        sliding.retry_after_at(now, n),
+                        model.retry_after(now, n),
+                        "retry {ctx}"
+                    );
+                    if fixed {
+                        assert_eq!(
+                            fixed_lim.retry_after_at(now, n),
+                            model.retry_after(now, n),
+                            "fixed retry {ctx}"
+                        );
+                    }
+                }
+                2 if step % 30 == 0 => {
+                    let l = rng.random_range(0..=12u64);
+                    model.limit = l;
+                    sliding.set_limit(l);
+                    fixed_lim.set_limit(l);
+                }
+                _ => {
+                    let want = model.acquire(now, n);
+                    assert_eq!(
+                        sliding.try_acquire_verbose_at(now, n),
+                        want,
+                        "acquire {ctx}"
+                    );
+                    if fixed {
+                        assert_eq!(
+                            fixed_lim.try_acquire_verbose_at(now, n),
+                            want,
+                            "fixed acquire {ctx}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Phases with a frozen clock: 4 threads ask for single permits until each
+/// has been refused, then the clock moves one slice. A refusal must mean the
+/// window is full, so every window holds exactly `limit`.
+#[test]
+fn contention_never_causes_refusals() {
+    const THREADS: usize = 4;
+    const PHASES: u64 = 40;
+    for slices in [1usize, 4] {
+        let limit = 1000u64;
+        let clock = ManualClock::new();
+        let lim = Arc::new(
+            SlidingWindowLimiter::with_clock(
+                limit,
+                Duration::from_nanos(100 * slices as u64),
+                slices,
+                clock.clone(),
+            )
+            .unwrap(),
+        );
+        let start = Arc::new(Barrier::new(THREADS + 1));
+        let end = Arc::new(Barrier::new(THREADS + 1));
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (lim, start, end) = (lim.clone(), start.clone(), end.clone());
+                std::thread::spawn(move || {
+                    let mut per_phase = Vec::new();
+                    for _ in 0..PHASES {
+                        start.wait();
+                        let mut got = 0u64;
+                        while lim.try_acquire() {
+                            got += 1;
+                        }
+                        per_phase.push(got);
+                        end.wait();
+                    }
+                    per_phase
+                })
+            })
+            .collect();
+        for _ in 0..PHASES {
+            start.wait();
+            end.wait();
+            clock.advance(Duration::from_nanos(100));
+        }
+        let per_thread: Vec<Vec<u64>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        let slice_totals: Vec<u64> = (0..PHASES as usize)
+            .map(|p| per_thread.iter().map(|t| t[p]).sum())
+            .collect();
+        for p in 0..PHASES as usize {
+            let lo = (p + 1).saturating_sub(slices);
+            let window: u64 = slice_totals[lo..=p].iter().sum();
+            assert_eq!(window, limit, "slices {slices} phase {p}: {slice_totals:?}");
+        }
+    }
+}
+
+/// A clock moved by another thread while 4 threads take random amounts.
+/// Every grant is recorded with the times read around it and the slice it
+/// was counted in; that slice must lie between the two, and every window's
+/// total must be at most the limit.
+#[test]
+fn concurrent_grants_never_exceed_any_window() {
+    const THREADS: usize = 4;
+    for (slices, limit) in [(1usize, 50u64), (3, 40), (8, 100)] {
+        let slice = 10_000u64;
+        let clock = ManualClock::new();
+        let lim = Arc::new(
+            SlidingWindowLimiter::with_clock(
+                limit,
+                Duration::from_nanos(slice * slices as u64),
+                slices,
+                clock.clone(),
+            )
+            .unwrap(),
+        );
+        let done = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (lim, clock, done, progress) =
+                    (lim.clone(), clock.clone(), done.clone(), progress.clone());
+                std::thread::spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(t as u64);
+                    let mut log = Vec::new();
+                    use stripecount::Clock;
+                    while !done.load(Ordering::Acquire) {
+                        let n = rng.random_range(1..=3);
+                        let before = clock.now();
+                        let r = lim.try_acquire_verbose_at(before, n);
+                        let after = clock.now();
+                        progress.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(epoch) = r {
+                            log.push((before / slice, after / slice, epoch, n));
+                        }
+                    }
+                    log
+                })
+            })
+            .collect();
+        let mut rng = StdRng::seed_from_u64(99);
+        // Move the clock in small random steps, each after the workers have
+        // made some requests (pacing only: every interleaving is valid).
+        let mut seen = 0;
+        for _ in 0..1500 {
+            while progress.load(Ordering::Relaxed) < seen + 20 {
+                std::hint::spin_loop();
+            }
+            seen = progress.load(Ordering::Relaxed);
+            clock.advance(Duration::from_nanos(rng.random_range(0..slice / 4)));
+        }
+        done.store(true, Ordering::Release);
+        let logs: Vec<_> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        let last = logs.iter().map(|g| g.2).max().unwrap_or(0);
+        let mut per_slice = vec![0u64; last as usize + 1];
+        for &(lo, hi, e, n) in &logs {
+            assert!(
+                lo <= e && e <= hi,
+                "grant counted in slice {e}, outside [{lo}, {hi}]"
+            );
+            per_slice[e as usize] += n;
+        }
+        for j in 0..per_slice.len() {
+            let lo = (j + 1).saturating_sub(slices);
+            let total: u64 = per_slice[lo..=j].iter().sum();
+            assert!(total <= limit, "window ending at {j}: {total} > {limit}");
+        }
+        assert!(per_slice.iter().sum::<u64>() > 0);
+    }
+}
