@@ -18,6 +18,11 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsiz
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 
+/// Only the loom stand-in for the per-key map uses a mutex (see
+/// `keyed/map.rs`); no protocol of the crate takes a lock.
+#[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
+
 /// Std atomics for process-wide statics (the coarse clock's ticker, the
 /// probe seed). Loom cannot model a `static`, and these never take part in a
 /// modeled protocol, so they stay std atomics even under `--cfg loom`.
@@ -56,8 +61,15 @@ pub(crate) mod probe {
     fn seed() -> u32 {
         use super::process_wide::{AtomicU32, Ordering};
         // Weyl sequence: consecutive threads get well-spread probes.
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        NEXT.fetch_add(0x9E37_79B9, Ordering::Relaxed) | 1
+        // Only 0 is reserved (it means "not yet seeded"); forcing the low
+        // bit instead would start every thread on the same odd stripe.
+        static NEXT: AtomicU32 = AtomicU32::new(0x9E37_79B9);
+        let s = NEXT.fetch_add(0x9E37_79B9, Ordering::Relaxed);
+        if s == 0 {
+            0x9E37_79B9
+        } else {
+            s
+        }
     }
 
     #[cfg(loom)]

@@ -1,9 +1,9 @@
 //! Loom models of stripecount's atomic protocols live in `tests/`. They only
 //! compile under `RUSTFLAGS="--cfg loom"`; see the repository README.
 //!
-//! This library holds what the models share: [`model`], which runs a model
+//! This library holds what the models share: `model`, which runs a model
 //! with a preemption bound of at least 2 (deeper with
-//! `LOOM_MAX_PREEMPTIONS=3`), and [`expect_failure`], which asserts that loom
+//! `LOOM_MAX_PREEMPTIONS=3`), and `expect_failure`, which asserts that loom
 //! finds a bug in a naive design, so every suite is known to be able to fail.
 
 /// Runs `f` under loom with a preemption bound of `LOOM_MAX_PREEMPTIONS`
@@ -20,7 +20,7 @@ where
     builder.check(f);
 }
 
-/// Runs `f` under loom (as [`model`]) and panics unless loom finds an
+/// Runs `f` under loom (as `model`) and panics unless loom finds an
 /// execution in which it panics: the naive designs must be caught.
 #[cfg(loom)]
 pub fn expect_failure<F>(name: &str, f: F)

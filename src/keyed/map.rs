@@ -80,14 +80,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> Map<K> {
 
 #[cfg(loom)]
 pub(crate) struct Map<K: 'static> {
-    inner: loom::sync::Mutex<std::collections::HashMap<K, EntryRef>>,
+    inner: crate::sync::Mutex<std::collections::HashMap<K, EntryRef>>,
 }
 
 #[cfg(loom)]
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> Map<K> {
     pub(crate) fn new() -> Self {
         Map {
-            inner: loom::sync::Mutex::new(std::collections::HashMap::new()),
+            inner: crate::sync::Mutex::new(std::collections::HashMap::new()),
         }
     }
 
