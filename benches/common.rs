@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use criterion::{BenchmarkGroup, BenchmarkId, Throughput};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use stripecount_baselines::harness::Pool;
@@ -12,8 +13,14 @@ use stripecount_baselines::harness::Pool;
 /// Thread counts every bench covers.
 pub const THREADS: [usize; 4] = [1, 2, 4, 8];
 
-/// Benchmarks `op(thread, i)` for `i` in each thread's share of the
-/// iterations, under `name`, at `threads` threads.
+/// The next op index. Indices keep growing across criterion's repeated
+/// calls, so an op that derives a time from its index never goes back in
+/// time (which would turn a window add into a cheap "too old" drop).
+static NEXT_INDEX: AtomicU64 = AtomicU64::new(0);
+
+/// Benchmarks `op(state, thread, i)` under `name` at the pool's thread
+/// count. Within one measurement every thread sees the same increasing run
+/// of indices `i`, and each measurement's run starts after the last one's.
 pub fn bench_threads<S, F>(
     group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
     pool: &Pool,
@@ -35,8 +42,9 @@ pub fn bench_threads<S, F>(
                 // Every thread performs `iters` ops; the time is for all of them,
                 // so divide by the thread count to report per-op throughput of
                 // the whole shared instance.
+                let base = NEXT_INDEX.fetch_add(iters, Ordering::Relaxed);
                 let elapsed = pool.run(iters * threads, move |t, n| {
-                    for i in 0..n {
+                    for i in base..base + n {
                         op(&state, t, i);
                     }
                 });
