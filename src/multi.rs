@@ -74,7 +74,7 @@
 
 use crate::clock::{duration_nanos, Clock, MonotonicClock};
 use crate::error::ConfigError;
-use crate::slice::SliceCell;
+use crate::slice::{CellRow, SliceCell};
 use crate::stripes::{default_cap, Stripes};
 use crate::sync::probe;
 use crate::window::slice_nanos;
@@ -87,39 +87,26 @@ use std::time::Duration;
 /// window, more than any use we know of needs.
 pub const MAX_LEVELS: usize = 16;
 
-/// Cells per 128-byte chunk of a row (16-byte cells).
-const CHUNK: usize = 8;
-
-#[repr(align(128))]
-struct Chunk([SliceCell; CHUNK]);
-
 /// One stripe's cells of every level, on its own cache lines.
-struct Row {
-    chunks: Box<[Chunk]>,
-}
+struct Row(CellRow);
 
 impl Row {
     /// A row holding every ring; slot `j` of a ring starts at epoch `j`
     /// (any epoch of the right residue with count 0 would do).
     fn new(rings: &[RingSpec]) -> Row {
         let cells: usize = rings.iter().map(|r| r.len).sum();
-        let mut init = vec![0u64; cells.div_ceil(CHUNK) * CHUNK];
+        let mut init = vec![0u64; cells];
         for r in rings {
             for (j, e) in init[r.base..r.base + r.len].iter_mut().enumerate() {
                 *e = j as u64;
             }
         }
-        Row {
-            chunks: init
-                .chunks_exact(CHUNK)
-                .map(|c| Chunk(std::array::from_fn(|i| SliceCell::new(c[i]))))
-                .collect(),
-        }
+        Row(CellRow::from_epochs(init))
     }
 
     #[inline]
     fn cell(&self, i: usize) -> &SliceCell {
-        &self.chunks[i / CHUNK].0[i % CHUNK]
+        self.0.cell(i)
     }
 }
 
@@ -414,7 +401,7 @@ mod tests {
         .unwrap();
         let rings: Vec<(usize, usize)> = w.rings.iter().map(|r| (r.base, r.len)).collect();
         assert_eq!(rings, vec![(0, 16), (16, 8), (24, 64)]);
-        assert_eq!(w.rows.get(0).chunks.len(), 11); // 88 cells
+        assert_eq!(w.rows.get(0).0.capacity(), 88); // 11 chunks of 8
     }
 
     #[test]

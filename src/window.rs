@@ -31,7 +31,7 @@
 
 use crate::clock::{duration_nanos, Clock, MonotonicClock};
 use crate::error::ConfigError;
-use crate::slice::{Added, SliceCell};
+use crate::slice::{Added, CellRow};
 use crate::stripes::{default_cap, Stripes};
 use crate::sync::probe;
 use std::fmt;
@@ -43,36 +43,8 @@ use std::time::Duration;
 /// resolution use [`MultiWindow`](crate::MultiWindow).
 pub const MAX_SLICES: usize = 4096;
 
-/// Cells per 128-byte chunk of a row.
-const CHUNK: usize = 8;
-
-#[repr(align(128))]
-struct Chunk([SliceCell; CHUNK]);
-
 /// One stripe's ring of slices, on its own cache lines.
-struct Row {
-    chunks: Box<[Chunk]>,
-}
-
-impl Row {
-    fn new(slices: usize) -> Row {
-        let chunks = slices.div_ceil(CHUNK);
-        Row {
-            chunks: (0..chunks)
-                .map(|c| {
-                    Chunk(std::array::from_fn(|i| {
-                        SliceCell::new((c * CHUNK + i) as u64)
-                    }))
-                })
-                .collect(),
-        }
-    }
-
-    #[inline]
-    fn cell(&self, slot: usize) -> &SliceCell {
-        &self.chunks[slot / CHUNK].0[slot % CHUNK]
-    }
-}
+type Row = CellRow;
 
 /// Validates `(window, slices)` and returns the slice length in nanoseconds.
 pub(crate) fn slice_nanos(window: Duration, slices: usize) -> Result<u64, ConfigError> {
@@ -200,8 +172,7 @@ impl Ring {
 
     /// Bytes this ring holds now (rows and header), excluding the clock.
     pub(crate) fn memory_bytes(&self) -> usize {
-        let row =
-            std::mem::size_of::<Row>() + self.slices.div_ceil(CHUNK) * std::mem::size_of::<Chunk>();
+        let row = std::mem::size_of::<Row>() + CellRow::heap_bytes(self.slices);
         std::mem::size_of::<Ring>()
             + (self.rows.cap() - 1) * std::mem::size_of::<usize>()
             + self.rows.len() * row

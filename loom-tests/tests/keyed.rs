@@ -30,7 +30,7 @@ fn detector(threshold: u64) -> HotKeyDetector<u32, ManualClock> {
 /// 2: whatever the interleaving, exactly one add reports "became hot".
 #[test]
 fn two_threads_crossing_report_once() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let d = Arc::new(detector(2));
         let hs: Vec<_> = (0..2)
             .map(|_| {
@@ -53,7 +53,7 @@ fn two_threads_crossing_report_once() {
 /// of 3 on a key that already has striped rows: exactly one reports.
 #[test]
 fn three_threads_crossing_a_striped_key_report_once() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let d = Arc::new(detector(4));
         assert!(!d.add_at(&7, 0, 1));
         assert!(d.windows().__stripe(&7));
@@ -78,7 +78,7 @@ fn three_threads_crossing_a_striped_key_report_once() {
 /// A handle and a map add race across one crossing: one report.
 #[test]
 fn handle_and_map_add_crossing_report_once() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let d = Arc::new(detector(2));
         let t = {
             let d = d.clone();
@@ -94,7 +94,7 @@ fn handle_and_map_add_crossing_report_once() {
 /// epoch 2 cross again; exactly one reports, whatever the stale views.
 #[test]
 fn re_crossing_after_cooling_reports_once() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let d = Arc::new(detector(2));
         assert!(d.add_at(&7, 0, 2));
         let hs: Vec<_> = (0..2)
@@ -116,7 +116,7 @@ fn re_crossing_after_cooling_reports_once() {
 /// Two threads insert the same new key: one window holds both adds.
 #[test]
 fn concurrent_insert_of_a_new_key_yields_one_window() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
         let hs: Vec<_> = (0..2)
             .map(|_| {
@@ -136,7 +136,7 @@ fn concurrent_insert_of_a_new_key_yields_one_window() {
 /// An eviction at time 2 (the add at time 0 has left the window) races an
 /// add at time 2: the add is never lost, and at most one entry remains.
 fn eviction_races_add(striped: bool) {
-    loom::model(move || {
+    stripecount_loom_tests::model(move || {
         let w = Arc::new(windows());
         w.add_at(&7, 0, 1);
         if striped {
@@ -172,7 +172,7 @@ fn eviction_racing_an_add_on_a_striped_key_never_loses_it() {
 /// and the add is never lost.
 #[test]
 fn two_evictions_racing_an_add_on_a_striped_key() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
         w.add_at(&7, 0, 1);
         assert!(w.__stripe(&7));
@@ -199,7 +199,7 @@ fn two_evictions_racing_an_add_on_a_striped_key() {
 /// either the eviction fails or the add finds the entry dead and re-inserts.
 #[test]
 fn eviction_racing_striping_never_loses_the_add() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
         w.add_at(&7, 0, 1);
         let evictor = {
@@ -217,7 +217,7 @@ fn eviction_racing_striping_never_loses_the_add() {
 /// A handle holding an entry that gets evicted re-looks the key up.
 #[test]
 fn eviction_racing_a_handle_never_loses_its_add() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
         w.add_at(&7, 0, 1);
         let evictor = {
@@ -237,7 +237,7 @@ fn eviction_racing_a_handle_never_loses_its_add() {
 #[test]
 fn naive_eviction_is_caught() {
     let r = std::panic::catch_unwind(|| {
-        loom::model(|| {
+        stripecount_loom_tests::model(|| {
             let map: Arc<Mutex<Option<Arc<AtomicU64>>>> =
                 Arc::new(Mutex::new(Some(Arc::new(AtomicU64::new(0)))));
             let evictor = {
@@ -272,7 +272,7 @@ fn naive_eviction_is_caught() {
 #[test]
 fn naive_hot_flag_is_caught() {
     let r = std::panic::catch_unwind(|| {
-        loom::model(|| {
+        stripecount_loom_tests::model(|| {
             let count = Arc::new(AtomicU64::new(0));
             let hot = Arc::new(AtomicBool::new(false));
             let hs: Vec<_> = (0..2)

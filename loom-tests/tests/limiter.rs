@@ -73,7 +73,7 @@ where
 /// grant into the old slice.
 #[test]
 fn sliding_last_permit_across_a_slice_boundary() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let lim = sliding(2, 2);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
         let l = lim.clone();
@@ -96,7 +96,7 @@ fn sliding_last_permit_across_a_slice_boundary() {
 /// state back, and helpers race each other through every step of the roll.
 #[test]
 fn sliding_stale_epoch_and_two_rolls() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let lim = sliding(2, 2);
         let l = lim.clone();
         let grants = race(
@@ -117,7 +117,7 @@ fn sliding_stale_epoch_and_two_rolls() {
 /// while the third grants into the old slice.
 #[test]
 fn sliding_three_threads_one_roll() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let lim = sliding(1, 2);
         let l = lim.clone();
         let grants = race(
@@ -136,7 +136,7 @@ fn sliding_three_threads_one_roll() {
 /// frozen sums of every window must count every grant.
 #[test]
 fn sliding_skipped_slice_and_frozen_sum() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let lim = sliding(2, 3);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
         let l = lim.clone();
@@ -157,7 +157,7 @@ fn sliding_skipped_slice_and_frozen_sum() {
 /// racing the start of a new window are never wiped.
 #[test]
 fn fixed_window_roll_never_wipes_a_grant() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let lim = Arc::new(
             FixedWindowLimiter::with_clock(1, Duration::from_nanos(1), ManualClock::new()).unwrap(),
         );
@@ -177,7 +177,7 @@ fn fixed_window_roll_never_wipes_a_grant() {
 /// of the new one while it starts.
 #[test]
 fn fixed_window_three_threads_last_permit() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let lim = Arc::new(
             FixedWindowLimiter::with_clock(1, Duration::from_nanos(1), ManualClock::new()).unwrap(),
         );
@@ -193,7 +193,7 @@ fn fixed_window_three_threads_last_permit() {
 
 /// The naive "check the sum, then add": both threads see room and add.
 fn naive_check_then_add() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let count = Arc::new(AtomicU64::new(0));
         let limit = 1;
         let handles: Vec<_> = (0..2)
@@ -218,7 +218,7 @@ fn naive_check_then_add() {
 /// `count = 1`. A grant between the CAS and the store is wiped, and the
 /// wiped permit is granted again.
 fn naive_cas_start_then_store() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         const LIMIT: u64 = 2;
         let start = Arc::new(AtomicU64::new(0));
         let count = Arc::new(AtomicU64::new(1)); // window 0 holds one grant
@@ -260,7 +260,7 @@ fn naive_cas_start_then_store() {
 /// next-but-one slice that reads the history before the record sees the old
 /// slice as empty.
 fn naive_publish_then_record() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         const LIMIT: u64 = 1;
         let state = Arc::new(AtomicU64::new(0)); // slice 0, count 0
         let hist = Arc::new(AtomicU64::new(u64::MAX)); // nothing recorded

@@ -31,7 +31,7 @@ fn window_with_old_count() -> Arc<MultiWindow> {
 /// and each adder's own sum at both levels sees its add.
 #[test]
 fn adds_racing_a_roll_at_two_levels_lose_nothing() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let w2 = Arc::clone(&w);
         let a = thread::spawn(move || w2.add_at(4, 1));
@@ -54,7 +54,7 @@ fn adds_racing_a_roll_at_two_levels_lose_nothing() {
 /// the joins both levels hold exactly both adds.
 #[test]
 fn a_reader_racing_two_rolls_sees_only_whole_adds() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let (wa, wb) = (Arc::clone(&w), Arc::clone(&w));
         let a = thread::spawn(move || wa.add_at(4, 1));
@@ -74,7 +74,7 @@ fn a_reader_racing_two_rolls_sees_only_whole_adds() {
 /// counted in epoch 0 (expired) or dropped, never in the new epochs.
 #[test]
 fn a_late_add_racing_a_roll_is_never_filed_under_the_new_epoch() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let w2 = Arc::clone(&w);
         let late = thread::spawn(move || w2.add_at(1, 7)); // epochs 1 and 0
@@ -90,7 +90,7 @@ fn a_late_add_racing_a_roll_is_never_filed_under_the_new_epoch() {
 /// (through a flag) must see it at both levels.
 #[test]
 fn a_read_after_an_add_sees_it_at_both_levels_during_a_roll() {
-    loom::model(|| {
+    stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let done = Arc::new(AtomicU64::new(0));
         let (wa, da) = (Arc::clone(&w), Arc::clone(&done));
@@ -141,7 +141,7 @@ impl NaiveLevel {
 #[test]
 fn naive_two_level_publish_then_zero_loses_adds() {
     let result = std::panic::catch_unwind(|| {
-        loom::model(|| {
+        stripecount_loom_tests::model(|| {
             let levels = Arc::new([NaiveLevel::new(), NaiveLevel::new()]);
             let l2 = Arc::clone(&levels);
             let a = thread::spawn(move || {

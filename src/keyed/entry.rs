@@ -70,7 +70,7 @@
 //! loads, its CASes `AcqRel`; the extension pointer is published by an
 //! `AcqRel` CAS and read with `Acquire`. Cells follow [`crate::slice`].
 
-use crate::slice::{Added, SliceCell};
+use crate::slice::{Added, CellRow, SliceCell};
 use crate::sync::{probe, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -85,36 +85,24 @@ const VERSION: u64 = 1 << 24;
 const HOT: u64 = 1 << 63;
 const EPOCH_MASK: u64 = HOT - 1;
 
-/// Cells per 128-byte chunk of an extension row.
-const CHUNK: usize = 8;
-
-#[repr(align(128))]
-struct Chunk([SliceCell; CHUNK]);
-
 /// One extension row: its guard alone on a line, its cells on their own.
 #[repr(align(128))]
 struct ExtRow {
     guard: AtomicU64,
-    chunks: Box<[Chunk]>,
+    cells: CellRow,
 }
 
 impl ExtRow {
     fn new(slices: usize) -> ExtRow {
         ExtRow {
             guard: AtomicU64::new(DORMANT),
-            chunks: (0..slices.div_ceil(CHUNK))
-                .map(|c| {
-                    Chunk(std::array::from_fn(|i| {
-                        SliceCell::new((c * CHUNK + i) as u64)
-                    }))
-                })
-                .collect(),
+            cells: CellRow::new(slices),
         }
     }
 
     #[inline]
     fn cell(&self, slot: usize) -> &SliceCell {
-        &self.chunks[slot / CHUNK].0[slot % CHUNK]
+        self.cells.cell(slot)
     }
 }
 
@@ -538,9 +526,7 @@ impl Entry {
         let mut b = EntryRef::layout(self.slices).size();
         if let Some(ext) = self.ext() {
             b += std::mem::size_of::<Ext>()
-                + ext.rows.len()
-                    * (std::mem::size_of::<ExtRow>()
-                        + slices.div_ceil(CHUNK) * std::mem::size_of::<Chunk>());
+                + ext.rows.len() * (std::mem::size_of::<ExtRow>() + CellRow::heap_bytes(slices));
         }
         b
     }
