@@ -194,7 +194,7 @@ fn draw_panel(
                 String::new()
             }
         })
-        .y_label_formatter(&|y| fmt_ops(*y).replace(".0", ""))
+        .y_label_formatter(&|y| tick_label(*y))
         .x_desc("threads sharing one instance")
         .y_desc("operations per second (log scale)")
         .axis_desc_style(("sans-serif", 14))
@@ -252,5 +252,37 @@ mod tests {
         assert_eq!(wide.len(), 9);
         assert_eq!(wide[0], 1.0);
         assert!((wide[8] - 1e8).abs() < 1.0);
+    }
+}
+
+/// An axis tick: `fmt_ops` without trailing zeros (`1.00G` -> `1G`,
+/// `500.0M` -> `500M`, `2.50G` -> `2.5G`).
+fn tick_label(y: f64) -> String {
+    let s = fmt_ops(y);
+    match s.find('.') {
+        Some(dot) => {
+            let unit_at = s[dot..]
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .map_or(s.len(), |i| dot + i);
+            let digits = s[..unit_at].trim_end_matches('0').trim_end_matches('.');
+            format!("{digits}{}", &s[unit_at..])
+        }
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tick_tests {
+    use super::tick_label;
+
+    #[test]
+    fn tick_labels_drop_only_trailing_zeros() {
+        assert_eq!(tick_label(1e9), "1G");
+        assert_eq!(tick_label(1e10), "10G");
+        assert_eq!(tick_label(2.5e9), "2.5G");
+        assert_eq!(tick_label(5e8), "500M");
+        assert_eq!(tick_label(1.05e8), "105M");
+        assert_eq!(tick_label(2e4), "20k");
+        assert_eq!(tick_label(50.0), "50");
     }
 }
