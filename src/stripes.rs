@@ -58,6 +58,31 @@ pub(crate) fn normalize_cap(cap: usize) -> usize {
         .min(MAX_STRIPES)
 }
 
+/// Installs `Box::new(make())` into `slot` if it is null, without waiting:
+/// racing installers each allocate, one CAS wins (`Release`, so readers that
+/// load the pointer with `Acquire` see the initialized value), and the
+/// losers free their allocation. The pointer is owned by whoever owns
+/// `slot` and must be freed with `Box::from_raw` exactly once.
+pub(crate) fn install_if_null<T>(slot: &AtomicPtr<T>, make: impl FnOnce() -> T) {
+    if !slot.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    let fresh = Box::into_raw(Box::new(make()));
+    if slot
+        .compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        // SAFETY: `fresh` came from `Box::into_raw` just above and was never
+        // published (the CAS failed), so we own it.
+        drop(unsafe { Box::from_raw(fresh) });
+    }
+}
+
 pub(crate) struct Stripes<T> {
     first: T,
     rest: Box<[AtomicPtr<T>]>,
@@ -121,23 +146,7 @@ impl<T> Stripes<T> {
             return;
         }
         for slot in &self.rest[len - 1..target - 1] {
-            if !slot.load(Ordering::Acquire).is_null() {
-                continue;
-            }
-            let fresh = Box::into_raw(Box::new(make()));
-            if slot
-                .compare_exchange(
-                    std::ptr::null_mut(),
-                    fresh,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_err()
-            {
-                // SAFETY: `fresh` came from `Box::into_raw` just above and
-                // was never published (the CAS failed), so we own it.
-                drop(unsafe { Box::from_raw(fresh) });
-            }
+            install_if_null(slot, &make);
         }
         self.len.fetch_max(target, Ordering::AcqRel);
     }

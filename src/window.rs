@@ -29,7 +29,7 @@
 //! pointer per possible extra stripe (CPU count rounded up to a power of
 //! two). Each row grown on contention costs the same `16 * S` (rounded).
 
-use crate::clock::{duration_nanos, Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::slice::{Added, CellRow};
 use crate::stripes::{default_cap, Stripes};
@@ -68,8 +68,9 @@ pub(crate) fn slice_nanos(window: Duration, slices: usize) -> Result<u64, Config
     Ok(nanos / slices as u64)
 }
 
-/// A striped ring of epoch-tagged slices: the engine shared by
-/// [`SlidingWindow`], the limiters and [`MultiWindow`](crate::MultiWindow).
+/// A striped ring of epoch-tagged slices: the engine of [`SlidingWindow`].
+/// (`MultiWindow` lays several rings in one row and the limiters need one
+/// admission word, so both build on [`crate::slice`] directly.)
 pub(crate) struct Ring {
     slice_nanos: u64,
     slices: usize,
@@ -335,11 +336,4 @@ impl<C: Clock> fmt::Debug for SlidingWindow<C> {
             .field("stripes", &self.ring.stripes())
             .finish_non_exhaustive()
     }
-}
-
-#[allow(dead_code)]
-fn _assert_traits() {
-    fn is<T: Send + Sync>() {}
-    is::<SlidingWindow>();
-    let _ = duration_nanos;
 }

@@ -257,6 +257,35 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// Reads standard input to the end, line by line, and calls
+    /// `f(millis, key)` for every well-formed line at its effective time
+    /// (malformed lines and backwards timestamps are counted here). `f`
+    /// returns `Ok(false)` to stop early.
+    fn for_each_record(
+        &mut self,
+        mut f: impl FnMut(u64, &[u8]) -> io::Result<bool>,
+    ) -> io::Result<()> {
+        let mut input = BufReader::with_capacity(1 << 20, io::stdin().lock());
+        let mut line = Vec::with_capacity(256);
+        loop {
+            line.clear();
+            if input.read_until(b'\n', &mut line)? == 0 {
+                return Ok(());
+            }
+            self.lines += 1;
+            let Some((t, key)) = parse_line(&line, self.timestamps) else {
+                self.malformed += 1;
+                continue;
+            };
+            let ms = self.time(t);
+            if !f(ms, key)? {
+                return Ok(());
+            }
+        }
+    }
+}
+
 #[inline]
 fn write_hot(out: &mut impl Write, ms: u64, key: &[u8], sum: u64) -> io::Result<()> {
     let mut b = itoa_buf();
@@ -358,24 +387,13 @@ fn write_top(out: &mut impl Write, detector: &Detector, newest: u64, top: usize)
 }
 
 fn run_single(detector: &Detector, opts: &Opts, reader: &mut Reader) -> io::Result<()> {
-    let mut input = BufReader::with_capacity(1 << 20, io::stdin().lock());
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    let mut line = Vec::with_capacity(256);
-    loop {
-        line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        reader.lines += 1;
-        let Some((t, key)) = parse_line(&line, opts.timestamps) else {
-            reader.malformed += 1;
-            continue;
-        };
-        let ms = reader.time(t);
+    reader.for_each_record(|ms, key| {
         if let Some(sum) = detector.became_hot_at(KeyRef::new(key), ns(ms), 1) {
             write_hot(&mut out, ms, key, sum)?;
         }
-    }
+        Ok(true)
+    })?;
     write_top(&mut out, detector, reader.newest, opts.top)?;
     out.flush()
 }
@@ -430,8 +448,6 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
         .collect();
     let window_ms = opts.window.as_millis().min(u64::MAX as u128) as u64;
     let mut last_evict = 0u64;
-    let mut input = BufReader::with_capacity(1 << 20, io::stdin().lock());
-    let mut line = Vec::with_capacity(256);
     let send = |w: usize, buffers: &mut Vec<Vec<u8>>, frontier: u64| -> io::Result<()> {
         let records = std::mem::replace(&mut buffers[w], Vec::with_capacity(BATCH_BYTES + 256));
         senders[w]
@@ -439,17 +455,7 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
             .map_err(|_| io::Error::other("a worker stopped"))
     };
     let mut failed = None;
-    loop {
-        line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
-            break;
-        }
-        reader.lines += 1;
-        let Some((t, key)) = parse_line(&line, opts.timestamps) else {
-            reader.malformed += 1;
-            continue;
-        };
-        let ms = reader.time(t);
+    reader.for_each_record(|ms, key| {
         let mut h = hasher.build_hasher();
         h.write(key);
         let w = (h.finish() % n as u64) as usize;
@@ -460,7 +466,7 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
         if buf.len() >= BATCH_BYTES {
             if let Err(e) = send(w, &mut buffers, ms) {
                 failed = Some(e);
-                break;
+                return Ok(false);
             }
         }
         // Once per window of stream time: flush every worker, then evict
@@ -470,7 +476,7 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
             for w in 0..n {
                 if let Err(e) = send(w, &mut buffers, ms) {
                     failed = Some(e);
-                    break;
+                    return Ok(false);
                 }
             }
             let reached = done
@@ -480,7 +486,8 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
                 .unwrap_or(0);
             detector.windows().evict_idle_at(ns(reached));
         }
-    }
+        Ok(true)
+    })?;
     for w in 0..n {
         if !buffers[w].is_empty() && failed.is_none() {
             if let Err(e) = send(w, &mut buffers, reader.newest) {

@@ -71,6 +71,7 @@
 //! `AcqRel` CAS and read with `Acquire`. Cells follow [`crate::slice`].
 
 use crate::slice::{Added, CellRow, SliceCell};
+use crate::stripes::install_if_null;
 use crate::sync::{probe, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -332,25 +333,9 @@ impl Entry {
     /// Installs the extension (if none) and activates its rows.
     #[cold]
     pub(crate) fn install(&self, slices: usize, stripes: usize) {
-        if self.ext.load(Ordering::Acquire).is_null() {
-            let fresh = Box::into_raw(Box::new(Ext {
-                rows: (0..stripes).map(|_| ExtRow::new(slices)).collect(),
-            }));
-            if self
-                .ext
-                .compare_exchange(
-                    std::ptr::null_mut(),
-                    fresh,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_err()
-            {
-                // SAFETY: `fresh` came from `Box::into_raw` above and was
-                // never published (the CAS failed), so we own it.
-                drop(unsafe { Box::from_raw(fresh) });
-            }
-        }
+        install_if_null(&self.ext, || Ext {
+            rows: (0..stripes).map(|_| ExtRow::new(slices)).collect(),
+        });
         if let Some(ext) = self.ext() {
             self.activate(ext);
         }
