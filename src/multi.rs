@@ -13,70 +13,98 @@
 //! # Structure
 //! One striped set of *rows* (see [`crate::stripes`]); a row is one
 //! stripe's cells of **all** levels, back to back in 128-byte aligned
-//! chunks: ring 0, then ring 1, ... Each cell is the crate's epoch-tagged
-//! [`SliceCell`](crate::slice), unchanged. Levels with the same slice length
-//! share one ring (their epochs are equal), sized for the longest of them:
-//! "5, 10, 30 and 60 minutes by the minute, 24 hours by the hour" is two
-//! rings, and an add costs two cell adds, not five. A ring has
+//! chunks: ring 0, then ring 1, ..., plus the row's two *fold marks*. Each
+//! cell is the crate's epoch-tagged [`SliceCell`](crate::slice) used as a
+//! *folding* cell ([`SliceCell::add_folding`]). There is one ring per
+//! distinct slice length: levels with the same slice length share one ring
+//! (their epochs are equal), sized for the longest of them. A ring has
 //! `P = S.next_power_of_two()` slots for the largest `S` it serves (at most
 //! 2x memory): the slot of an epoch is then `epoch & (P - 1)`, a mask rather
 //! than a division. A ring longer than a window is harmless: readers keep
-//! only the cells whose epoch is in their range, and an add is dropped as
-//! too old only if its slot holds an epoch at least `P >= S` slices newer,
-//! i.e. outside every window of that ring.
+//! only the cells whose epoch is in their range.
 //!
-//! # Cost of an add
-//! An add does, once: one thread-local probe read and one stripe lookup
-//! (one `Acquire` load of the stripe count, one of the row pointer); then,
-//! per ring, one division `now / L` (independent of the other rings', so
-//! they overlap), a mask, and one [`SliceCell`](crate::slice) add: three
-//! L1-resident loads and one CAS. A `SlidingWindow::add_at` is the probe,
-//! the lookup, two divisions (`t / L`, `e % S`) and one cell add.
+//! # Folding: one CAS per add
+//! An add writes **only ring 0**, the finest. A count stays in its ring-0
+//! cell until an add at a newer epoch of the same slot rolls the cell; the
+//! roller then *takes* the count (sealing the cell, see
+//! [`crate::slice`]) and *folds* it into ring 1's cell for its ring-1 epoch
+//! `e / (L_1 / L_0)`, which may roll that cell and fold its count into
+//! ring 2 in turn. The last ring drops what it rolls: it is outside every
+//! window. An add older than a ring (its slot sealed or holding a newer
+//! epoch) is filed in the next ring directly. Because `L_k` is a multiple
+//! of `L_j`, ring `j`'s epoch `e` lies inside ring `k`'s epoch
+//! `e / (L_k / L_j)`: a level of ring `r` sums the cells of rings `0..=r`
+//! whose epoch, converted to ring `r`'s, is in its range.
 //!
-//! What is left per ring is the CAS, and it dominates: a locked
-//! read-modify-write costs ~6.5 ns on the development machines, ~80% of a
-//! whole `SlidingWindow::add_at` (~8 ns), and locked instructions do not
-//! overlap. So an add over three slice lengths costs about 2.6x one window
-//! (2.2-2.8x across runs), against about 3x for three separate windows
-//! (`benches/multi.rs`). The divisions hide behind the CASes: replacing
-//! them by multiplications by a precomputed reciprocal measured no
-//! difference, so the code keeps plain `/`. Sharing rings is what removes whole CASes: levels with one
-//! slice length cost one. Fewer CASes than distinct slice lengths would need
-//! counts to *move* between levels (a fine slice folded into a coarse one
-//! as it leaves the fine ring), and such a move touches two words, which
-//! readers could see half done; that protocol (fold markers in the coarse
-//! word, readers that validate and retry) is not built here.
+//! # Fold marks: readers never see half a fold
+//! Between its take and its placement a count is in no cell. Each row has
+//! two counters, `begun` and `ended`: a thread increments `begun` before it
+//! takes a non-zero count that goes to another ring, and `ended` after
+//! every count it took has been placed (one pair per add, however deep its
+//! folds go). A reader of a level above ring 0 loads `ended`, reads the
+//! row's cells, loads `begun`, and retries the row unless they are equal.
+//! Why that suffices (all cell writes are `AcqRel` CASes, reads `Acquire`):
+//! - Say the reader saw a cell write of a fold `F` (its take or its
+//!   placement). `F` incremented `begun` before that write, so the
+//!   reader's later load of `begun` counts `F`'s begin.
+//! - Say it missed a write of `F` (read the cell before it). Then its load
+//!   of `ended` was not after `F`'s end: had it read `F`'s increment, every
+//!   write of `F` would be visible to the reads that follow.
+//! - So a reader that saw one half of `F` and not the other has `F` in its
+//!   `begun` and not in its `ended`; and every end it counted has its begin
+//!   counted too. Hence `begun > ended`, and it retries.
+//!
+//! Ring 0 alone needs no check: folds only take counts *out* of it, and
+//! only counts that are outside its window at the roller's time.
+//!
+//! # Cost
+//! An add is, on its fast path, exactly a `SlidingWindow::add_at`: the
+//! probe, the stripe lookup, one division `now / L_0`, a mask instead of a
+//! `% S`, a snapshot and one CAS, whatever the number of levels. Rolls take
+//! the slow path, once per finest slice per row: per ring touched, a take,
+//! a seal-and-move and a placement, plus the two mark increments. Measured
+//! (`cargo bench --bench multi`, see `BENCHMARKS.md`): three levels cost
+//! 0.9-1.0x one window's add, against about 3x for three separate windows.
+//! (Before folding, an add did one CAS per distinct slice length, 2.6x for
+//! three levels: locked instructions do not overlap.)
+//!
+//! Reads pay instead: a level of ring `r` reads the cells of rings `0..=r`,
+//! and a read that overlaps a fold of the same row retries; if the folding
+//! thread was descheduled mid-fold, the reader waits for it (spinning, then
+//! yielding). Adds never wait for anyone.
 //!
 //! # Memory
-//! A row is `16 * sum(P)` bytes over the distinct rings, rounded up to 128;
-//! one row until contention is seen, then up to one per CPU (rounded up to
-//! a power of two), as for `SlidingWindow`. `(1 min, 60)`, `(1 h, 60)`,
-//! `(24 h, 24)` is 160 cells, 2.5 KiB per row.
+//! A row is `16 * sum(P)` bytes over the distinct rings, rounded up to 128,
+//! plus 128 for the fold marks; one row until contention is seen, then up
+//! to one per CPU (rounded up to a power of two), as for `SlidingWindow`.
+//! `(1 min, 60)`, `(1 h, 60)`, `(24 h, 24)` is 160 cells, 2.625 KiB a row.
 //!
 //! # Invariants
-//! - Every level sees every add exactly once: the add runs one
-//!   [`SliceCell`](crate::slice) add per ring, each of which counts it under
-//!   its own epoch or drops it as older than that ring (never files it
-//!   under another epoch), and every level reads exactly one ring. Rings are
-//!   independent cells, so a roll in one ring never touches another's
-//!   count.
-//! - Cell protocol, orderings and ABA bound: those of [`crate::slice`]
-//!   (`AcqRel` CASes, `Acquire` snapshots). Stripe growth: that of
-//!   [`crate::stripes`] (`Release` publication, `Acquire` lookup).
-//! - A sum reads each cell of its level atomically (a consistent
-//!   `(epoch, count)` snapshot) and keeps the cells whose epoch is in its
-//!   range: it never counts an add outside its range or twice, and sees
-//!   every add that finished before it started. Levels are read
-//!   separately; an add racing two sums over two levels can be seen by one
-//!   and not (yet) by the other, exactly as with two windows.
+//! - Every count is in exactly one place: a live (unsealed) cell of one
+//!   ring under its own epoch at that ring; or in the hands of a thread
+//!   between its take and its placement, while its row's `begun > ended`;
+//!   or dropped, as older than the last ring (outside every window). Takes
+//!   are CASes, so exactly one thread takes a count; sealed cells refuse
+//!   adds, so no add lands in a cell whose count was taken.
+//! - Hence every level sees every add exactly once: a level of ring `r`
+//!   counts the add in the ring (`<= r`) that holds it, or not at all if it
+//!   has moved past ring `r` (ring `r` rolled past its epoch, so it is
+//!   outside every window of that level at the roller's time).
+//! - Cell protocol and ABA bound: those of [`crate::slice`]. Stripe growth:
+//!   that of [`crate::stripes`] (`Release` publication, `Acquire` lookup).
+//!   Marks: `AcqRel` increments, `Acquire` loads.
+//! - Levels are read separately; an add racing two sums over two levels
+//!   can be seen by one and not (yet) by the other, exactly as with two
+//!   windows.
 //! - Counts saturate at [`MAX_SLICE_COUNT`](crate::MAX_SLICE_COUNT) per cell
-//!   and sums saturate at `u64::MAX`; nothing wraps.
+//!   (a fold into a cell saturates there too) and sums saturate at
+//!   `u64::MAX`; nothing wraps.
 
 use crate::clock::{duration_nanos, Clock, MonotonicClock};
 use crate::error::ConfigError;
-use crate::slice::{CellRow, SliceCell};
+use crate::slice::{Added, CellRow, Fold, SliceCell};
 use crate::stripes::{default_cap, Stripes};
-use crate::sync::probe;
+use crate::sync::{probe, wait_hint, AtomicU64, Ordering};
 use crate::window::slice_nanos;
 use std::fmt;
 use std::time::Duration;
@@ -87,8 +115,21 @@ use std::time::Duration;
 /// window, more than any use we know of needs.
 pub const MAX_LEVELS: usize = 16;
 
-/// One stripe's cells of every level, on its own cache lines.
-struct Row(CellRow);
+/// The fold marks of a row: how many folds have begun and how many have
+/// ended (see the module docs). Alone on their line pair, so that the
+/// readers that poll them never slow the adds to the row's cells.
+#[repr(align(128))]
+struct Marks {
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
+
+/// One stripe's cells of every ring, on its own cache lines, and the
+/// row's fold marks.
+struct Row {
+    cells: CellRow,
+    marks: Marks,
+}
 
 impl Row {
     /// A row holding every ring; slot `j` of a ring starts at epoch `j`
@@ -101,12 +142,54 @@ impl Row {
                 *e = j as u64;
             }
         }
-        Row(CellRow::from_epochs(init))
+        Row {
+            cells: CellRow::from_epochs(init),
+            marks: Marks {
+                begun: AtomicU64::new(0),
+                ended: AtomicU64::new(0),
+            },
+        }
     }
 
     #[inline]
     fn cell(&self, i: usize) -> &SliceCell {
-        self.0.cell(i)
+        self.cells.cell(i)
+    }
+}
+
+/// Where a cell's taken count goes: the next coarser ring of the same row,
+/// with the row's fold opened first.
+struct Folder<'a, C: Clock> {
+    window: &'a MultiWindow<C>,
+    row: &'a Row,
+    /// The coarser ring's index (may be past the last ring: then the count
+    /// is outside every window and is dropped).
+    next: usize,
+    open: &'a mut bool,
+    contended: bool,
+}
+
+impl<C: Clock> Fold for Folder<'_, C> {
+    fn open(&mut self) {
+        if self.next < self.window.rings.len() && !*self.open {
+            // Before the take, in this thread's order: a reader that sees
+            // the take sees this mark (AcqRel).
+            self.row.marks.begun.fetch_add(1, Ordering::AcqRel);
+            *self.open = true;
+        }
+    }
+
+    fn fold(&mut self, epoch: u64, count: u64) {
+        if let Some(coarser) = self.window.rings.get(self.next) {
+            self.window.place(
+                self.row,
+                self.next,
+                epoch / coarser.ratio,
+                count,
+                self.open,
+                &mut self.contended,
+            );
+        }
     }
 }
 
@@ -118,6 +201,9 @@ struct RingSpec {
     slice_nanos: u64,
     /// `P - 1`: the slot of epoch `e` is `e & mask`.
     mask: u64,
+    /// `L / L'` for the previous (finer) ring's `L'` (1 for ring 0): this
+    /// ring's epoch of a finer ring's epoch `e'` is `e' / ratio`.
+    ratio: u64,
     /// Index of the ring's first cell in a row.
     base: usize,
     /// `P`, the ring length (a power of two, at least every sharing
@@ -165,8 +251,16 @@ struct Level {
 /// # Time
 /// Sums are exact for any `now` at or after the newest add. An add stamped
 /// in the past (a clock stepping back, a late `add_at`) is counted at each
-/// level in its own slice, or dropped at a level whose ring has moved at
-/// least a ring length past it, where it is outside every window anyway.
+/// level in its own slice, except at a level whose slice length's ring has
+/// moved at least a ring length past it, where it is outside every window
+/// anyway.
+///
+/// # Cost
+/// An add costs one atomic compare-and-swap whatever the number of levels
+/// (about one `SlidingWindow::add_at`): it writes the finest level only,
+/// and counts move to coarser levels as their fine slices expire. A read of
+/// a coarse level also reads the finer levels' cells; see the `multi`
+/// module's design notes in the repository's `IMPLEMENTATION.md`.
 ///
 /// ```
 /// use stripecount::{ManualClock, MultiWindow};
@@ -245,8 +339,10 @@ impl<C: Clock> MultiWindow<C> {
                     r
                 }
                 None => {
+                    let ratio = rings.last().map_or(1, |r: &RingSpec| l / r.slice_nanos);
                     rings.push(RingSpec {
                         slice_nanos: l,
+                        ratio,
                         mask: 0, // set with the layout below
                         base: 0,
                         len,
@@ -286,7 +382,7 @@ impl<C: Clock> MultiWindow<C> {
 
     /// Adds `n` at time `now` (nanoseconds on this structure's clock), at
     /// every level. At a level whose ring has already moved a ring length
-    /// past `now` the add is dropped (it is outside every window of that
+    /// past `now` the add is not counted (it is outside every window of that
     /// level); see the type's docs.
     #[inline]
     pub fn add_at(&self, now: u64, n: u64) {
@@ -295,17 +391,51 @@ impl<C: Clock> MultiWindow<C> {
         }
         let row = self.rows.for_probe(probe::get());
         let mut contended = false;
-        for ring in self.rings.iter() {
-            let e = now / ring.slice_nanos;
-            let cell = row.cell(ring.base + (e & ring.mask) as usize);
-            // A drop (`Added::TooOld`) needs nothing more: see the docs.
-            let _ = cell.add(e, n, ring.len as u64, &mut contended);
+        let ring = &self.rings[0];
+        let e = now / ring.slice_nanos;
+        let cell = row.cell(ring.base + (e & ring.mask) as usize);
+        if !cell.try_add_folding(e, n, &mut contended) {
+            self.add_slow(row, e, n, &mut contended);
         }
         if contended {
             self.contended();
         }
     }
 
+    /// Everything but an add to a live finest cell: rolls, folds, late adds.
+    #[inline(never)]
+    fn add_slow(&self, row: &Row, e: u64, n: u64, contended: &mut bool) {
+        let mut open = false;
+        self.place(row, 0, e, n, &mut open, contended);
+        if open {
+            // Release: everything the fold did is before its end mark.
+            row.marks.ended.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Files `n` at epoch `e` of ring `k` (or, if that ring has moved past
+    /// `e`, of the next coarser ring; past the last ring it is outside
+    /// every window and dropped). Counts the cell yields as it rolls are
+    /// folded into ring `k + 1` the same way. Recursion depth is at most
+    /// the number of rings (<= [`MAX_LEVELS`]).
+    fn place(&self, row: &Row, k: usize, e: u64, n: u64, open: &mut bool, contended: &mut bool) {
+        let ring = &self.rings[k];
+        let cell = row.cell(ring.base + (e & ring.mask) as usize);
+        let mut folder = Folder {
+            window: self,
+            row,
+            next: k + 1,
+            open,
+            contended: false,
+        };
+        let added = cell.add_folding(e, n, ring.len as u64, contended, &mut folder);
+        *contended |= folder.contended;
+        if added == Added::TooOld {
+            if let Some(coarser) = self.rings.get(k + 1) {
+                self.place(row, k + 1, e / coarser.ratio, n, open, contended);
+            }
+        }
+    }
     #[cold]
     fn contended(&self) {
         probe::rehash();
@@ -336,17 +466,42 @@ impl<C: Clock> MultiWindow<C> {
             .unwrap_or(&self.levels[last]);
         let k = span.min(level.window_nanos).div_ceil(level.slice_nanos);
         let end = now / level.slice_nanos;
-        let ring = &self.rings[level.ring];
         let mut sum = 0u64;
         for row in self.rows.iter() {
-            for i in ring.base..ring.base + ring.len {
-                let (e, c) = row.cell(i).read();
-                if e <= end && end - e < k {
-                    sum = sum.saturating_add(c);
-                }
-            }
+            sum = sum.saturating_add(self.row_sum(row, level.ring, end, k));
         }
         sum
+    }
+
+    /// One row's count of the epochs `(end - k, end]` of ring `r`: the cells
+    /// of ring `r` and of every finer ring (whose counts not yet folded
+    /// belong to ring `r`'s epochs too). Ring 0 alone needs no check: a fold
+    /// only takes counts out of it. Otherwise the read is retried until no
+    /// fold of this row began or was in progress while it ran (see the
+    /// module docs), so every count is seen exactly once.
+    fn row_sum(&self, row: &Row, r: usize, end: u64, k: u64) -> u64 {
+        let mut rounds = 0;
+        loop {
+            let ended = row.marks.ended.load(Ordering::Acquire);
+            let mut sum = 0u64;
+            // `div` turns ring `j`'s epochs into ring `r`'s.
+            let mut div = 1u64;
+            for j in (0..=r).rev() {
+                let ring = &self.rings[j];
+                for i in ring.base..ring.base + ring.len {
+                    let (e, c) = row.cell(i).read_folding();
+                    let e = e / div;
+                    if e <= end && end - e < k {
+                        sum = sum.saturating_add(c);
+                    }
+                }
+                div = div.saturating_mul(ring.ratio);
+            }
+            if r == 0 || row.marks.begun.load(Ordering::Acquire) == ended {
+                return sum;
+            }
+            wait_hint(&mut rounds);
+        }
     }
 
     /// The number of levels.
@@ -401,7 +556,7 @@ mod tests {
         .unwrap();
         let rings: Vec<(usize, usize)> = w.rings.iter().map(|r| (r.base, r.len)).collect();
         assert_eq!(rings, vec![(0, 16), (16, 8), (24, 64)]);
-        assert_eq!(w.rows.get(0).0.capacity(), 88); // 11 chunks of 8
+        assert_eq!(w.rows.get(0).cells.capacity(), 88); // 11 chunks of 8
     }
 
     #[test]

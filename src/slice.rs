@@ -12,7 +12,8 @@
 //! - `epoch: AtomicU64`: the full epoch the cell is (being) recycled for.
 //! - `word: AtomicU64`: `tag << 48 | count`, where `tag` is the low 16 bits
 //!   of the epoch the count belongs to and `count` saturates at
-//!   [`MAX_SLICE_COUNT`] (2^48 - 1, about 2.8e14 per slice per stripe).
+//!   [`MAX_SLICE_COUNT`] (2^48 - 2, about 2.8e14 per slice per stripe;
+//!   the all-ones count marks a sealed cell, see "Folding cells" below).
 //!
 //! # Invariants
 //! 1. `epoch` only increases (it changes only by CAS to a larger value).
@@ -57,6 +58,17 @@
 //! that sees a new `epoch` must see a `word` at least as new as the one the
 //! epoch's installer checked (invariant 2).
 //!
+//! # Folding cells (multi-level windows)
+//! A [`MultiWindow`](crate::MultiWindow) does not drop a recycled count: it
+//! moves it to a coarser ring. Its cells ([`SliceCell::add_folding`]) have
+//! one more state, *sealed*: the count field all ones ([`SEALED`], one above
+//! [`MAX_SLICE_COUNT`]). A recycle there first *takes* the count with a CAS
+//! to `tag(epoch) | SEALED` (exactly one thread gets it, and hands it on),
+//! then moves `epoch`; a sealed cell refuses adds at its epoch (they go to
+//! the coarser ring). Invariant 2 becomes: a word with `tag(prev)` is
+//! always `tag(prev) | SEALED`, so the replace step discards nothing. The
+//! same snapshot, CAS-against-snapshot and two-step rules apply.
+//!
 //! # ABA bound
 //! A thread descheduled between its snapshot and its CAS while the same
 //! cell is recycled twice *and* comes back to the identical 64-bit word
@@ -71,9 +83,16 @@ const TAG_BITS: u32 = 16;
 const COUNT_BITS: u32 = 64 - TAG_BITS;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 
-/// The largest count one slice cell (one slice of one stripe) holds; adds
-/// beyond it saturate there. Sums add cells with saturation at `u64::MAX`.
-pub const MAX_SLICE_COUNT: u64 = (1 << COUNT_BITS) - 1;
+/// The count field of a cell word: 48 bits.
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+
+/// The largest count one slice cell (one slice of one stripe) holds, 2^48 - 2
+/// (about 2.8e14); adds beyond it saturate there. The all-ones count is
+/// reserved: it marks a *sealed* cell of a
+/// [`MultiWindow`](crate::MultiWindow), whose count has moved to a coarser
+/// level. Sums add cells with saturation at
+/// `u64::MAX`.
+pub const MAX_SLICE_COUNT: u64 = COUNT_MASK - 1;
 
 /// The largest stride (ring length) the two-step rule supports: a jump of
 /// `e - stride` must not alias the old tag, so `stride < 2^16`.
@@ -96,7 +115,7 @@ fn tag_of(word: u64) -> u64 {
 
 #[inline]
 fn count_of(word: u64) -> u64 {
-    word & MAX_SLICE_COUNT
+    word & COUNT_MASK
 }
 
 /// What became of an add.
@@ -197,6 +216,146 @@ impl SliceCell {
                 {
                     *contended = true;
                 }
+            }
+        }
+    }
+}
+
+/// The count value that marks a cell *sealed* (folding rows only; see
+/// [`SliceCell::add_folding`]), one above [`MAX_SLICE_COUNT`] so that no
+/// saturated count is ever mistaken for it.
+pub(crate) const SEALED: u64 = COUNT_MASK;
+
+/// Where a folding cell sends the count it takes out of the ring (see
+/// [`SliceCell::add_folding`]).
+pub(crate) trait Fold {
+    /// Called before a non-zero count is taken: the count will be in no
+    /// cell from the take until [`Fold::fold`] has placed it.
+    fn open(&mut self);
+    /// The count `count` of epoch `epoch` was taken; place it elsewhere.
+    fn fold(&mut self, epoch: u64, count: u64);
+}
+
+impl SliceCell {
+    /// `(epoch, count)` of a folding cell: as [`SliceCell::read`], with a
+    /// sealed cell reading 0 (its count has been taken).
+    #[inline]
+    pub(crate) fn read_folding(&self) -> (u64, u64) {
+        let (e, c) = self.read();
+        (e, if c == SEALED { 0 } else { c })
+    }
+
+    /// The fast path of [`SliceCell::add_folding`]: adds `n` (> 0) at
+    /// epoch `e` if the cell holds `e`, unsealed and below saturation, with
+    /// one CAS. `false` (and `*contended` on a failed CAS) sends the caller
+    /// to the full protocol.
+    #[inline]
+    pub(crate) fn try_add_folding(&self, e: u64, n: u64, contended: &mut bool) -> bool {
+        let (ew, w) = self.snapshot();
+        let c = count_of(w);
+        if ew != e || tag_of(w) != tag(e) || c >= MAX_SLICE_COUNT {
+            return false;
+        }
+        let new = pack(tag(e), c.saturating_add(n).min(MAX_SLICE_COUNT));
+        match self
+            .word
+            .compare_exchange(w, new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(_) => {
+                *contended = true;
+                false
+            }
+        }
+    }
+
+    /// Adds `n` (> 0) at epoch `e` to a cell of a *folding* ring, whose
+    /// expired counts move on to a coarser ring instead of being dropped.
+    ///
+    /// A folding cell has one more state, *sealed* (count field
+    /// [`SEALED`]): its count has been taken, and it accepts no more adds.
+    /// Invariant 2 of the module docs becomes: when `tag(word) !=
+    /// tag(epoch)`, the word is `tag(prev) | SEALED`, so a recycle never
+    /// discards a count. The steps, each a CAS against a snapshot:
+    /// - `epoch == e`, tag of `e`, not sealed: add (saturating at
+    ///   [`MAX_SLICE_COUNT`]).
+    /// - `epoch == e`, tag of `e`, sealed; or `epoch > e`: the slot has
+    ///   moved past `e`, which is outside every window of this ring:
+    ///   [`Added::TooOld`], and the caller files the add in a coarser ring.
+    /// - `epoch == e`, previous tag (sealed): replace with `tag(e) | n`.
+    /// - `epoch < e`, previous tag: seal it for `epoch` (its count is 0).
+    /// - `epoch < e`, tag of `epoch`, count `c`, not sealed: *take* it, i.e.
+    ///   CAS to `tag(epoch) | SEALED`; for `c > 0`, `f.open()` first and
+    ///   `f.fold(epoch, c)` once the CAS succeeded (exactly one thread takes
+    ///   a given count).
+    /// - `epoch < e`, sealed: move `epoch` to `e` (two steps across a
+    ///   multiple of the tag space, invariant 3).
+    ///
+    /// A late add at a sealed epoch is refused rather than filed, so every
+    /// count is in exactly one place: a live cell, or in the hands of the
+    /// thread between its take and its fold (which `open` lets the caller
+    /// announce to readers). Lock-free, as [`SliceCell::add`].
+    pub(crate) fn add_folding(
+        &self,
+        e: u64,
+        n: u64,
+        stride: u64,
+        contended: &mut bool,
+        f: &mut impl Fold,
+    ) -> Added {
+        debug_assert!(stride > 0 && stride <= MAX_STRIDE);
+        loop {
+            let (ew, w) = self.snapshot();
+            let c = count_of(w);
+            let current = tag_of(w) == tag(ew);
+            debug_assert!(current || c == SEALED, "a recycle never drops a count");
+            let next = if ew == e && current {
+                if c == SEALED {
+                    return Added::TooOld;
+                }
+                if c == MAX_SLICE_COUNT {
+                    return Added::Recorded; // saturated: nothing to write
+                }
+                pack(tag(e), c.saturating_add(n).min(MAX_SLICE_COUNT))
+            } else if ew == e {
+                pack(tag(e), n.min(MAX_SLICE_COUNT))
+            } else if ew > e {
+                return Added::TooOld;
+            } else if !current {
+                pack(tag(ew), SEALED)
+            } else if c != SEALED {
+                if c > 0 {
+                    f.open();
+                }
+                match self.word.compare_exchange(
+                    w,
+                    pack(tag(ew), SEALED),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) if c > 0 => f.fold(ew, c),
+                    Ok(_) => {}
+                    Err(_) => *contended = true,
+                }
+                continue;
+            } else {
+                let target = if tag(e) == tag(ew) { e - stride } else { e };
+                if self
+                    .epoch
+                    .compare_exchange(ew, target, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    *contended = true;
+                }
+                continue;
+            };
+            match self
+                .word
+                .compare_exchange(w, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if ew == e => return Added::Recorded,
+                Ok(_) => {}
+                Err(_) => *contended = true,
             }
         }
     }

@@ -42,6 +42,27 @@ pub(crate) fn spin_hint() {
     loom::hint::spin_loop();
 }
 
+/// One round of waiting for another thread to finish a short step (a
+/// multi-level window's fold; see `crate::multi`): a few CPU spin hints,
+/// then the rest of the time slice handed back, in case the thread we wait
+/// for was descheduled mid-step. Under loom every round yields, so that the
+/// model explores the other thread's progress.
+#[inline]
+#[allow(dead_code)]
+pub(crate) fn wait_hint(rounds: &mut u32) {
+    *rounds = rounds.saturating_add(1);
+    #[cfg(not(loom))]
+    {
+        if *rounds <= 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
 /// The calling thread's stripe probe: a non-zero hash that picks the thread's
 /// cell in every striped structure, and that is re-hashed when the thread
 /// meets contention (the `threadLocalRandomProbe` of Java's `LongAdder`).

@@ -309,6 +309,73 @@ fn adds_from_many_threads_are_counted_once_at_every_level() {
 }
 
 #[test]
+fn saturated_counts_fold_without_wrapping() {
+    // Level 0: 2 slices of 1 ns (ring of 2); level 1: 4 slices of 4 ns.
+    let w = MultiWindow::new(&[(ns(2), 2), (ns(16), 4)]).unwrap();
+    w.add_at(0, MAX_SLICE_COUNT); // saturates ring 0's epoch 0
+    w.add_at(1, 7);
+    w.add_at(2, u64::MAX); // rolls epoch 0 out: folds MAX into ring 1
+    w.add_at(3, 1); // folds the 7
+    w.add_at(4, 1); // folds the second saturated count: ring 1 saturates
+    assert_eq!(w.sum_over_at(4, ns(2)), 2); // epochs 3 and 4
+                                            // Level 1's epoch 0 (t 0-3) is one saturated ring-1 cell plus the 1
+                                            // still in ring 0's epoch 3; epoch 1 holds the add at 4.
+    assert_eq!(w.sum_over_at(4, ns(16)), MAX_SLICE_COUNT + 1 + 1);
+    assert_eq!(w.sum_over_at(u64::MAX, ns(16)), 0);
+}
+
+/// Readers of the top level race the folds that move the previous round's
+/// counts from ring 0 to ring 1 to ring 2, and must see every count exactly
+/// once, every time: each read covers only completed rounds that the
+/// running round does not roll out.
+#[test]
+fn reads_racing_folds_are_exact() {
+    // Slices of 1, 8 and 256 ns; rings of 4, 8 and 4 slots. A round is the
+    // 256 ns of one level-2 epoch: its adds roll (and fold) the previous
+    // round's cells out of rings 0 and 1.
+    let levels = [(ns(4), 4), (ns(64), 8), (ns(1024), 4)];
+    let w = Arc::new(MultiWindow::new(&levels).unwrap());
+    let adders = 3u64;
+    let rounds = 40u64;
+    let per_round: u64 = (1..=adders).map(|n| 256 * n).sum();
+    let barrier = Arc::new(std::sync::Barrier::new(adders as usize + 1));
+    let handles: Vec<_> = (0..adders)
+        .map(|th| {
+            let (w, barrier) = (Arc::clone(&w), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                for r in 0..rounds {
+                    barrier.wait();
+                    for t in 256 * r..256 * (r + 1) {
+                        w.add_at(t, th + 1);
+                    }
+                    barrier.wait();
+                }
+            })
+        })
+        .collect();
+    let mut reads = 0u64;
+    for r in 0..rounds {
+        barrier.wait();
+        // The last three level-2 slices before 256 r: rounds r-3..r-1.
+        // (Round r-4, the fourth slice of that window, is being dropped
+        // from ring 2 by round r's adds, which are newer than this read.)
+        let want = r.min(3) * per_round;
+        for _ in 0..200 {
+            if r > 0 {
+                assert_eq!(w.sum_over_at(256 * r - 1, ns(768)), want, "round {r}");
+                reads += 1;
+            }
+        }
+        barrier.wait();
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(w.sum_over_at(256 * rounds - 1, ns(1024)), 4 * per_round);
+    assert_eq!(reads, 200 * (rounds - 1));
+}
+
+#[test]
 fn config_errors() {
     use ConfigError::*;
     let s = Duration::from_secs;
