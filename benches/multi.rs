@@ -10,8 +10,15 @@
 //!
 //! Levels: (1 s, 10), (1 min, 60), (1 h, 60): slice lengths 100 ms, 1 s,
 //! 1 min, ratios 10 and 60 (not powers of two, the realistic case): three
-//! rings, three cell CASes per add. `multi_3_levels_one_slice_len` is 5, 10
-//! and 30 minutes by the minute: one shared ring, one cell CAS per add.
+//! rings. An add writes ring 0 only (one CAS) and folds a fine slice into
+//! the coarser rings once per 100 ms slice, i.e. once per 100k adds here.
+//! `multi_3_levels_one_slice_len` is 5, 10 and 30 minutes by the minute:
+//! one shared ring.
+//!
+//! `multi_sum_over` (one thread) measures the price folding moves to reads:
+//! a level reads its own ring and every finer one. It reads each level's
+//! whole window from a filled structure, against `SlidingWindow::sum_at`
+//! on the same levels.
 //!
 //! Run: `cargo bench --bench multi -- --warm-up-time 1 --measurement-time 2`
 
@@ -98,5 +105,33 @@ fn bench_add_at(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_add_at);
+fn bench_sum_over(c: &mut Criterion) {
+    let mut group = c.benchmark_group("multi_sum_over");
+    let multi = MultiWindow::new(&LEVELS).unwrap();
+    let windows: Vec<SlidingWindow> = LEVELS
+        .iter()
+        .map(|&(d, s)| SlidingWindow::new(d, s).unwrap())
+        .collect();
+    // Two hours of adds, one every 10 ms: every cell of every ring is live
+    // or recently folded.
+    let end = 2 * 3600 * 1_000_000_000u64;
+    for t in (0..end).step_by(10_000_000) {
+        multi.add_at(t, 1);
+        for w in &windows {
+            w.add_at(t, 1);
+        }
+    }
+    for (i, &(span, _)) in LEVELS.iter().enumerate() {
+        let w = &windows[i];
+        group.bench_function(BenchmarkId::new("window", i), |b| {
+            b.iter(|| w.sum_at(black_box(end)))
+        });
+        group.bench_function(BenchmarkId::new("multi", i), |b| {
+            b.iter(|| multi.sum_over_at(black_box(end), span))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_add_at, bench_sum_over);
 criterion_main!(benches);

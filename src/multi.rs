@@ -484,18 +484,26 @@ impl<C: Clock> MultiWindow<C> {
         loop {
             let ended = row.marks.ended.load(Ordering::Acquire);
             let mut sum = 0u64;
-            // `div` turns ring `j`'s epochs into ring `r`'s.
-            let mut div = 1u64;
+            // Ring `j`'s epoch `e` is ring `r`'s `e / div`; ring `r`'s
+            // epochs `(end - k, end]` are ring `j`'s `lo..=hi`, compared
+            // without a division per cell (bounds computed in u128, as
+            // they may pass u64::MAX: a `lo` past it matches no cell).
+            let mut div = 1u128;
             for j in (0..=r).rev() {
                 let ring = &self.rings[j];
+                let first = (u128::from(end) + 1).saturating_sub(u128::from(k));
+                let bounds = (first * div, (u128::from(end) + 1) * div - 1);
+                div *= u128::from(ring.ratio);
+                let Ok(lo) = u64::try_from(bounds.0) else {
+                    continue;
+                };
+                let hi = u64::try_from(bounds.1).unwrap_or(u64::MAX);
                 for i in ring.base..ring.base + ring.len {
                     let (e, c) = row.cell(i).read_folding();
-                    let e = e / div;
-                    if e <= end && end - e < k {
+                    if e >= lo && e <= hi {
                         sum = sum.saturating_add(c);
                     }
                 }
-                div = div.saturating_mul(ring.ratio);
             }
             if r == 0 || row.marks.begun.load(Ordering::Acquire) == ended {
                 return sum;

@@ -324,6 +324,28 @@ fn saturated_counts_fold_without_wrapping() {
     assert_eq!(w.sum_over_at(u64::MAX, ns(16)), 0);
 }
 
+#[test]
+fn times_at_the_end_of_u64_fold_and_read_exactly() {
+    let levels = [(ns(2), 2), (ns(16), 4), (ns(96), 2)];
+    let w = MultiWindow::new(&levels).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut adds = Vec::new();
+    for i in 0..200u64 {
+        let t = u64::MAX - 199 + i;
+        w.add_at(t, i + 1);
+        adds.push((t, i + 1));
+        for now in [t, u64::MAX] {
+            for span in spans(&levels, &mut rng) {
+                assert_eq!(
+                    w.sum_over_at(now, span),
+                    reference(&levels, &adds, now, span),
+                    "now {now} span {span:?}"
+                );
+            }
+        }
+    }
+}
+
 /// Readers of the top level race the folds that move the previous round's
 /// counts from ring 0 to ring 1 to ring 2, and must see every count exactly
 /// once, every time: each read covers only completed rounds that the
