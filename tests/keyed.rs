@@ -422,13 +422,146 @@ fn memory_per_key() {
     let w: KeyedWindows<u64, ManualClock> =
         KeyedWindows::with_clock(Duration::from_secs(10), 10, ManualClock::new()).unwrap();
     w.add_at(&1, 0, 1);
-    // Entry header 40 + 10 cells of 16, one allocation.
-    assert_eq!(w.key_memory_bytes(&1), 200);
+    // Entry header 40 (reference count and slices, hot word, guard,
+    // extension pointer, base) + 10 packed cells of 8, one allocation.
+    assert_eq!(w.key_memory_bytes(&1), 120);
     assert_eq!(w.key_memory_bytes(&2), 0);
     assert!(!w.is_striped(&1));
+    // Idle but present, after a long gap: still 120.
+    w.add_at(&1, 1 << 60, 1);
+    assert_eq!(w.key_memory_bytes(&1), 120);
     w.__stripe(&1);
     assert!(w.is_striped(&1));
-    assert!(w.key_memory_bytes(&1) > 200);
+    // Plus the extension: a 16-byte boxed slice of rows, each a 128-byte
+    // guard line and two 128-byte chunks of 16-byte slice cells.
+    let striped = w.key_memory_bytes(&1);
+    assert!(striped >= 120 + 16 + 384, "{striped}");
+    assert_eq!((striped - 120 - 16) % 384, 0, "{striped}");
+}
+
+/// Idle gaps that repeat the packed cells' 16-bit tags (exactly k * 2^16
+/// epochs), land inside or across the 2^13-epoch blocks of the compact row
+/// 0, or start near epoch 0: every key's window still follows
+/// `SlidingWindow` exactly, including adds a little in the past.
+#[test]
+fn long_idle_gaps_follow_sliding_window() {
+    const TAG: u64 = 1 << 16;
+    const BLOCK: u64 = 1 << 13;
+    for &slices in &[1usize, 2, 4, 5, 10] {
+        let window = Duration::from_nanos(SLICE * slices as u64);
+        let w = KeyedWindows::with_clock(window, slices, ManualClock::new())
+            .unwrap()
+            .with_auto_evict(false);
+        let refs: Vec<SlidingWindow<ManualClock>> = (0..3)
+            .map(|_| SlidingWindow::with_clock(window, slices, ManualClock::new()).unwrap())
+            .collect();
+        let mut rng = StdRng::seed_from_u64(slices as u64);
+        let jumps = [
+            0,
+            1,
+            slices as u64,
+            TAG,
+            2 * TAG,
+            3 * TAG,
+            TAG - 1,
+            TAG + 1,
+            TAG - slices as u64,
+            BLOCK,
+            BLOCK - 1,
+            BLOCK + 1,
+            3 * BLOCK,
+            TAG - BLOCK,
+            TAG + BLOCK,
+            5 * TAG,
+            (slices as u64) * TAG,
+        ];
+        // Epochs, not nanoseconds; start at 0.
+        let mut now = 0u64;
+        for i in 0..3000 {
+            let k = rng.random_range(0..3u32);
+            let e = if rng.random_bool(0.15) {
+                // A little in the past (up to two windows).
+                now.saturating_sub(rng.random_range(0..2 * slices as u64))
+            } else {
+                now += if rng.random_bool(0.3) {
+                    jumps[rng.random_range(0..jumps.len())]
+                } else {
+                    rng.random_range(0..3)
+                };
+                now
+            };
+            let t = e * SLICE + rng.random_range(0..SLICE);
+            let n = rng.random_range(1..4);
+            refs[k as usize].add_at(t, n);
+            let got = w.add_at(&k, t, n);
+            assert_eq!(got, refs[k as usize].sum_at(t), "S={slices} step {i} e={e}");
+            for key in 0..3u32 {
+                let q = now * SLICE + rng.random_range(0..SLICE * 3);
+                assert_eq!(
+                    w.sum_at(&key, q),
+                    refs[key as usize].sum_at(q),
+                    "S={slices} step {i} key {key}"
+                );
+            }
+        }
+    }
+}
+
+/// The aliasing cases one by one: a count at epoch `y` must not be read as
+/// the count of `y + k * 2^16` (same tag, and same slot when `S` divides
+/// `k * 2^16`), after a gap with no add in between.
+#[test]
+fn same_tag_after_a_gap_is_not_aliased() {
+    const TAG: u64 = 1 << 16;
+    for &(slices, start) in &[(4usize, 0u64), (4, 3), (5, 7), (2, 8191), (4, 1 << 40)] {
+        for k in 1..=6u64 {
+            let w = KeyedWindows::with_clock(
+                Duration::from_nanos(slices as u64),
+                slices,
+                ManualClock::new(),
+            )
+            .unwrap()
+            .with_auto_evict(false);
+            assert_eq!(w.add_at(&1u8, start, 5), 5);
+            let far = start + k * TAG;
+            // Nothing was added since `start`: the window at `far` is empty.
+            assert_eq!(w.sum_at(&1u8, far), 0, "S={slices} start {start} k {k}");
+            assert_eq!(w.add_at(&1u8, far, 1), 1, "S={slices} start {start} k {k}");
+            // The old epoch is older than the ring now.
+            assert_eq!(w.add_at(&1u8, start, 1), 0);
+            assert_eq!(w.sum_at(&1u8, far), 1);
+            assert_eq!(w.sum_at(&1u8, far + slices as u64), 0);
+            // An add just inside the window, in the past, is still counted.
+            if slices > 1 {
+                assert_eq!(w.add_at(&1u8, far - 1, 2), 2);
+                assert_eq!(w.sum_at(&1u8, far), 3);
+            }
+        }
+    }
+}
+
+/// A key whose first add is at a huge epoch, then epochs near the top of
+/// the range: no overflow, exact sums.
+#[test]
+fn epochs_near_the_ends_of_the_range() {
+    let w = KeyedWindows::with_clock(Duration::from_nanos(4), 4, ManualClock::new())
+        .unwrap()
+        .with_auto_evict(false);
+    assert_eq!(w.add_at(&1u8, 0, 1), 1);
+    assert_eq!(w.add_at(&1u8, 3, 1), 2);
+    assert_eq!(w.add_at(&1u8, 4, 1), 2);
+    let top = u64::MAX - 2;
+    assert_eq!(w.add_at(&1u8, top, 1), 1);
+    assert_eq!(w.add_at(&1u8, u64::MAX, 2), 3);
+    assert_eq!(w.sum_at(&1u8, u64::MAX), 3);
+    assert_eq!(w.add_at(&2u8, u64::MAX, 7), 7);
+    // Counted in its own (expired) slice, as `SlidingWindow` would.
+    assert_eq!(w.add_at(&2u8, u64::MAX - 5, 1), 1);
+    assert_eq!(w.sum_at(&2u8, u64::MAX), 7);
+    // Its slot holds MAX: dropped (the sum at MAX - 4 is the add at MAX - 5).
+    assert_eq!(w.add_at(&2u8, u64::MAX - 4, 1), 1);
+    assert_eq!(w.sum_at(&2u8, u64::MAX - 4), 1);
+    assert_eq!(w.sum_at(&2u8, u64::MAX), 7);
 }
 
 #[test]

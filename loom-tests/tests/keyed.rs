@@ -1,6 +1,8 @@
 //! Loom models of the per-key protocol: the hot word's single reporting
-//! CAS, concurrent insertion of a new key, and the eviction handshake
-//! (entry guards) racing adds, on cold and on striped keys. Plus the naive
+//! CAS, concurrent insertion of a new key, the eviction handshake (entry
+//! guards) racing adds, on cold and on striped keys, and the compact row 0's
+//! base crossings (a key idle for 2^16 epochs, whose packed tags repeat)
+//! racing stale adds, other crossers, sums and evictions. Plus the naive
 //! designs, which loom must catch.
 //!
 //! Windows are 2 slices of 1 ns, so the time in nanoseconds is the epoch.
@@ -13,6 +15,10 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 use std::time::Duration;
 use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
+use stripecount_loom_tests::expect_failure;
+
+mod keyed_support;
+use keyed_support::PackedRow;
 
 fn windows() -> KeyedWindows<u32, ManualClock> {
     KeyedWindows::with_clock(Duration::from_nanos(2), 2, ManualClock::new())
@@ -299,4 +305,179 @@ fn naive_hot_flag_is_caught() {
         });
     });
     assert!(r.is_err(), "loom must catch the naive hot flag");
+}
+
+/// An epoch with the same 16-bit tag and the same slot as epoch 1, 2^16
+/// epochs later (several blocks on): the first add there crosses.
+const FAR: u64 = 1 + (1 << 16);
+
+/// A stale add at epoch 1 races an add at `FAR` that crosses `base` to
+/// `FAR`'s block. The count 5 at epoch 1 (same slot, same tag as `FAR`)
+/// must never be read as `FAR`'s, and the add at `FAR` is never lost,
+/// whether it crossed or was sent to the striped rows.
+#[test]
+fn stale_add_racing_a_same_tag_crossing() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(windows());
+        w.add_at(&7, 1, 5);
+        let stale = {
+            let w = w.clone();
+            thread::spawn(move || w.add_at(&7, 1, 1))
+        };
+        let mine = w.add_at(&7, FAR, 1);
+        let theirs = stale.join().unwrap();
+        assert_eq!(mine, 1, "the window at FAR holds only its own add");
+        assert!(theirs <= 6, "{theirs}");
+        assert_eq!(w.sum_at(&7, FAR), 1);
+        assert_eq!(w.sum_at(&7, FAR + 1), 1);
+        assert_eq!(w.sum_at(&7, FAR + 2), 0);
+        // Row 0 (or the stripes) keep counting at FAR.
+        assert_eq!(w.add_at(&7, FAR, 2), 3);
+    });
+}
+
+/// Two adds that both need to cross (to `FAR` and `FAR + 1`) race: at most
+/// one crosses, the other goes to the striped rows; both are counted and
+/// nothing from epoch 1 aliases.
+#[test]
+fn two_crossers_racing() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(windows());
+        w.add_at(&7, 1, 5);
+        let other = {
+            let w = w.clone();
+            thread::spawn(move || w.add_at(&7, FAR, 1))
+        };
+        let mine = w.add_at(&7, FAR + 1, 1);
+        let theirs = other.join().unwrap();
+        assert!((1..=2).contains(&mine), "{mine}");
+        assert!((1..=2).contains(&theirs), "{theirs}");
+        assert_eq!(w.sum_at(&7, FAR), 1);
+        assert_eq!(w.sum_at(&7, FAR + 1), 2);
+        assert_eq!(w.sum_at(&7, FAR + 2), 1);
+        assert_eq!(w.sum_at(&7, FAR + 3), 0);
+    });
+}
+
+/// A sum at `FAR` races the crossing add: it sees the add or not, but
+/// never the count 5 of epoch 1 (whose tag and slot are `FAR`'s). The sum
+/// runs on the spawned thread: loom's DPOR keeps only the last access to
+/// each atomic, so a reader that ran first would be shadowed by the
+/// crosser's own loads of the words it then stores, and its races missed
+/// (the naive reader below is caught only in this arrangement).
+#[test]
+fn sum_racing_a_crossing_never_counts_an_aliased_count() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(windows());
+        w.add_at(&7, 1, 5);
+        let reader = {
+            let w = w.clone();
+            thread::spawn(move || w.sum_at(&7, FAR))
+        };
+        w.record_at(&7, FAR, 1);
+        let seen = reader.join().unwrap();
+        assert!(seen <= 1, "read an aliased count: {seen}");
+        assert_eq!(w.sum_at(&7, FAR), 1);
+    });
+}
+
+/// An eviction at `FAR` (epoch 1 has left the window) races the crossing
+/// add at `FAR`: the evictor reads row 0 by the reader rule, and the add
+/// is never lost.
+#[test]
+fn eviction_racing_a_crossing_never_loses_the_add() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(windows());
+        w.add_at(&7, 1, 5);
+        let evictor = {
+            let w = w.clone();
+            thread::spawn(move || w.evict_idle_at(FAR))
+        };
+        w.record_at(&7, FAR, 1);
+        evictor.join().unwrap();
+        assert_eq!(w.sum_at(&7, FAR), 1);
+        assert_eq!(w.len(), 1);
+    });
+}
+
+/// Two row-0 adds in one block race: a stale one at 99_998 (below `base`,
+/// which the entry's first add set to 99_999) and one at 100_002 that
+/// raises `base`, both on slot 0. Each loads its cell before `base`, so
+/// neither decodes the other's word from a `base` older than it: the add
+/// at 100_002 is never overwritten.
+#[test]
+fn stale_and_fresh_row0_adds_in_one_block() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(windows());
+        w.add_at(&7, 99_999, 1);
+        let fresh = {
+            let w = w.clone();
+            thread::spawn(move || w.record_at(&7, 100_002, 1))
+        };
+        w.record_at(&7, 99_998, 1);
+        fresh.join().unwrap();
+        assert_eq!(w.sum_at(&7, 100_002), 1, "the add at 100_002 was lost");
+        assert_eq!(w.sum_at(&7, 100_003), 1);
+    });
+}
+
+/// Counter-example: a writer that loads `base` before the cell. A stale add
+/// at 99_998 loads `base` (100_000); an add at 100_002 (same slot) raises
+/// `base` and writes its count; the stale add then loads that cell, decodes
+/// its tag from its old `base` as an epoch 2^16 older, and overwrites the
+/// live count. The real order (cell, then `base`) passes the same model.
+fn packed_writers(base_first: bool) {
+    let row = Arc::new(PackedRow::new(100_000, [99_996, 99_999]));
+    let stale = {
+        let row = row.clone();
+        thread::spawn(move || row.add(99_998, 1, base_first))
+    };
+    row.add(100_002, 1, false);
+    stale.join().unwrap();
+    assert_eq!(row.sum(100_002, true), 1, "a live count was overwritten");
+}
+
+#[test]
+fn packed_writer_loading_cell_then_base_is_exact() {
+    stripecount_loom_tests::model(|| packed_writers(false));
+}
+
+#[test]
+fn naive_packed_writer_loading_base_first_is_caught() {
+    expect_failure("packed writer loading base before the cell", || {
+        packed_writers(true)
+    });
+}
+
+/// Counter-example: a reader that decodes with the `base` it loads after
+/// the cells but does not check that a crossing did not complete while it
+/// read them. It can read the old count 5 at epoch 1, then the crossing's
+/// new `base` `FAR`, and decode the 5 as `FAR`'s (same tag).
+fn packed_reader(check_b1: bool) {
+    let row = Arc::new(PackedRow::new(1, [0, 1]));
+    row.add(1, 5, false);
+    // The reader is the spawned thread: loom's DPOR keeps only the last
+    // access to each atomic, so a reader that runs first would be shadowed
+    // by the crosser's own loads of the words it then stores.
+    let reader = {
+        let row = row.clone();
+        thread::spawn(move || row.sum(FAR, check_b1))
+    };
+    // floor(FAR): the lowest epoch a cell may hold in FAR's block.
+    let lo = (FAR | ((1 << 13) - 1)) - ((1 << 16) - 1);
+    row.cross(FAR, 1, lo);
+    let seen = reader.join().unwrap();
+    assert!(seen <= 1, "read an aliased count: {seen}");
+}
+
+#[test]
+fn packed_reader_checking_both_bases_is_exact() {
+    stripecount_loom_tests::model(|| packed_reader(true));
+}
+
+#[test]
+fn naive_packed_reader_is_caught() {
+    expect_failure("packed reader without the B1 check", || {
+        packed_reader(false)
+    });
 }

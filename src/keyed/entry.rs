@@ -1,55 +1,165 @@
-//! One key's window: the per-key protocol (striping, eviction handshake and
-//! the hot flag). The map around it is in [`super::map`].
+//! One key's window: the per-key protocol (the compact row 0, striping, the
+//! eviction handshake and the hot flag). The map around it is in
+//! [`super::map`].
 //!
 //! # Layout
-//! An [`Entry`] is a header (reference count, hot word, row 0's guard,
-//! extension pointer) followed, in the same allocation ([`EntryRef`]), by
-//! *row 0*: `S` epoch-tagged [`SliceCell`]s (16 bytes each, the core
-//! protocol of [`crate::slice`]). A cold key only ever uses row 0. The first time an add sees contention
-//! on a key (a failed CAS on row 0's guard or cell) the key gets an
-//! *extension*: `cap` more rows (`cap` = CPUs rounded up to a power of two),
-//! each on its own 128-byte lines, and from then on every thread adds to
-//! the extension row its probe selects, so a hot key does not serialize on
-//! one word. Sums read every row.
+//! An [`Entry`] is a 40-byte header followed, in the same allocation
+//! ([`EntryRef`]), by *row 0*: `S` 8-byte cells. A 10-slice key holds
+//! 40 + 80 = 120 bytes. The header:
+//! - `refs`: the reference count (low 32 bits) and `S` (high 32 bits,
+//!   never written after creation: the last reference learns it from its
+//!   own decrement, so it needs no field of its own);
+//! - `hot`: the hot word (below); `guard`: row 0's guard (below);
+//! - `ext`: the extension pointer (below), null for a key that never saw
+//!   contention;
+//! - `base`: a full 64-bit epoch, the largest epoch any row-0 add has
+//!   filed (or the entry's first epoch).
+//!
+//! A row-0 cell is one word `tag:16 | count:48`: the count of epoch `y`
+//! (slot `y mod S`) and `tag = y mod 2^16`. Its epoch is *decoded* from a
+//! base value `B` as `dec(B, tag) = B - ((B - tag) mod 2^16)`, the largest
+//! epoch at or below `B` with that tag; it is `y` exactly when
+//! `B - 2^16 < y <= B`. Epochs are grouped in *blocks* of 2^13 (more than
+//! [`MAX_SLICES`](crate::MAX_SLICES)); `end(B)` is the last epoch of `B`'s
+//! block and `floor(B) = end(B) - (2^16 - 1)` (0 if negative).
+//!
+//! The first time an add sees contention on a key (a failed CAS on row
+//! 0's guard or cell, or a refused crossing, below) the key gets an
+//! *extension*: `cap` more rows (`cap` = CPUs rounded up to a power of
+//! two) of 16-byte [`SliceCell`]s (full epoch beside a tagged count, the
+//! core protocol of [`crate::slice`]), each row on its own 128-byte lines;
+//! from then on every thread adds to the extension row its probe selects,
+//! so a hot key does not serialize on one word. Sums read every row.
+//!
+//! # Row 0: invariants
+//! 1. `base` only increases. It moves to another block only in a
+//!    *crossing*, which holds row 0 exclusively (below).
+//! 2. A cell's epoch only increases and is always `= slot (mod S)`.
+//! 3. Every cell with a non-zero count holds an epoch `<= base`: a writer
+//!    raises `base` (or sees it raised) *before* it writes the cell.
+//!    Outside a crossing, zero cells do too.
+//! 4. Outside a crossing, every cell's epoch is `>= floor(base)`. Since
+//!    `base <= end(base)`, `base - y < 2^16` for every value `base` takes
+//!    within its block, so every cell decodes exactly from any of them.
+//!
+//! # Row 0: protocol
+//! - A fresh entry for an add at epoch `e` starts with `base = max(e,
+//!   S - 1)` and cell `i` at the first epoch `>= floor(base)` of residue
+//!   `i`, count 0 (the cells of a young key hold epochs `0..S`, as a
+//!   [`SliceCell`] row does).
+//! - An add of `n` at `e` *pins* row 0 (below), then loads the **cell
+//!   first, then `base`**. If `e > base` and `e` is in `base`'s block, it
+//!   raises `base` with `fetch_max(e)`; if `e` is in a later block, it
+//!   crosses (below). It decodes the cell's epoch `y` from `base` and CASes
+//!   the cell from the loaded word: `y > e`: the slot holds a later epoch,
+//!   the add is older than the ring and is dropped ([`Outcome::TooOld`]);
+//!   `y = e`: `count + n`; `y < e`: `tag(e) | n`, the expired count
+//!   replaced in the same atomic step. A failed CAS retries.
+//! - A *crossing* to `e`: the add, still pinned, CASes row 0's guard from
+//!   a value with exactly one pin (its own) to the same value with
+//!   `CROSSING` set; `pin` refuses while `CROSSING` is set. It reloads
+//!   `base` (`old`), and for every cell whose epoch (decoded from `old`) is
+//!   below `floor(e)` stores the first epoch `>= floor(e)` of that slot's
+//!   residue with count 0; it stores `base = e`, writes its own cell, then
+//!   clears `CROSSING` and unpins in one RMW (not a store: activations may
+//!   bump the guard meanwhile). If the CAS cannot be made because another
+//!   add is pinned, or an add's pin is refused because of `CROSSING`,
+//!   nobody waits: it is contention, and the add goes to the extension
+//!   (installed and activated if needed). A key crosses at most once per
+//!   2^13 epochs, and on the first add after a long idle gap.
+//! - A *reader* (sums, the evictor's liveness check) reads row 0 in
+//!   chunks of up to 16 cells: load `base` (`B1`), the cells, `base`
+//!   (`B2`); if `B1` and `B2` are in different blocks a crossing completed
+//!   in between: read the chunk again. Decode with `B2`; cells with count
+//!   0 are skipped (a zero count adds nothing whatever its epoch).
+//!
+//! # Row 0: why every decode is exact
+//! - *Writers.* While an add is pinned no crossing can start (it needs the
+//!   only pin) or be under way (the pin would have been refused), so
+//!   `base` stays in one block and invariant 4 holds throughout: the
+//!   loaded cell's epoch `y >= floor(base)`. And `y <= b`, the `base` it
+//!   loaded: the word was written after its writer raised `base` to at
+//!   least `y` (or is a fresh or crossing-written cell, `y` below the base
+//!   published with it), the `Acquire` load of the word makes that
+//!   raise happen before our later load of `base`, and coherence then
+//!   gives `b >= y`. A writer that loaded `base` *before* the cell could
+//!   see a cell written at an epoch above its `base` and decode it as
+//!   ancient, then overwrite a live count: the loom suite keeps that
+//!   order as a counter-example.
+//! - *Readers.* A non-zero cell gives `y <= B2` as above. `B1` is in the
+//!   block of `B2`, so `B1` was published by the crossing into that block
+//!   (a `Release` store; later `fetch_max`es extend its release sequence)
+//!   or is the initial value: the crossing's cell stores happen before the
+//!   reader's cell loads, which therefore see values of this block
+//!   (invariant 4), or a crossing's own add, which forces `B2` into a
+//!   later block and a retry. A crossing's zero stores may be seen early;
+//!   they count nothing.
+//! - *Crossings.* The crosser holds the only pin and `CROSSING`, so no
+//!   cell is written by anyone else until it unpins; every earlier add's
+//!   writes happen before its CAS on the guard (their unpins are RMWs of
+//!   the guard, which it acquires). The counts it drops are at epochs
+//!   below `floor(e) <= e - 2^16 + 2^13`, outside every window at or after
+//!   `e`, which is the key's newest epoch: as for every window, sums are
+//!   exact at or after the newest add. Its zero cells are at epochs
+//!   `< floor(e) + S <= e - S`, so they make no live add look too old.
+//!   After it, invariant 4 holds for the new block: kept cells are at or
+//!   above `floor(e)`, and re-tagged ones too.
+//! - *No ABA.* While an add is pinned, a cell's epochs lie within one
+//!   block's 2^16-epoch range (distinct epochs, distinct tags) and a
+//!   count only grows within an epoch, so a cell never returns to a word
+//!   it held before: a CAS from a loaded word succeeds only on that word.
 //!
 //! # Guards: the eviction handshake
-//! Every row has a guard word: `version << 24 | pins << 2 | DORMANT | RETIRED`.
+//! Every row has a guard word: `version << 24 | pins << 2 | bit 1 |
+//! RETIRED`. Bit 1 is `DORMANT` in an extension row and `CROSSING` in row
+//! 0; a pin is refused while it is set.
 //! - An add *pins* its row (CAS `s -> s + PIN`, refused if the row is
-//!   `RETIRED` or `DORMANT`), adds to a cell, then *unpins*
+//!   `RETIRED`, `DORMANT` or `CROSSING`), adds to a cell, then *unpins*
 //!   (`fetch_add(VERSION - PIN)`: one fewer pin, a new version).
 //! - The evictor ([`Entry::try_retire`]) snapshots row 0's guard, then the
 //!   extension pointer and every extension guard; gives up if any row is
-//!   pinned or retired; reads every cell and gives up if any holds a count
-//!   at an epoch inside (or after) the window; then CASes each extension
-//!   guard, and row 0's guard last, from its snapshot to `RETIRED`. A failed
-//!   CAS restores the guards it retired (to their exact snapshot) and gives
-//!   up. Row 0 `RETIRED` means the entry is dead: the caller removes it
-//!   from the map, and an add that finds it dead looks the key up again.
+//!   pinned or retired (a crossing holds a pin); reads every cell (row 0 by
+//!   the reader rule) and gives up if any holds a count at an epoch inside
+//!   (or after) the window; then CASes each extension guard, and row 0's
+//!   guard last, from its snapshot to `RETIRED`. A failed CAS restores the
+//!   guards it retired (to their exact snapshot) and gives up. Row 0
+//!   `RETIRED` means the entry is dead: the caller removes it from the
+//!   map, and an add that finds it dead looks the key up again.
 //! - Extension rows start `DORMANT` (adds fall back to row 0). A thread
 //!   activates them (CAS `DORMANT -> live`) only after it has seen the
 //!   extension pointer and then bumped row 0's version (refused once row 0
-//!   is retired).
+//!   is retired; allowed during a crossing).
 //!
 //! # Why no add is lost
 //! Take an add that completed (unpinned) in row `r` of an entry whose
 //! eviction succeeded. If its unpin is before the evictor's snapshot of
 //! `r`'s guard in that word's modification order, the evictor's `Acquire`
 //! load synchronizes with the `Release` unpin (or a later RMW of its
-//! release sequence), so the cell read sees the add: the evictor would have
+//! release sequence), so the cell read sees the add (and, for row 0, the
+//! `base` it raised, so the reader rule decodes it): the evictor would have
 //! given up. Otherwise the add pinned after the snapshot, so the guard's
 //! value changed and the evictor's CAS from the snapshot fails, or the pin
-//! saw `RETIRED` and the add was never written. For an extension row the
-//! evictor did not see (null pointer when it looked): rows become live only
-//! after a version bump of row 0 that follows the pointer's installation;
-//! if that bump preceded the evictor's snapshot of row 0, the evictor would
-//! have seen the pointer (coherence), so the bump follows the snapshot and
-//! the evictor's final CAS fails, or the bump sees `RETIRED` and the rows
-//! never go live. Adds never write a row they have not pinned from a live
-//! guard, so a retired row holds no add that was not counted, and an aborted
-//! eviction (rows restored) double-counts nothing.
+//! saw `RETIRED` and the add was never written. A crossing is an add that
+//! holds its pin throughout, so the same argument covers it. For an
+//! extension row the evictor did not see (null pointer when it looked):
+//! rows become live only after a version bump of row 0 that follows the
+//! pointer's installation; if that bump preceded the evictor's snapshot of
+//! row 0, the evictor would have seen the pointer (coherence), so the bump
+//! follows the snapshot and the evictor's final CAS fails, or the bump sees
+//! `RETIRED` and the rows never go live. Adds never write a row they have
+//! not pinned from a live guard, so a retired row holds no add that was not
+//! counted, and an aborted eviction (rows restored) double-counts nothing.
 //!
 //! Versions are 40 bits: the only ABA is an evictor paused between its
 //! snapshot and its CAS while exactly 2^40 adds pass through one row.
+//!
+//! # Progress
+//! No add waits for a crossing: refused by one, it adds to the extension.
+//! One triple race remains: an add refused by a crossing whose extension
+//! row is at that moment retired by an eviction (which must then fail,
+//! since the crosser is pinned) retries until the crossing ends or the
+//! evictor restores the rows; both are short sequences of atomic steps
+//! that wait for nothing.
 //!
 //! # The hot word
 //! `HOT | he`: whether the key is hot and the epoch `he` of the latest add
@@ -67,17 +177,27 @@
 //!
 //! # Orderings
 //! Guard pins and unpins are `AcqRel` RMWs, evictor snapshots `Acquire`
-//! loads, its CASes `AcqRel`; the extension pointer is published by an
-//! `AcqRel` CAS and read with `Acquire`. Cells follow [`crate::slice`].
+//! loads, its CASes `AcqRel`; the crossing's guard CAS and its final
+//! clear-and-unpin are `AcqRel` RMWs. The extension pointer is published
+//! by an `AcqRel` CAS and read with `Acquire`. Row 0: cell and `base` loads
+//! are `Acquire`, cell CASes and `fetch_max` `AcqRel`, a crossing's cell
+//! and `base` stores `Release` (the pairs that matter: a cell write and
+//! the reader's load of it, which orders the writer's `base` raise before
+//! the reader's next `base` load; a crossing's `base` store and a reader's
+//! `B1`, which orders the crossing's cell stores before the reader's
+//! cells). Extension cells follow [`crate::slice`].
 
-use crate::slice::{Added, CellRow, SliceCell};
+use crate::slice::{Added, CellRow, SliceCell, MAX_SLICE_COUNT};
 use crate::stripes::install_if_null;
-use crate::sync::{probe, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{probe, spin_hint, AtomicPtr, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
 const RETIRED: u64 = 1;
+/// Bit 1 of an extension row's guard: not yet live.
 const DORMANT: u64 = 1 << 1;
+/// Bit 1 of row 0's guard: a crossing holds row 0.
+const CROSSING: u64 = 1 << 1;
 const PIN: u64 = 1 << 2;
 const PIN_MASK: u64 = ((1 << 22) - 1) << 2;
 const VERSION: u64 = 1 << 24;
@@ -85,6 +205,93 @@ const VERSION: u64 = 1 << 24;
 /// The hot bit of the hot word; the other 63 bits are an epoch.
 const HOT: u64 = 1 << 63;
 const EPOCH_MASK: u64 = HOT - 1;
+
+/// `refs`: the reference count's bits; `S` is stored above them.
+const REF_MASK: u64 = u32::MAX as u64;
+const SLICES_SHIFT: u32 = 32;
+
+/// Row-0 cells: `tag:16 | count:48`.
+const TAG_BITS: u32 = 16;
+const COUNT_BITS: u32 = 64 - TAG_BITS;
+const TAG_SPAN: u64 = 1 << TAG_BITS;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// Epochs per block: `base` changes block only in a crossing.
+const BLOCK_BITS: u32 = 13;
+const BLOCK_MASK: u64 = (1 << BLOCK_BITS) - 1;
+/// Row-0 cells read between two loads of `base` (a stack buffer).
+const READ_CHUNK: usize = 16;
+
+// A ring fits in a block, and a crossing's zero cells (below `floor(e) +
+// S`) are older than the window at `e`: `floor(e) + S <= e - 2^16 + 2^13 +
+// S <= e - S`.
+const _: () = assert!(crate::window::MAX_SLICES as u64 <= BLOCK_MASK);
+const _: () = assert!(2 * crate::window::MAX_SLICES as u64 + (1 << BLOCK_BITS) <= TAG_SPAN);
+const _: () = assert!(MAX_SLICE_COUNT < COUNT_MASK);
+
+#[inline]
+fn pack(epoch: u64, count: u64) -> u64 {
+    ((epoch & (TAG_SPAN - 1)) << COUNT_BITS) | count
+}
+
+#[inline]
+fn count_of(word: u64) -> u64 {
+    word & COUNT_MASK
+}
+
+/// The epoch of `word` decoded from base value `base`: the largest epoch
+/// `<= base` with its tag (`None` if that would be below 0). Exact when the
+/// true epoch is in `(base - 2^16, base]`.
+#[inline]
+fn decode(base: u64, word: u64) -> Option<u64> {
+    base.checked_sub(base.wrapping_sub(word >> COUNT_BITS) & (TAG_SPAN - 1))
+}
+
+#[inline]
+fn block(epoch: u64) -> u64 {
+    epoch >> BLOCK_BITS
+}
+
+/// The lowest epoch a row-0 cell may hold while `base` is in the block of
+/// `epoch` (invariant 4): every `base` of the block is less than 2^16 above.
+#[inline]
+fn floor(epoch: u64) -> u64 {
+    (epoch | BLOCK_MASK).saturating_sub(TAG_SPAN - 1)
+}
+
+/// The first epoch `>= lo` of residue `slot` modulo `slices`.
+#[inline]
+fn first_at_or_after(lo: u64, slot: usize, slices: u64) -> u64 {
+    lo + (slot as u64 + slices - lo % slices) % slices
+}
+
+/// What an add of `n` at `e` does to a row-0 cell holding `word`, decoded
+/// from `base`.
+enum Step {
+    /// The slot holds a later epoch: the add is older than the ring.
+    TooOld,
+    /// The count is saturated: nothing to write.
+    Saturated,
+    /// Write this word.
+    Write(u64),
+}
+
+#[inline]
+fn step(word: u64, base: u64, e: u64, n: u64) -> Step {
+    match decode(base, word) {
+        Some(y) if y > e => Step::TooOld,
+        Some(y) if y == e => {
+            let c = count_of(word);
+            if c == MAX_SLICE_COUNT {
+                Step::Saturated
+            } else {
+                Step::Write(pack(e, c.saturating_add(n).min(MAX_SLICE_COUNT)))
+            }
+        }
+        // An older epoch's count (expired for every window with `e`):
+        // replaced in the same step as the add.
+        _ => Step::Write(pack(e, n.min(MAX_SLICE_COUNT))),
+    }
+}
 
 /// One extension row: its guard alone on a line, its cells on their own.
 #[repr(align(128))]
@@ -122,19 +329,31 @@ pub(crate) enum Outcome {
     Dead,
 }
 
+/// What became of an attempt on row 0.
+enum Row0 {
+    Added(Added),
+    /// Row 0 is retired.
+    Dead,
+    /// A crossing holds row 0, or this add needed to cross while another
+    /// add was pinned: add to the extension instead.
+    Busy,
+}
+
 /// One key's window. See the module docs. An `Entry` only lives in the
-/// allocation of an [`EntryRef`], followed by its `slices` row-0 cells.
+/// allocation of an [`EntryRef`], followed by its `S` row-0 cells. Every
+/// method that takes `slices` must be given the entry's own `S` (the map
+/// creates all its entries with its own).
 pub(crate) struct Entry {
-    refs: AtomicUsize,
+    refs: AtomicU64,
     hot: AtomicU64,
     guard: AtomicU64,
     ext: AtomicPtr<Ext>,
-    slices: usize,
+    base: AtomicU64,
 }
 
 /// Offset of the row-0 cells from the start of an entry's allocation.
 const fn cells_offset() -> usize {
-    let a = std::mem::align_of::<SliceCell>();
+    let a = std::mem::align_of::<AtomicU64>();
     std::mem::size_of::<Entry>().div_ceil(a) * a
 }
 
@@ -155,7 +374,7 @@ unsafe impl Sync for EntryRef {}
 
 impl EntryRef {
     fn layout(slices: usize) -> Layout {
-        let cells = Layout::array::<SliceCell>(slices).expect("slices <= MAX_SLICES fits");
+        let cells = Layout::array::<AtomicU64>(slices).expect("slices <= MAX_SLICES fits");
         let (l, off) = Layout::new::<Entry>()
             .extend(cells)
             .expect("an entry's size fits in isize");
@@ -163,28 +382,35 @@ impl EntryRef {
         l.pad_to_align()
     }
 
-    /// A fresh entry (one reference) with `slices` empty cells.
-    pub(crate) fn new(slices: usize) -> EntryRef {
+    /// A fresh entry (one reference) with `slices` empty cells, for a first
+    /// add at epoch `e` (see the module docs).
+    pub(crate) fn new(slices: usize, e: u64) -> EntryRef {
+        debug_assert!(slices > 0 && slices <= crate::window::MAX_SLICES);
         let layout = Self::layout(slices);
         // SAFETY: `layout` has a non-zero size (it holds an `Entry`).
         let raw = unsafe { alloc::alloc(layout) };
         let Some(ptr) = NonNull::new(raw.cast::<Entry>()) else {
             alloc::handle_alloc_error(layout)
         };
+        let k = slices as u64;
+        let base = e.max(k - 1);
+        let lo = floor(base);
         // SAFETY: `raw` is a fresh allocation of `layout`: an `Entry` at
         // offset 0 and `slices` cells at `cells_offset()`, each written
         // once here before the pointer is shared.
         unsafe {
             ptr.as_ptr().write(Entry {
-                refs: AtomicUsize::new(1),
+                refs: AtomicU64::new(k << SLICES_SHIFT | 1),
                 hot: AtomicU64::new(0),
                 guard: AtomicU64::new(0),
                 ext: AtomicPtr::new(std::ptr::null_mut()),
-                slices,
+                base: AtomicU64::new(base),
             });
-            let cells = raw.add(cells_offset()).cast::<SliceCell>();
+            let cells = raw.add(cells_offset()).cast::<AtomicU64>();
             for i in 0..slices {
-                cells.add(i).write(SliceCell::new(i as u64));
+                let y = first_at_or_after(lo, i, k);
+                debug_assert!(y <= base);
+                cells.add(i).write(AtomicU64::new(pack(y, 0)));
             }
         }
         EntryRef { ptr }
@@ -209,7 +435,12 @@ impl std::ops::Deref for EntryRef {
 
 impl Clone for EntryRef {
     fn clone(&self) -> Self {
-        self.refs.fetch_add(1, Ordering::Relaxed);
+        let prev = self.refs.fetch_add(1, Ordering::Relaxed);
+        if prev & REF_MASK >= REF_MASK / 2 {
+            // Billions of handles on one key: the count would run into
+            // `S`'s bits (`Arc` aborts likewise near `isize::MAX`).
+            std::process::abort();
+        }
         EntryRef { ptr: self.ptr }
     }
 }
@@ -218,16 +449,17 @@ impl Drop for EntryRef {
     fn drop(&mut self) {
         // `AcqRel`: the last decrement sees every other holder's accesses
         // before it frees (what `Arc` gets from `Release` plus a fence).
-        if self.refs.fetch_sub(1, Ordering::AcqRel) != 1 {
+        let prev = self.refs.fetch_sub(1, Ordering::AcqRel);
+        if prev & REF_MASK != 1 {
             return;
         }
-        let slices = self.slices;
+        let slices = (prev >> SLICES_SHIFT) as usize;
         let raw = self.ptr.as_ptr().cast::<u8>();
         // SAFETY: this was the last reference, so nobody else can reach the
         // allocation. Its cells and entry were initialized in `new` and are
         // dropped once here, then the memory is freed with its layout.
         unsafe {
-            let cells = raw.add(cells_offset()).cast::<SliceCell>();
+            let cells = raw.add(cells_offset()).cast::<AtomicU64>();
             std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(cells, slices));
             std::ptr::drop_in_place(self.ptr.as_ptr());
             alloc::dealloc(raw, Self::layout(slices));
@@ -235,8 +467,9 @@ impl Drop for EntryRef {
     }
 }
 
-/// Pins a guard; `Err(state)` if it is retired or dormant. Sets
-/// `*contended` if a CAS failed because another thread changed the word.
+/// Pins a guard; `Err(state)` if it is retired, or bit 1 (`DORMANT`,
+/// `CROSSING`) is set. Sets `*contended` if a CAS failed because another
+/// thread changed the word.
 #[inline]
 fn pin(guard: &AtomicU64, contended: &mut bool) -> Result<(), u64> {
     let mut s = guard.load(Ordering::Acquire);
@@ -262,15 +495,22 @@ fn unpin(guard: &AtomicU64) {
 }
 
 impl Entry {
-    /// Row 0's cells, which follow the entry in its allocation.
+    /// Row 0's cells, which follow the entry in its allocation. `slices`
+    /// must be the entry's own `S`.
     #[inline]
-    fn cells(&self) -> &[SliceCell] {
+    fn cells(&self, slices: usize) -> &[AtomicU64] {
+        #[cfg(all(debug_assertions, not(loom)))]
+        debug_assert_eq!(
+            self.refs.load(Ordering::Relaxed) >> SLICES_SHIFT,
+            slices as u64
+        );
         // SAFETY: an `Entry` only exists inside an `EntryRef` allocation,
-        // where `slices` initialized cells start at `cells_offset()`; they
-        // live as long as the entry.
+        // where `S` initialized cells start at `cells_offset()`, and every
+        // caller passes the `S` the map created its entries with; they live
+        // as long as the entry.
         unsafe {
             let base = (self as *const Entry).cast::<u8>().add(cells_offset());
-            std::slice::from_raw_parts(base.cast::<SliceCell>(), self.slices)
+            std::slice::from_raw_parts(base.cast::<AtomicU64>(), slices)
         }
     }
 
@@ -299,35 +539,133 @@ impl Entry {
         let slot = (e % slices as u64) as usize;
         let stride = slices as u64;
         let mut contended = false;
-        if let Some(ext) = self.ext() {
-            let row = &ext.rows[probe::get() as usize & (ext.rows.len() - 1)];
-            match pin(&row.guard, &mut contended) {
-                Ok(()) => {
-                    let added = row.cell(slot).add(e, n, stride, &mut contended);
-                    unpin(&row.guard);
+        loop {
+            if let Some(ext) = self.ext() {
+                let row = &ext.rows[probe::get() as usize & (ext.rows.len() - 1)];
+                match pin(&row.guard, &mut contended) {
+                    Ok(()) => {
+                        let added = row.cell(slot).add(e, n, stride, &mut contended);
+                        unpin(&row.guard);
+                        if contended {
+                            probe::rehash();
+                        }
+                        return outcome(added);
+                    }
+                    Err(s) => {
+                        if s & DORMANT != 0 {
+                            self.activate(ext);
+                        }
+                        // Fall back to row 0.
+                    }
+                }
+            }
+            match self.add_row0(e, n, slot, slices, &mut contended) {
+                Row0::Added(added) => {
                     if contended {
                         probe::rehash();
+                        self.install(slices, stripes);
                     }
                     return outcome(added);
                 }
-                Err(s) => {
-                    if s & DORMANT != 0 {
-                        self.activate(ext);
+                Row0::Dead => return Outcome::Dead,
+                Row0::Busy => {
+                    probe::rehash();
+                    if self.ext().is_none() {
+                        self.install(slices, stripes);
+                    } else {
+                        // Our extension row was dormant (now activated) or
+                        // is held by an eviction bound to fail: retry.
+                        spin_hint();
                     }
-                    // Fall back to row 0.
                 }
             }
         }
-        if pin(&self.guard, &mut contended).is_err() {
-            return Outcome::Dead;
+    }
+
+    /// An add on row 0 (see the module docs): pins, adds, unpins.
+    #[inline]
+    fn add_row0(&self, e: u64, n: u64, slot: usize, slices: usize, contended: &mut bool) -> Row0 {
+        if let Err(s) = pin(&self.guard, contended) {
+            return if s & RETIRED != 0 {
+                Row0::Dead
+            } else {
+                Row0::Busy
+            };
         }
-        let added = self.cells()[slot].add(e, n, stride, &mut contended);
+        let cell = &self.cells(slices)[slot];
+        let added = loop {
+            // The cell first, then `base` (see "why every decode is exact").
+            let w = cell.load(Ordering::Acquire);
+            let mut b = self.base.load(Ordering::Acquire);
+            if e > b {
+                if block(e) != block(b) {
+                    return self.cross(e, n, slot, slices, contended);
+                }
+                b = self.base.fetch_max(e, Ordering::AcqRel).max(e);
+            }
+            let new = match step(w, b, e, n) {
+                Step::TooOld => break Added::TooOld,
+                Step::Saturated => break Added::Recorded,
+                Step::Write(new) => new,
+            };
+            match cell.compare_exchange(w, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break Added::Recorded,
+                Err(_) => *contended = true,
+            }
+        };
         unpin(&self.guard);
-        if contended {
-            probe::rehash();
-            self.install(slices, stripes);
+        Row0::Added(added)
+    }
+
+    /// Moves `base` to `e`'s block (the caller is pinned on row 0 and `e`
+    /// is in a later block than `base`) and adds `n` at `e`; or, if another
+    /// add is pinned, unpins and returns [`Row0::Busy`]. Unpins either way.
+    #[cold]
+    fn cross(&self, e: u64, n: u64, slot: usize, slices: usize, contended: &mut bool) -> Row0 {
+        let mut s = self.guard.load(Ordering::Acquire);
+        loop {
+            if s & PIN_MASK != PIN || s & (RETIRED | CROSSING) != 0 {
+                // Another add is pinned: contention. Never wait.
+                unpin(&self.guard);
+                *contended = true;
+                return Row0::Busy;
+            }
+            match self
+                .guard
+                .compare_exchange(s, s | CROSSING, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => s = actual,
+            }
         }
-        outcome(added)
+        // Row 0 is ours: nobody else writes a cell or `base` until we
+        // unpin, and every earlier add's writes happen before our CAS.
+        let old = self.base.load(Ordering::Acquire);
+        debug_assert!(block(old) < block(e));
+        let cells = self.cells(slices);
+        let k = slices as u64;
+        let lo = floor(e);
+        for (i, c) in cells.iter().enumerate() {
+            let w = c.load(Ordering::Acquire);
+            if !matches!(decode(old, w), Some(y) if y >= lo) {
+                c.store(pack(first_at_or_after(lo, i, k), 0), Ordering::Release);
+            }
+        }
+        self.base.store(e, Ordering::Release);
+        let cell = &cells[slot];
+        let added = match step(cell.load(Ordering::Acquire), e, e, n) {
+            Step::TooOld => Added::TooOld,
+            Step::Saturated => Added::Recorded,
+            Step::Write(new) => {
+                cell.store(new, Ordering::Release);
+                Added::Recorded
+            }
+        };
+        // Clear `CROSSING` and unpin in one RMW (activations may have
+        // bumped the version meanwhile).
+        self.guard
+            .fetch_add(VERSION.wrapping_sub(PIN + CROSSING), Ordering::AcqRel);
+        Row0::Added(added)
     }
 
     /// Installs the extension (if none) and activates its rows.
@@ -367,13 +705,40 @@ impl Entry {
         }
     }
 
-    /// Calls `f(epoch, count)` for every cell of every row.
+    /// Calls `f(epoch, count)` for every row-0 cell with a non-zero count,
+    /// by the reader rule (see the module docs).
+    #[inline]
+    fn for_each_row0(&self, slices: usize, f: &mut impl FnMut(u64, u64)) {
+        let mut words = [0u64; READ_CHUNK];
+        for chunk in self.cells(slices).chunks(READ_CHUNK) {
+            let words = &mut words[..chunk.len()];
+            let b = loop {
+                let b1 = self.base.load(Ordering::Acquire);
+                for (w, c) in words.iter_mut().zip(chunk) {
+                    *w = c.load(Ordering::Acquire);
+                }
+                let b2 = self.base.load(Ordering::Acquire);
+                if block(b1) == block(b2) {
+                    break b2;
+                }
+                // A crossing completed in between: read again.
+            };
+            for &w in words.iter() {
+                let c = count_of(w);
+                if c > 0 {
+                    if let Some(y) = decode(b, w) {
+                        f(y, c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls `f(epoch, count)` for every cell of every row (row-0 cells
+    /// with count 0 may be skipped).
     #[inline]
     fn for_each_cell(&self, slices: usize, mut f: impl FnMut(u64, u64)) {
-        for c in self.cells() {
-            let (e, n) = c.read();
-            f(e, n);
-        }
+        self.for_each_row0(slices, &mut f);
         if let Some(ext) = self.ext() {
             for row in ext.rows.iter() {
                 for slot in 0..slices {
@@ -508,7 +873,7 @@ impl Entry {
     /// Bytes this entry holds (header and row 0 in one allocation, and the
     /// extension), excluding the map's own entry.
     pub(crate) fn memory_bytes(&self, slices: usize) -> usize {
-        let mut b = EntryRef::layout(self.slices).size();
+        let mut b = EntryRef::layout(slices).size();
         if let Some(ext) = self.ext() {
             b += std::mem::size_of::<Ext>()
                 + ext.rows.len() * (std::mem::size_of::<ExtRow>() + CellRow::heap_bytes(slices));
@@ -578,7 +943,7 @@ mod tests {
 
     #[test]
     fn add_sum_and_retire() {
-        let e = EntryRef::new(4);
+        let e = EntryRef::new(4, 0);
         assert_eq!(e.add(5, 3, 4, 2), Outcome::Recorded);
         assert_eq!(e.sum(5, 4), 3);
         assert_eq!(e.sum(8, 4), 3);
@@ -592,14 +957,14 @@ mod tests {
 
     #[test]
     fn future_adds_block_retirement() {
-        let e = EntryRef::new(4);
+        let e = EntryRef::new(4, 0);
         e.add(20, 1, 4, 2);
         assert!(!e.try_retire(3, 4));
     }
 
     #[test]
     fn striped_rows_are_summed_and_retired() {
-        let e = EntryRef::new(3);
+        let e = EntryRef::new(3, 0);
         e.add(1, 1, 3, 2);
         e.install(3, 2);
         assert!(e.is_striped());
@@ -612,7 +977,7 @@ mod tests {
 
     #[test]
     fn aborted_retirement_restores_rows() {
-        let e = EntryRef::new(2);
+        let e = EntryRef::new(2, 0);
         e.install(2, 2);
         let ext = e.ext().unwrap();
         // Pin row 0 so the final CAS fails after the rows were retired.

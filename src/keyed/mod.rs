@@ -6,9 +6,10 @@
 //! A concurrent map (`scc::HashIndex`, chosen by measurement: see
 //! `map.rs`) from each key to a counted reference to its entry (header and
 //! cells in one allocation). An entry is one key's
-//! window: `S` epoch-tagged slice cells (the core protocol of
-//! [`SlidingWindow`](crate::SlidingWindow), so each key's window follows
-//! its rules exactly), a hot word, and, once the key has seen contention,
+//! window: `S` packed 8-byte cells decoded against a per-key base epoch
+//! (each key's window follows the rules of
+//! [`SlidingWindow`](crate::SlidingWindow) at or after its newest add), a
+//! hot word, and, once the key has seen contention,
 //! striped rows so that a hot key does not serialize on one word. The
 //! per-key protocol (striping, the eviction handshake, the hot word) and
 //! why it is correct are documented at the top of `entry.rs`.
@@ -36,15 +37,14 @@
 //! not tracked and is counted in [`KeyedWindows::untracked_adds`].
 //!
 //! # Memory (measured; 10 slices, x86-64)
-//! A cold key holds one allocation (entry header 40 bytes + 160 bytes of
-//! cells = 200 bytes) plus the map's entry: 224 heap bytes per `u64` key
-//! in all (`benches/keyed.rs` counts them with a counting allocator). That
-//! is over the 128-byte target because the cells are the core 16-byte
-//! `SliceCell` (full 64-bit epoch next to a tagged count), chosen over an
-//! 8-byte packed (tag, count) cell whose tag would alias after a long idle
-//! gap: correct first. A striped (hot) key adds one row of 384 bytes per
-//! stripe (CPUs rounded up to a power of two), plus 16: 984 bytes in all on
-//! a 2-CPU machine. See [`KeyedWindows::key_memory_bytes`].
+//! A cold key holds one allocation: a 40-byte entry header and 10 packed
+//! 8-byte cells (`tag:16 | count:48`, decoded against a per-key 64-bit
+//! `base` epoch: see `entry.rs`) = 120 bytes, plus the map's own entry. A
+//! key idle for any time holds the same 120 bytes (a long gap costs one
+//! pass over its cells on the next add, never an aliased count). A striped
+//! (hot) key adds 16 bytes plus one row of 384 bytes per stripe (CPUs
+//! rounded up to a power of two; full-epoch 16-byte cells): 904 bytes in
+//! all on a 2-CPU machine. See [`KeyedWindows::key_memory_bytes`].
 
 mod entry;
 mod map;
@@ -247,7 +247,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static, C: Clock> KeyedWindows<K, C> 
         }
         if self
             .map
-            .insert(key.to_owned(), EntryRef::new(self.slices))
+            .insert(key.to_owned(), EntryRef::new(self.slices, self.epoch(now)))
             .is_err()
         {
             // Another thread inserted it first: use theirs.
