@@ -20,6 +20,20 @@ where
     builder.check(f);
 }
 
+/// Runs `f` under loom at a preemption bound of exactly `bound`, whatever
+/// `LOOM_MAX_PREEMPTIONS` says: for the few models with four threads,
+/// whose state space at a deeper bound would take CI's whole budget. Each
+/// use says why its bound is enough.
+#[cfg(loom)]
+pub fn model_at_bound<F>(bound: usize, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(bound);
+    builder.check(f);
+}
+
 /// Runs `f` under loom (as `model`) and panics unless loom finds an
 /// execution in which it panics: the naive designs must be caught.
 #[cfg(loom)]

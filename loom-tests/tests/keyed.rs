@@ -400,6 +400,44 @@ fn eviction_racing_a_crossing_never_loses_the_add() {
     });
 }
 
+/// The three-way race: an eviction of a striped key retires its striped
+/// rows, so two adds at `FAR` fall back to row 0; one crosses, which the
+/// other's row-0 pin then finds in progress. That add must not wait for
+/// the evictor (bound to fail: the crosser is pinned) to restore the rows:
+/// it restores them itself. Both adds are counted, once.
+///
+/// Four threads: fixed at bound 2 (about a minute here), which already
+/// reaches the restore (evictor preempted after retiring, crosser preempted
+/// mid-crossing, the refused add runs); bound 3 would take CI's budget.
+#[test]
+fn an_add_refused_by_a_crossing_frees_rows_of_a_doomed_eviction() {
+    stripecount_loom_tests::model_at_bound(2, || {
+        let w = Arc::new(windows());
+        w.add_at(&7, 1, 5);
+        assert!(w.__stripe(&7));
+        // The main thread only spawns and joins, so that the interleaving
+        // "evictor retires, one add crosses, the other is refused" costs
+        // two preemptions, within the default bound.
+        let evictor = {
+            let w = w.clone();
+            thread::spawn(move || w.evict_idle_at(FAR))
+        };
+        let adds: Vec<_> = [1, 2]
+            .into_iter()
+            .map(|n| {
+                let w = w.clone();
+                thread::spawn(move || w.record_at(&7, FAR, n))
+            })
+            .collect();
+        evictor.join().unwrap();
+        for a in adds {
+            a.join().unwrap();
+        }
+        assert_eq!(w.sum_at(&7, FAR), 3);
+        assert_eq!(w.len(), 1);
+    });
+}
+
 /// Two row-0 adds in one block race: a stale one at 99_998 (below `base`,
 /// which the entry's first add set to 99_999) and one at 100_002 that
 /// raises `base`, both on slot 0. Each loads its cell before `base`, so

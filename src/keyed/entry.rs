@@ -154,12 +154,13 @@
 //! snapshot and its CAS while exactly 2^40 adds pass through one row.
 //!
 //! # Progress
-//! No add waits for a crossing: refused by one, it adds to the extension.
-//! One triple race remains: an add refused by a crossing whose extension
-//! row is at that moment retired by an eviction (which must then fail,
-//! since the crosser is pinned) retries until the crossing ends or the
-//! evictor restores the rows; both are short sequences of atomic steps
-//! that wait for nothing.
+//! No add waits for another thread. An add refused by a crossing adds to
+//! the extension; if its extension row is retired by an eviction at that
+//! moment, the eviction is bound to fail (row 0 is pinned by the
+//! crosser), and the add restores the row itself instead of waiting for
+//! the evictor to ([`Entry::unblock`]). Evictions therefore retire a row to
+//! its snapshot plus a new version, and restore it by CAS; activation
+//! clears the `DORMANT` bit of any unretired value.
 //!
 //! # The hot word
 //! `HOT | he`: whether the key is hot and the epoch `he` of the latest add
@@ -489,6 +490,15 @@ fn pin(guard: &AtomicU64, contended: &mut bool) -> Result<(), u64> {
     }
 }
 
+/// An extension row's guard as an evictor retires it from snapshot `s`:
+/// `RETIRED` and a new version, so that each retirement is a distinct
+/// value (a restore by CAS can never hit a later retirement of the same
+/// snapshot).
+#[inline]
+fn retired(s: u64) -> u64 {
+    s.wrapping_add(VERSION) | RETIRED
+}
+
 #[inline]
 fn unpin(guard: &AtomicU64) {
     guard.fetch_add(VERSION.wrapping_sub(PIN), Ordering::AcqRel);
@@ -570,12 +580,11 @@ impl Entry {
                 Row0::Dead => return Outcome::Dead,
                 Row0::Busy => {
                     probe::rehash();
-                    if self.ext().is_none() {
-                        self.install(slices, stripes);
-                    } else {
+                    match self.ext() {
+                        None => self.install(slices, stripes),
                         // Our extension row was dormant (now activated) or
-                        // is held by an eviction bound to fail: retry.
-                        spin_hint();
+                        // is held by an eviction bound to fail: free it.
+                        Some(ext) => self.unblock(ext),
                     }
                 }
             }
@@ -699,10 +708,56 @@ impl Entry {
             }
         }
         for row in ext.rows.iter() {
-            let _ = row
-                .guard
-                .compare_exchange(DORMANT, 0, Ordering::AcqRel, Ordering::Acquire);
+            // Clear `DORMANT` (the version may have moved if an aborted
+            // eviction retired and restored the row); never on a retired row.
+            let mut s = row.guard.load(Ordering::Acquire);
+            while s & DORMANT != 0 && s & RETIRED == 0 {
+                match row.guard.compare_exchange_weak(
+                    s,
+                    s & !DORMANT,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => s = actual,
+                }
+            }
         }
+    }
+
+    /// Called by an add that row 0 refused (a crossing holds it, or the add
+    /// needed to cross while others were pinned) and whose extension row
+    /// was unusable: activates dormant rows, and restores rows retired by
+    /// an eviction that is bound to fail, so the add never waits for that
+    /// evictor. Proof: the retired value was written by an evictor's CAS
+    /// that followed its snapshot `s0` of row 0's guard (unpinned, not
+    /// retired); our `Acquire` load of that value orders our later load of
+    /// row 0's guard after `s0`. If that load sees a pin, row 0's guard
+    /// has left `s0` for good (a pin or unpin always changes it; versions
+    /// only grow) without being retired, so the evictor's final CAS from
+    /// `s0` fails and it would restore the row itself, to the value we
+    /// write. Retirements carry a fresh version ([`retired`]), so our CAS
+    /// cannot undo a later retirement. If row 0 is no longer pinned, the
+    /// add's next try on row 0 succeeds (or finds the entry dead).
+    #[cold]
+    fn unblock(&self, ext: &Ext) {
+        self.activate(ext);
+        for row in ext.rows.iter() {
+            let s = row.guard.load(Ordering::Acquire);
+            if s & RETIRED == 0 {
+                continue;
+            }
+            let g = self.guard.load(Ordering::Acquire);
+            if g & RETIRED == 0 && g & PIN_MASK != 0 {
+                let _ = row.guard.compare_exchange(
+                    s,
+                    s & !RETIRED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+        }
+        spin_hint();
     }
 
     /// Calls `f(epoch, count)` for every row-0 cell with a non-zero count,
@@ -797,9 +852,16 @@ impl Entry {
         let restore = |upto: usize| {
             if let Some(ext) = ext {
                 for (row, &s) in ext.rows.iter().zip(&snaps).take(upto) {
-                    // Nobody else writes a retired guard: pins and
-                    // activations are refused, other evictors give up.
-                    row.guard.store(s, Ordering::Release);
+                    // Pins and activations are refused and other evictors
+                    // give up on a retired guard; only an add that proved
+                    // this eviction doomed ([`Entry::unblock`]) may have
+                    // restored it already, to the same value.
+                    let _ = row.guard.compare_exchange(
+                        retired(s),
+                        retired(s) & !RETIRED,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
                 }
             }
         };
@@ -807,7 +869,7 @@ impl Entry {
             for (i, (row, &s)) in ext.rows.iter().zip(&snaps).enumerate() {
                 if row
                     .guard
-                    .compare_exchange(s, RETIRED, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(s, retired(s), Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
                 {
                     restore(i);
