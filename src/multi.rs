@@ -75,9 +75,10 @@
 //!
 //! # Memory
 //! A row is `16 * sum(P)` bytes over the distinct rings, rounded up to 128,
-//! plus 128 for the fold marks; one row until contention is seen, then up
-//! to one per CPU (rounded up to a power of two), as for `SlidingWindow`.
-//! `(1 min, 60)`, `(1 h, 60)`, `(24 h, 24)` is 160 cells, 2.625 KiB a row.
+//! plus a 128-byte header (the cell pointer and the fold marks); one row
+//! until contention is seen, then up to one per CPU (rounded up to a power
+//! of two), as for `SlidingWindow`. `(1 min, 60)`, `(1 h, 60)`,
+//! `(24 h, 24)` is 160 cells, 2.625 KiB a row.
 //!
 //! # Invariants
 //! - Every count is in exactly one place: a live (unsealed) cell of one
@@ -115,20 +116,15 @@ use std::time::Duration;
 /// window, more than any use we know of needs.
 pub const MAX_LEVELS: usize = 16;
 
-/// The fold marks of a row: how many folds have begun and how many have
-/// ended (see the module docs). Alone on their line pair, so that the
-/// readers that poll them never slow the adds to the row's cells.
+/// One stripe's cells of every ring (on their own cache lines) and the
+/// row's fold marks: how many folds have begun and how many have ended (see
+/// the module docs). The marks share a line with the cell pointer, which
+/// adds only read: they are written twice per fold, once per fine slice.
 #[repr(align(128))]
-struct Marks {
-    begun: AtomicU64,
-    ended: AtomicU64,
-}
-
-/// One stripe's cells of every ring, on its own cache lines, and the
-/// row's fold marks.
 struct Row {
     cells: CellRow,
-    marks: Marks,
+    begun: AtomicU64,
+    ended: AtomicU64,
 }
 
 impl Row {
@@ -144,10 +140,8 @@ impl Row {
         }
         Row {
             cells: CellRow::from_epochs(init),
-            marks: Marks {
-                begun: AtomicU64::new(0),
-                ended: AtomicU64::new(0),
-            },
+            begun: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
         }
     }
 
@@ -174,7 +168,7 @@ impl<C: Clock> Fold for Folder<'_, C> {
         if self.next < self.window.rings.len() && !*self.open {
             // Before the take, in this thread's order: a reader that sees
             // the take sees this mark (AcqRel).
-            self.row.marks.begun.fetch_add(1, Ordering::AcqRel);
+            self.row.begun.fetch_add(1, Ordering::AcqRel);
             *self.open = true;
         }
     }
@@ -409,7 +403,7 @@ impl<C: Clock> MultiWindow<C> {
         self.place(row, 0, e, n, &mut open, contended);
         if open {
             // Release: everything the fold did is before its end mark.
-            row.marks.ended.fetch_add(1, Ordering::AcqRel);
+            row.ended.fetch_add(1, Ordering::AcqRel);
         }
     }
 
@@ -436,6 +430,7 @@ impl<C: Clock> MultiWindow<C> {
             }
         }
     }
+
     #[cold]
     fn contended(&self) {
         probe::rehash();
@@ -482,7 +477,7 @@ impl<C: Clock> MultiWindow<C> {
     fn row_sum(&self, row: &Row, r: usize, end: u64, k: u64) -> u64 {
         let mut rounds = 0;
         loop {
-            let ended = row.marks.ended.load(Ordering::Acquire);
+            let ended = row.ended.load(Ordering::Acquire);
             let mut sum = 0u64;
             // Ring `j`'s epoch `e` is ring `r`'s `e / div`; ring `r`'s
             // epochs `(end - k, end]` are ring `j`'s `lo..=hi`, compared
@@ -505,7 +500,7 @@ impl<C: Clock> MultiWindow<C> {
                     }
                 }
             }
-            if r == 0 || row.marks.begun.load(Ordering::Acquire) == ended {
+            if r == 0 || row.begun.load(Ordering::Acquire) == ended {
                 return sum;
             }
             wait_hint(&mut rounds);
@@ -565,6 +560,7 @@ mod tests {
         let rings: Vec<(usize, usize)> = w.rings.iter().map(|r| (r.base, r.len)).collect();
         assert_eq!(rings, vec![(0, 16), (16, 8), (24, 64)]);
         assert_eq!(w.rows.get(0).cells.capacity(), 88); // 11 chunks of 8
+        assert_eq!(std::mem::size_of::<Row>(), 128); // header: pointer and marks
     }
 
     #[test]
