@@ -449,6 +449,102 @@ mod tests {
         assert_eq!(c.read(), (far, 1));
     }
 
+    /// Records what a folding cell hands on.
+    #[derive(Default)]
+    struct Taken {
+        opened: u32,
+        folded: Vec<(u64, u64)>,
+    }
+
+    impl Fold for Taken {
+        fn open(&mut self) {
+            self.opened += 1;
+        }
+        fn fold(&mut self, epoch: u64, count: u64) {
+            self.folded.push((epoch, count));
+        }
+    }
+
+    #[test]
+    fn a_folding_roll_hands_the_count_on_once() {
+        let c = SliceCell::new(3);
+        let (mut k, mut f) = (false, Taken::default());
+        assert_eq!(c.add_folding(3, 5, 4, &mut k, &mut f), Added::Recorded);
+        assert!(c.try_add_folding(3, 1, &mut k));
+        assert!(f.folded.is_empty());
+        assert_eq!(c.add_folding(7, 2, 4, &mut k, &mut f), Added::Recorded);
+        assert_eq!((f.opened, &f.folded[..]), (1, &[(3, 6)][..]));
+        assert_eq!(c.read_folding(), (7, 2));
+        // Late: the slot holds a later epoch; nothing is taken.
+        assert_eq!(c.add_folding(3, 1, 4, &mut k, &mut f), Added::TooOld);
+        assert!(!c.try_add_folding(3, 1, &mut k));
+        // An empty cell rolls without opening a fold.
+        let empty = SliceCell::new(1);
+        assert_eq!(empty.add_folding(5, 1, 4, &mut k, &mut f), Added::Recorded);
+        assert_eq!((f.opened, f.folded.len()), (1, 1));
+        assert!(!k);
+    }
+
+    /// A fold that, while it holds the taken count, tries a late add at
+    /// the sealed epoch: the cell refuses it.
+    struct LateAdd<'a> {
+        cell: &'a SliceCell,
+        late: Option<Added>,
+        folded: Vec<(u64, u64)>,
+    }
+
+    impl Fold for LateAdd<'_> {
+        fn open(&mut self) {}
+        fn fold(&mut self, epoch: u64, count: u64) {
+            self.folded.push((epoch, count));
+            let mut k = false;
+            self.late = Some(
+                self.cell
+                    .add_folding(epoch, 1, 4, &mut k, &mut Taken::default()),
+            );
+            assert_eq!(self.cell.read_folding(), (epoch, 0), "sealed reads 0");
+        }
+    }
+
+    #[test]
+    fn a_sealed_cell_refuses_adds_at_its_epoch() {
+        let c = SliceCell::new(3);
+        let mut k = false;
+        c.add_folding(3, 5, 4, &mut k, &mut Taken::default());
+        let mut f = LateAdd {
+            cell: &c,
+            late: None,
+            folded: Vec::new(),
+        };
+        assert_eq!(c.add_folding(7, 2, 4, &mut k, &mut f), Added::Recorded);
+        assert_eq!(f.late, Some(Added::TooOld));
+        assert_eq!(f.folded, vec![(3, 5)]);
+        assert_eq!(c.read_folding(), (7, 2));
+    }
+
+    #[test]
+    fn a_folding_jump_by_the_tag_space_hands_on_the_old_count() {
+        let c = SliceCell::new(3);
+        let (mut k, mut f) = (false, Taken::default());
+        c.add_folding(3, 9, 4, &mut k, &mut f);
+        let far = 3 + (1u64 << 16) * 4;
+        assert_eq!(c.add_folding(far, 1, 4, &mut k, &mut f), Added::Recorded);
+        assert_eq!(f.folded, vec![(3, 9)]);
+        assert_eq!(c.read_folding(), (far, 1));
+    }
+
+    #[test]
+    fn folding_cells_saturate_below_the_seal() {
+        let c = SliceCell::new(0);
+        let (mut k, mut f) = (false, Taken::default());
+        c.add_folding(0, u64::MAX, 1, &mut k, &mut f);
+        c.add_folding(0, u64::MAX, 1, &mut k, &mut f);
+        assert!(!c.try_add_folding(0, 1, &mut k));
+        assert_eq!(c.read_folding(), (0, MAX_SLICE_COUNT));
+        c.add_folding(1, 1, 1, &mut k, &mut f);
+        assert_eq!(f.folded, vec![(0, MAX_SLICE_COUNT)]);
+    }
+
     #[test]
     fn saturates_at_cell_maximum() {
         let c = SliceCell::new(0);
