@@ -157,6 +157,21 @@ impl SliceCell {
         }
     }
 
+    /// CASes `epoch` from `ew` towards `e` (`ew < e`, same slot): to `e`, or
+    /// to `e - stride` when `e` has `ew`'s tag (invariant 3: never move to
+    /// an epoch with the same tag).
+    #[inline]
+    fn move_epoch(&self, ew: u64, e: u64, stride: u64, contended: &mut bool) {
+        let target = if tag(e) == tag(ew) { e - stride } else { e };
+        if self
+            .epoch
+            .compare_exchange(ew, target, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            *contended = true;
+        }
+    }
+
     /// `(epoch, count)`: the epoch the cell holds and that epoch's count (0
     /// while a recycle into it is unfinished).
     #[inline]
@@ -207,15 +222,7 @@ impl SliceCell {
                     *contended = true;
                 }
             } else {
-                // Invariant 3: never move to an epoch with the same tag.
-                let target = if tag(e) == tag(ew) { e - stride } else { e };
-                if self
-                    .epoch
-                    .compare_exchange(ew, target, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    *contended = true;
-                }
+                self.move_epoch(ew, e, stride, contended);
             }
         }
     }
@@ -339,14 +346,7 @@ impl SliceCell {
                 }
                 continue;
             } else {
-                let target = if tag(e) == tag(ew) { e - stride } else { e };
-                if self
-                    .epoch
-                    .compare_exchange(ew, target, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    *contended = true;
-                }
+                self.move_epoch(ew, e, stride, contended);
                 continue;
             };
             match self
