@@ -5,6 +5,18 @@
 //! with a preemption bound of at least 2 (deeper with
 //! `LOOM_MAX_PREEMPTIONS=3`), and `expect_failure`, which asserts that loom
 //! finds a bug in a naive design, so every suite is known to be able to fail.
+//!
+//! Habits that keep a model able to fail, and cheap:
+//! - Check each new model by breaking the code it guards (drop a check,
+//!   swap two steps) and watching it fail; the commit messages list the
+//!   mutations each suite was tried with.
+//! - Run a pure reader on a *spawned* thread. Loom's DPOR tracks the last
+//!   access to each atomic, so a reader that runs first on the main thread
+//!   can be shadowed by a writer's own load of the word it then stores,
+//!   and its races go unexplored (found while writing the per-key models:
+//!   a naive reader passed until it moved to a spawned thread).
+//! - A model whose main thread only spawns and joins gets its interleavings
+//!   for fewer preemptions (blocking in `join` is not a preemption).
 
 /// Runs `f` under loom with a preemption bound of `LOOM_MAX_PREEMPTIONS`
 /// (default 2).
