@@ -526,6 +526,21 @@ impl<C: Clock> MultiWindow<C> {
     pub fn stripes(&self) -> usize {
         self.rows.len()
     }
+
+    /// Bytes held now by the structure (its rows, their cells and its
+    /// configuration; not the clock's own heap, if any). Each row holds
+    /// every ring's cells (16 bytes each, rings rounded up to powers of
+    /// two, padded to 128-byte lines) behind a 128-byte header.
+    pub fn memory_bytes(&self) -> usize {
+        let cells: usize = self.rings.iter().map(|r| r.len).sum();
+        let stripes = self.rows.len();
+        std::mem::size_of::<Self>()
+            + std::mem::size_of_val::<[RingSpec]>(&self.rings)
+            + std::mem::size_of_val::<[Level]>(&self.levels)
+            + (self.rows.cap() - 1) * std::mem::size_of::<usize>()
+            + (stripes - 1) * std::mem::size_of::<Row>()
+            + stripes * CellRow::heap_bytes(cells)
+    }
 }
 
 impl<C: Clock> fmt::Debug for MultiWindow<C> {
@@ -561,6 +576,17 @@ mod tests {
         assert_eq!(rings, vec![(0, 16), (16, 8), (24, 64)]);
         assert_eq!(w.rows.get(0).cells.capacity(), 88); // 11 chunks of 8
         assert_eq!(std::mem::size_of::<Row>(), 128); // header: pointer and marks
+    }
+
+    #[test]
+    fn memory_is_cells_plus_headers() {
+        const MIN: Duration = Duration::from_secs(60);
+        let w = MultiWindow::new(&[(MIN, 60), (60 * MIN, 60), (24 * 60 * MIN, 24)]).unwrap();
+        // 64 + 64 + 32 cells of 16 bytes, one row, its header inline.
+        let fixed = w.memory_bytes() - 160 * 16;
+        assert!(fixed >= 128 && fixed < 1024 + 8 * w.rows.cap(), "{fixed}");
+        w.rows.grow(|| Row::new(&w.rings));
+        assert_eq!(w.memory_bytes(), fixed + 160 * 16 + 128 + 160 * 16);
     }
 
     #[test]
