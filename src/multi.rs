@@ -477,7 +477,12 @@ impl<C: Clock> MultiWindow<C> {
     fn row_sum(&self, row: &Row, r: usize, end: u64, k: u64) -> u64 {
         let mut rounds = 0;
         loop {
-            let ended = row.ended.load(Ordering::Acquire);
+            // Ring 0 alone needs no check (see above): no load.
+            let ended = if r > 0 {
+                row.ended.load(Ordering::Acquire)
+            } else {
+                0
+            };
             let mut sum = 0u64;
             // Ring `j`'s epoch `e` is ring `r`'s `e / div`; ring `r`'s
             // epochs `(end - k, end]` are ring `j`'s `lo..=hi`, compared

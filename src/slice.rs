@@ -79,9 +79,13 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
+// The cell word `tag:16 | count:48`. The per-key windows' compact row 0
+// (`crate::keyed`) stores the same word without the epoch beside it, so the
+// format and its helpers below are shared with it.
 const TAG_BITS: u32 = 16;
 const COUNT_BITS: u32 = 64 - TAG_BITS;
-const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+/// The tag field's mask: a tag is an epoch's low 16 bits.
+pub(crate) const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 
 /// The count field of a cell word: 48 bits.
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
@@ -99,22 +103,22 @@ pub const MAX_SLICE_COUNT: u64 = COUNT_MASK - 1;
 pub(crate) const MAX_STRIDE: u64 = TAG_MASK;
 
 #[inline]
-fn tag(epoch: u64) -> u64 {
+pub(crate) fn tag(epoch: u64) -> u64 {
     epoch & TAG_MASK
 }
 
 #[inline]
-fn pack(tag: u64, count: u64) -> u64 {
+pub(crate) fn pack(tag: u64, count: u64) -> u64 {
     (tag << COUNT_BITS) | count
 }
 
 #[inline]
-fn tag_of(word: u64) -> u64 {
+pub(crate) fn tag_of(word: u64) -> u64 {
     word >> COUNT_BITS
 }
 
 #[inline]
-fn count_of(word: u64) -> u64 {
+pub(crate) fn count_of(word: u64) -> u64 {
     word & COUNT_MASK
 }
 

@@ -188,7 +188,9 @@
 //! `B1`, which orders the crossing's cell stores before the reader's
 //! cells). Extension cells follow [`crate::slice`].
 
-use crate::slice::{Added, CellRow, SliceCell, MAX_SLICE_COUNT};
+use crate::slice::{
+    count_of, pack, tag, tag_of, Added, CellRow, SliceCell, MAX_SLICE_COUNT, SEALED, TAG_MASK,
+};
 use crate::stripes::install_if_null;
 use crate::sync::{probe, spin_hint, AtomicPtr, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
@@ -211,11 +213,9 @@ const EPOCH_MASK: u64 = HOT - 1;
 const REF_MASK: u64 = u32::MAX as u64;
 const SLICES_SHIFT: u32 = 32;
 
-/// Row-0 cells: `tag:16 | count:48`.
-const TAG_BITS: u32 = 16;
-const COUNT_BITS: u32 = 64 - TAG_BITS;
-const TAG_SPAN: u64 = 1 << TAG_BITS;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// Row-0 cells are the slice cell's word, `tag:16 | count:48` (the
+/// helpers of [`crate::slice`]); a tag repeats every `TAG_SPAN` epochs.
+const TAG_SPAN: u64 = TAG_MASK + 1;
 /// Epochs per block: `base` changes block only in a crossing.
 const BLOCK_BITS: u32 = 13;
 const BLOCK_MASK: u64 = (1 << BLOCK_BITS) - 1;
@@ -227,24 +227,14 @@ const READ_CHUNK: usize = 16;
 // S <= e - S`.
 const _: () = assert!(crate::window::MAX_SLICES as u64 <= BLOCK_MASK);
 const _: () = assert!(2 * crate::window::MAX_SLICES as u64 + (1 << BLOCK_BITS) <= TAG_SPAN);
-const _: () = assert!(MAX_SLICE_COUNT < COUNT_MASK);
-
-#[inline]
-fn pack(epoch: u64, count: u64) -> u64 {
-    ((epoch & (TAG_SPAN - 1)) << COUNT_BITS) | count
-}
-
-#[inline]
-fn count_of(word: u64) -> u64 {
-    word & COUNT_MASK
-}
+const _: () = assert!(MAX_SLICE_COUNT < SEALED);
 
 /// The epoch of `word` decoded from base value `base`: the largest epoch
 /// `<= base` with its tag (`None` if that would be below 0). Exact when the
 /// true epoch is in `(base - 2^16, base]`.
 #[inline]
 fn decode(base: u64, word: u64) -> Option<u64> {
-    base.checked_sub(base.wrapping_sub(word >> COUNT_BITS) & (TAG_SPAN - 1))
+    base.checked_sub(base.wrapping_sub(tag_of(word)) & TAG_MASK)
 }
 
 #[inline]
@@ -256,7 +246,7 @@ fn block(epoch: u64) -> u64 {
 /// `epoch` (invariant 4): every `base` of the block is less than 2^16 above.
 #[inline]
 fn floor(epoch: u64) -> u64 {
-    (epoch | BLOCK_MASK).saturating_sub(TAG_SPAN - 1)
+    (epoch | BLOCK_MASK).saturating_sub(TAG_MASK)
 }
 
 /// The first epoch `>= lo` of residue `slot` modulo `slices`.
@@ -285,12 +275,12 @@ fn step(word: u64, base: u64, e: u64, n: u64) -> Step {
             if c == MAX_SLICE_COUNT {
                 Step::Saturated
             } else {
-                Step::Write(pack(e, c.saturating_add(n).min(MAX_SLICE_COUNT)))
+                Step::Write(pack(tag(e), c.saturating_add(n).min(MAX_SLICE_COUNT)))
             }
         }
         // An older epoch's count (expired for every window with `e`):
         // replaced in the same step as the add.
-        _ => Step::Write(pack(e, n.min(MAX_SLICE_COUNT))),
+        _ => Step::Write(pack(tag(e), n.min(MAX_SLICE_COUNT))),
     }
 }
 
@@ -411,7 +401,7 @@ impl EntryRef {
             for i in 0..slices {
                 let y = first_at_or_after(lo, i, k);
                 debug_assert!(y <= base);
-                cells.add(i).write(AtomicU64::new(pack(y, 0)));
+                cells.add(i).write(AtomicU64::new(pack(tag(y), 0)));
             }
         }
         EntryRef { ptr }
@@ -657,7 +647,7 @@ impl Entry {
         for (i, c) in cells.iter().enumerate() {
             let w = c.load(Ordering::Acquire);
             if !matches!(decode(old, w), Some(y) if y >= lo) {
-                c.store(pack(first_at_or_after(lo, i, k), 0), Ordering::Release);
+                c.store(pack(tag(first_at_or_after(lo, i, k)), 0), Ordering::Release);
             }
         }
         self.base.store(e, Ordering::Release);
