@@ -30,15 +30,14 @@ mod stripes;
 mod sync;
 mod window;
 
+// The public names, listed (no glob re-exports): each lives in the module
+// named after its concept.
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
-#[allow(unused_imports)]
-pub use keyed::*;
-#[allow(unused_imports)]
-pub use limiter::*;
-#[allow(unused_imports)]
-pub use multi::*;
+pub use keyed::{HotKeyDetector, HotKeyHandle, KeyHandle, KeyedWindows};
+pub use limiter::{Denied, FixedWindowLimiter, SlidingWindowLimiter, MAX_EXACT_LIMIT};
+pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};
 
