@@ -30,6 +30,11 @@ mod stripes;
 mod sync;
 mod window;
 
+// Integrations, each behind its own non-default feature and named after the
+// crate it integrates.
+#[cfg(feature = "metrics")]
+pub mod metrics;
+
 // The public names, listed (no glob re-exports): each lives in the module
 // named after its concept.
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
