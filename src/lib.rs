@@ -34,6 +34,8 @@ mod window;
 // crate it integrates.
 #[cfg(feature = "metrics")]
 pub mod metrics;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 
 // The public names, listed (no glob re-exports): each lives in the module
 // named after its concept.
