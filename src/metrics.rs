@@ -1,10 +1,10 @@
 //! [`StripedCounter`] as a counter of the [`metrics`](https://docs.rs/metrics)
 //! facade (feature `metrics`).
 //!
-//! `StripedCounter` implements [`metrics::CounterFn`](::metrics::CounterFn),
-//! so a recorder can hand out `metrics::Counter::from_arc(Arc<StripedCounter>)`
-//! where it would hand out an `Arc<AtomicU64>`: `counter!(..).increment(n)`
-//! then adds to the calling thread's cell instead of fighting over one word.
+//! `StripedCounter` implements [`metrics::CounterFn`], so a recorder can
+//! hand out `metrics::Counter::from_arc(Arc<StripedCounter>)` where it would
+//! hand out an `Arc<AtomicU64>`: `counter!(..).increment(n)` then adds to
+//! the calling thread's cell instead of fighting over one word.
 //!
 //! ```
 //! use std::sync::Arc;
