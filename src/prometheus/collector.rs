@@ -11,8 +11,8 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
 /// A prometheus-client [`Collector`] that reads windows' sums and rates at
-/// scrape time. See the [module docs](crate::prometheus) for the names, types and labels
-/// it writes.
+/// scrape time. See the [module docs](crate::prometheus) for the names,
+/// types and labels it writes.
 ///
 /// ```
 /// use prometheus_client::registry::Registry;

@@ -58,11 +58,12 @@
 //!   old slices leave the window);
 //! - `<name>_per_second`: that count divided by the window's seconds.
 //!
-//! A [`SlidingWindow`](crate::SlidingWindow) answers its window; a [`MultiWindow`](crate::MultiWindow) answers each of
-//! its levels' windows (levels of 1 minute, 1 hour and 1 day give `"1m"`,
-//! `"1h"` and `"1d"`). Several structures may share a `name` (say, one per
-//! route) if they have the same help text and different label sets; their
-//! series are written under one family.
+//! A [`SlidingWindow`](crate::SlidingWindow) answers its window; a
+//! [`MultiWindow`](crate::MultiWindow) answers each of its levels' windows
+//! (levels of 1 minute, 1 hour and 1 day give `"1m"`, `"1h"` and `"1d"`).
+//! Several structures may share a `name` (say, one per route) if they have
+//! the same help text and different label sets; their series are written
+//! under one family.
 //!
 //! # Invariants
 //! - A scrape reads each structure once, at one clock reading: its series
@@ -71,9 +72,10 @@
 //!   collector.
 //! - The collector's output is valid by construction: names, labels and
 //!   help texts are checked when a structure is registered
-//!   ([`ConfigError::Invalid`](crate::ConfigError::Invalid) says what was wrong), and no two of its
-//!   structures write the same series or family. (Names of the registry's
-//!   other metrics are the caller's to keep apart.)
+//!   ([`ConfigError::Invalid`](crate::ConfigError::Invalid) says what was
+//!   wrong), and no two of its structures write the same series or family.
+//!   (Names of the registry's other metrics are the caller's to keep
+//!   apart.)
 //! - The collector's list is behind a lock taken by registrations and
 //!   scrapes only. Methods take `&self`: keep an `Arc<ScrapeCollector>`,
 //!   register a clone (`Box::new(Arc::clone(&c))`) and add structures later.
