@@ -4,6 +4,9 @@
 #   bash scripts/test.sh
 #
 # 1. `cargo test --workspace`: unit, integration, CLI and doc tests.
+# 1b. The integration features (metrics, prometheus): their tests and doc
+#    tests, and the README's doc tests (which use them). Only those targets,
+#    so the rest of the workspace is not rebuilt with the features.
 # 2. The loom models in loom-tests/, built with `--cfg loom` in their own
 #    target directory (so the normal build is not invalidated) and run with
 #    a preemption bound of 2. Deeper: LOOM_MAX_PREEMPTIONS=3 bash scripts/test.sh
@@ -12,6 +15,10 @@ cd "$(dirname "$0")/.."
 
 echo "== cargo test --workspace"
 cargo test --workspace
+
+echo "== integration features: tests, doc tests and the README (--all-features)"
+cargo test -p stripecount --all-features --test metrics --test prometheus
+cargo test -p stripecount --all-features --doc -- metrics prometheus ReadmeDoctests
 
 echo "== loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2})"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \
