@@ -140,13 +140,19 @@ impl Decision {
 
 /// The decision for a grant of `n > 0` permits, from the values it was
 /// decided on.
-pub(crate) fn granted(cfg: &Config, now: u64, g: &Grant, limits: &[u64]) -> Decision {
+pub(crate) fn granted(
+    cfg: &Config,
+    now: u64,
+    g: &Grant,
+    frozen: &[u64; MAX_LIMITS],
+    limits: &[u64],
+) -> Decision {
     let mut best: Option<(u64, usize)> = None;
     for (i, &raw) in limits.iter().enumerate() {
         let used = if i == cfg.fold() {
             g.used
         } else {
-            g.frozen[i].saturating_add(g.cur)
+            frozen[i].saturating_add(g.cur)
         };
         let left = cfg.permits(cfg.budget(raw).saturating_sub(used), false, raw);
         best = match best {
@@ -247,8 +253,14 @@ impl AdmissionState {
     /// [`acquire`](Self::acquire), and returns the full [`Decision`].
     /// `None`: the state is sealed or pending (look the key up again).
     pub fn decide(&self, cfg: &Config, now: u64, n: u64, limits: &[u64]) -> Option<Decision> {
-        match self.admit(cfg, now, n, limits) {
-            Ok(g) if n > 0 => Some(granted(cfg, now, &g, limits)),
+        let mut frozen = [0; MAX_LIMITS];
+        let verdict = if cfg.len() == 1 {
+            self.admit::<true>(cfg, now, n, limits, &mut frozen)
+        } else {
+            self.admit::<false>(cfg, now, n, limits, &mut frozen)
+        };
+        match verdict {
+            Ok(g) if n > 0 => Some(granted(cfg, now, &g, &frozen, limits)),
             Ok(_) => self.peek(cfg, now, 0, limits),
             Err(Refused::Denied { reason, level }) => self.read(cfg, |snap| {
                 judged(cfg, snap, now, n, limits, Some((reason, level)))

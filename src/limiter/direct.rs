@@ -37,6 +37,9 @@ mod sealed {
 pub trait Shape: sealed::Sealed + Send + Sync + 'static {
     /// The name its `Debug` output uses.
     const NAME: &'static str;
+    /// Whether it has exactly one limit (its grant path is then specialized
+    /// at compile time).
+    const ONE: bool;
 }
 
 /// The shape of a [`SlidingWindowLimiter`]: one limit over a sliding window.
@@ -53,12 +56,15 @@ impl sealed::Sealed for Sliding {}
 impl sealed::Sealed for Fixed {}
 impl sealed::Sealed for Multi {}
 impl Shape for Sliding {
+    const ONE: bool = true;
     const NAME: &'static str = "SlidingWindowLimiter";
 }
 impl Shape for Fixed {
+    const ONE: bool = true;
     const NAME: &'static str = "FixedWindowLimiter";
 }
 impl Shape for Multi {
+    const ONE: bool = false;
     const NAME: &'static str = "MultiLimiter";
 }
 
@@ -101,9 +107,9 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     }
 
     /// Calls `f` with the limits, each read once.
-    #[inline(always)]
+    #[inline]
     fn with_limits<R>(&self, f: impl FnOnce(&[u64]) -> R) -> R {
-        if self.cfg.len() == 1 {
+        if S::ONE {
             f(&[self.hot.limits[0].load(Ordering::Relaxed)])
         } else {
             let mut buf = [0u64; MAX_LIMITS];
@@ -150,11 +156,16 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// seen a later time).
     #[inline]
     pub fn try_acquire_verbose_at(&self, now: u64, n: u64) -> Result<u64, Denied> {
-        self.with_limits(|l| self.hot.state.acquire(&self.cfg, now, n, l))
-            .map_err(|r| match r {
-                Refused::Denied { reason, .. } => reason,
-                Refused::Sealed => Denied::Exhausted, // a direct state is never sealed
-            })
+        let r = if S::ONE {
+            let limit = self.hot.limits[0].load(Ordering::Relaxed);
+            self.hot.state.acquire_one(&self.cfg, now, n, limit)
+        } else {
+            self.with_limits(|l| self.hot.state.acquire(&self.cfg, now, n, l))
+        };
+        r.map_err(|r| match r {
+            Refused::Denied { reason, .. } => reason,
+            Refused::Sealed => Denied::Exhausted, // a direct state is never sealed
+        })
     }
 
     /// Takes `n` permits now and returns the whole [`Decision`]: the verdict,

@@ -58,7 +58,7 @@
 //! through 2^16 epochs and comes back to the identical 64 bits could
 //! succeed with a stale decision (the bound of [`crate::slice`]).
 
-use super::config::{Config, MAX_BUDGET};
+use super::config::{Config, MAX_BUDGET, MAX_LIMITS};
 use super::history::{Block, Cell};
 use super::Denied;
 use crate::pack::{Admission, AtomicWord, Tag, TagCount, Word};
@@ -102,8 +102,6 @@ pub(crate) struct Grant {
     pub(crate) used: u64,
     /// The fold level's current-slice count after the grant.
     pub(crate) cur: u64,
-    /// The other levels' frozen sums (multi-limit states).
-    pub(crate) frozen: [u64; super::MAX_LIMITS],
 }
 
 /// What a helper found.
@@ -160,32 +158,49 @@ impl AdmissionState {
     /// `Ok(epoch)`: granted, counted in finest slice `epoch`.
     #[inline]
     pub fn acquire(&self, cfg: &Config, now: u64, n: u64, limits: &[u64]) -> Result<u64, Refused> {
-        self.admit(cfg, now, n, limits).map(|g| g.epoch)
+        let mut frozen = [0; MAX_LIMITS];
+        if cfg.len() == 1 {
+            self.admit::<true>(cfg, now, n, limits, &mut frozen)
+        } else {
+            self.admit::<false>(cfg, now, n, limits, &mut frozen)
+        }
+        .map(|g| g.epoch)
     }
 
-    /// [`acquire`](Self::acquire), returning what the grant was decided on.
+    /// [`acquire`](Self::acquire) for a single-limit `cfg` (checked in
+    /// debug builds): the hot path of a single-limit owner, specialized at
+    /// compile time.
     #[inline(always)]
-    pub(crate) fn admit(
+    pub fn acquire_one(&self, cfg: &Config, now: u64, n: u64, limit: u64) -> Result<u64, Refused> {
+        debug_assert_eq!(cfg.len(), 1);
+        let mut frozen = [0; MAX_LIMITS];
+        self.admit::<true>(cfg, now, n, &[limit], &mut frozen)
+            .map(|g| g.epoch)
+    }
+
+    /// [`acquire`](Self::acquire), returning what the grant was decided on;
+    /// the other levels' frozen sums go to `frozen` (with `ONE`, `cfg` has
+    /// one level and `frozen` is not written).
+    #[inline(always)]
+    pub(crate) fn admit<const ONE: bool>(
         &self,
         cfg: &Config,
         now: u64,
         n: u64,
         limits: &[u64],
+        frozen: &mut [u64; MAX_LIMITS],
     ) -> Result<Grant, Refused> {
         debug_assert_eq!(limits.len(), cfg.len());
         if n == 0 {
             let e = self.newest(cfg, now);
-            let frozen = [0; super::MAX_LIMITS];
             return Ok(Grant {
                 epoch: e,
                 used: 0,
                 cur: 0,
-                frozen,
             });
         }
         // Units and budgets, per level.
-        let single = cfg.len() == 1;
-        let (units, budget) = if single {
+        let (units, budget) = if ONE {
             let raw = limits[0];
             if n > raw {
                 return Err(denied(Denied::ExceedsLimit, 0));
@@ -220,11 +235,10 @@ impl AdmissionState {
             // 1): a failed CAS hands back the new value, judged again.
             while holds(s, k) {
                 let used = Admission::USED.get(s);
-                let mut frozen = [0; super::MAX_LIMITS];
-                let cur = if single {
+                let cur = if ONE {
                     0 // not needed: `used` holds everything
                 } else {
-                    match self.other_levels(cfg, e, used, units, limits, &mut frozen) {
+                    match self.other_levels(cfg, e, used, units, limits, frozen) {
                         Ok(cur) => cur,
                         Err(Some(level)) => return Err(denied(Denied::Exhausted, level)),
                         Err(None) => continue 'reload, // stale snapshot
@@ -240,13 +254,11 @@ impl AdmissionState {
                     Ordering::Acquire,
                 ) {
                     Ok(_) => {
-                        let used = used + units;
-                        let cur = cur + units;
+                        let (used, cur) = (used + units, cur + units);
                         return Ok(Grant {
                             epoch: e,
                             used,
                             cur,
-                            frozen,
                         });
                     }
                     Err(actual) => s = actual,
@@ -270,7 +282,7 @@ impl AdmissionState {
         used: u64,
         units: u64,
         limits: &[u64],
-        frozen: &mut [u64; super::MAX_LIMITS],
+        frozen: &mut [u64; MAX_LIMITS],
     ) -> Result<u64, Option<usize>> {
         let block = self.block(cfg).ok_or(None)?;
         let tag = Tag::of(e);

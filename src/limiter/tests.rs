@@ -335,3 +335,21 @@ fn pending_refuses_until_copied_and_budgets_never_reach_all_ones() {
     );
     assert_eq!(p.acquire(&cfg, 1, u64::MAX, &[u64::MAX]), Ok(1));
 }
+
+#[test]
+fn two_step_jump_keeps_tags_apart() {
+    let cfg = Config::single(5, Duration::from_nanos(4), 4).unwrap();
+    let s = AdmissionState::new(&cfg, 0);
+    assert_eq!(s.acquire(&cfg, 3, 5, &[5]), Ok(3));
+    // A jump of exactly 2^16 slices would alias the tag.
+    let far = 3 + (1 << 16);
+    assert_eq!(s.acquire(&cfg, far, 5, &[5]), Ok(far));
+    let full = Refused::Denied {
+        reason: Denied::Exhausted,
+        level: 0,
+    };
+    assert_eq!(s.acquire(&cfg, far, 1, &[5]), Err(full));
+    // A tag distance below S but a real distance above 2^16.
+    let far2 = far + (1 << 16) + 2;
+    assert_eq!(s.acquire(&cfg, far2, 5, &[5]), Ok(far2));
+}
