@@ -140,31 +140,34 @@ impl Decision {
 
 /// The decision for a grant of `n > 0` permits, from the values it was
 /// decided on.
-pub(crate) fn granted(
+#[inline]
+pub(crate) fn granted<const ONE: bool>(
     cfg: &Config,
     now: u64,
     g: &Grant,
     frozen: &[u64; MAX_LIMITS],
     limits: &[u64],
 ) -> Decision {
-    let mut best: Option<(u64, usize)> = None;
-    for (i, &raw) in limits.iter().enumerate() {
-        let used = if i == cfg.fold() {
-            g.used
-        } else {
-            frozen[i].saturating_add(g.cur)
-        };
-        let left = cfg.permits(cfg.budget(raw).saturating_sub(used), false, raw);
-        best = match best {
-            Some((b, _)) if b <= left => best,
-            _ => Some((left, i)),
-        };
+    let left = |i: usize, used: u64| {
+        let raw = limits[i];
+        cfg.permits(cfg.budget(raw).saturating_sub(used), false, raw)
+    };
+    // The limit with the fewest permits left (the only one, usually).
+    let (mut i, mut remaining) = (cfg.fold(), left(cfg.fold(), g.used));
+    for c in (0..limits.len()).filter(|&c| !ONE && c != cfg.fold()) {
+        let l = left(c, frozen[c].saturating_add(g.cur));
+        if l < remaining || (l == remaining && c < i) {
+            (i, remaining) = (c, l);
+        }
     }
-    let (remaining, i) = best.unwrap_or((0, 0));
+    // The slice the grant was counted in leaves the window `S` slices on.
     let lv = cfg.level(i);
-    let reset = (g.epoch / lv.ratio)
-        .saturating_add(lv.slices)
-        .saturating_mul(lv.ratio);
+    let slice = if lv.ratio == 1 {
+        g.epoch
+    } else {
+        g.epoch / lv.ratio
+    };
+    let reset = slice.saturating_add(lv.slices).saturating_mul(lv.ratio);
     Decision {
         verdict: Ok(g.epoch),
         limit: limits[i],
@@ -190,8 +193,9 @@ pub(crate) fn judged(
     let mut fits = [Some(j); MAX_LIMITS];
     let mut reset = [j; MAX_LIMITS];
     for (i, &raw) in limits.iter().enumerate() {
+        let level = snap.level(cfg, i);
         let budget = cfg.budget(raw);
-        let used = snap.used_at(cfg, i, j);
+        let used = level.used_at(j);
         left[i] = cfg.permits(budget.saturating_sub(used), used == 0, raw);
         fits[i] = if n == 0 {
             Some(j)
@@ -200,10 +204,10 @@ pub(crate) fn judged(
         } else {
             match cfg.charge(n, budget) {
                 0 => None, // a lowered limit below one unit
-                units => snap.fits_from(cfg, i, j, units, budget),
+                units => level.fits_from(j, units, budget),
             }
         };
-        reset[i] = snap.empty_from(cfg, i, j);
+        reset[i] = level.empty_from(j);
     }
     let k = limits.len();
     // The binding limit: the one that holds the request longest (never =
@@ -252,15 +256,27 @@ impl AdmissionState {
     /// Takes `n` permits at `now` against `limits`, as
     /// [`acquire`](Self::acquire), and returns the full [`Decision`].
     /// `None`: the state is sealed or pending (look the key up again).
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))] // for the per-key limiter
     pub fn decide(&self, cfg: &Config, now: u64, n: u64, limits: &[u64]) -> Option<Decision> {
-        let mut frozen = [0; MAX_LIMITS];
-        let verdict = if cfg.len() == 1 {
-            self.admit::<true>(cfg, now, n, limits, &mut frozen)
+        if cfg.len() == 1 {
+            self.decide_with::<true>(cfg, now, n, limits)
         } else {
-            self.admit::<false>(cfg, now, n, limits, &mut frozen)
-        };
-        match verdict {
-            Ok(g) if n > 0 => Some(granted(cfg, now, &g, &frozen, limits)),
+            self.decide_with::<false>(cfg, now, n, limits)
+        }
+    }
+
+    /// [`decide`](Self::decide), specialized for one level (`ONE`) or not.
+    #[inline]
+    pub(crate) fn decide_with<const ONE: bool>(
+        &self,
+        cfg: &Config,
+        now: u64,
+        n: u64,
+        limits: &[u64],
+    ) -> Option<Decision> {
+        let mut frozen = [0; MAX_LIMITS];
+        match self.admit::<ONE>(cfg, now, n, limits, &mut frozen) {
+            Ok(g) if n > 0 => Some(granted::<ONE>(cfg, now, &g, &frozen, limits)),
             Ok(_) => self.peek(cfg, now, 0, limits),
             Err(Refused::Denied { reason, level }) => self.read(cfg, |snap| {
                 judged(cfg, snap, now, n, limits, Some((reason, level)))
@@ -283,7 +299,7 @@ impl AdmissionState {
         self.read(cfg, |snap| {
             let j = cfg.epoch_of(now).max(snap.epoch);
             let left = |(i, &raw): (usize, &u64)| {
-                let used = snap.used_at(cfg, i, j);
+                let used = snap.level(cfg, i).used_at(j);
                 cfg.permits(cfg.budget(raw).saturating_sub(used), used == 0, raw)
             };
             limits.iter().enumerate().map(left).min().unwrap_or(0)

@@ -4,8 +4,8 @@
 //! [`Limiter<S, C>`] is one generic type; the shape `S` ([`Sliding`],
 //! [`Fixed`], [`Multi`]) only chooses the constructors, the accessors and
 //! the name, so every shared method is written once, on real code. The
-//! names users know are aliases: [`SlidingWindowLimiter`],
-//! [`FixedWindowLimiter`], [`MultiLimiter`].
+//! names users know are aliases: [`SlidingWindowLimiter`](crate::SlidingWindowLimiter),
+//! [`FixedWindowLimiter`](crate::FixedWindowLimiter), [`MultiLimiter`](crate::MultiLimiter).
 //!
 //! # Limits that change at run time
 //! Each request reads the limits (`Relaxed`: a limit is an independent
@@ -42,13 +42,13 @@ pub trait Shape: sealed::Sealed + Send + Sync + 'static {
     const ONE: bool;
 }
 
-/// The shape of a [`SlidingWindowLimiter`]: one limit over a sliding window.
+/// The shape of a [`SlidingWindowLimiter`](crate::SlidingWindowLimiter): one limit over a sliding window.
 #[derive(Debug)]
 pub enum Sliding {}
-/// The shape of a [`FixedWindowLimiter`]: one limit per fixed window.
+/// The shape of a [`FixedWindowLimiter`](crate::FixedWindowLimiter): one limit per fixed window.
 #[derive(Debug)]
 pub enum Fixed {}
-/// The shape of a [`MultiLimiter`]: several limits, all or nothing.
+/// The shape of a [`MultiLimiter`](crate::MultiLimiter): several limits, all or nothing.
 #[derive(Debug)]
 pub enum Multi {}
 
@@ -72,7 +72,7 @@ impl Shape for Multi {
 /// limit in any window, under any concurrency; a refusal only when the
 /// request did not fit at the moment it was decided. Lock-free; a refusal
 /// costs a few loads, a grant one CAS. Use it through its aliases,
-/// [`SlidingWindowLimiter`], [`FixedWindowLimiter`] and [`MultiLimiter`]
+/// [`SlidingWindowLimiter`](crate::SlidingWindowLimiter), [`FixedWindowLimiter`](crate::FixedWindowLimiter) and [`MultiLimiter`](crate::MultiLimiter)
 /// (the protocol is documented in `src/limiter/`).
 pub struct Limiter<S: Shape, C: Clock = MonotonicClock> {
     hot: CachePadded<Hot>,
@@ -178,7 +178,11 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// [`try_acquire_decision`](Self::try_acquire_decision) at time `now`.
     pub fn try_acquire_decision_at(&self, now: u64, n: u64) -> Decision {
         self.with_limits(|l| {
-            let d = self.hot.state.decide(&self.cfg, now, n, l);
+            let d = if S::ONE {
+                self.hot.state.decide_with::<true>(&self.cfg, now, n, l)
+            } else {
+                self.hot.state.decide_with::<false>(&self.cfg, now, n, l)
+            };
             d.unwrap_or_else(|| Decision::unavailable(l[0]))
         })
     }

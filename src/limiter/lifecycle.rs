@@ -194,7 +194,7 @@ impl AdmissionState {
     pub fn is_idle_at(&self, cfg: &Config, now: u64) -> bool {
         self.read(cfg, |snap| {
             let j = cfg.epoch_of(now).max(snap.epoch);
-            (0..cfg.len()).all(|i| snap.used_at(cfg, i, j) == 0)
+            (0..cfg.len()).all(|i| snap.level(cfg, i).used_at(j) == 0)
         })
         .unwrap_or(false)
     }

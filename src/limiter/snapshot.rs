@@ -19,7 +19,7 @@
 //! otherwise. Its window total at a finest epoch `J >= E` sums its slices
 //! `(J / r_i - S_i, J / r_i]`.
 
-use super::config::{Config, MAX_LIMITS};
+use super::config::{Config, Level, MAX_LIMITS};
 use super::history::Block;
 use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, Tag, TagCount};
@@ -93,45 +93,72 @@ impl AdmissionState {
     }
 }
 
-impl Snapshot<'_> {
-    /// Level `i`'s count of its slice `k`.
-    pub(crate) fn count(&self, cfg: &Config, i: usize, k: u64) -> u64 {
+impl<'a> Snapshot<'a> {
+    /// Level `i` of this snapshot.
+    pub(crate) fn level(&self, cfg: &Config, i: usize) -> LevelView<'a> {
         let lv = cfg.level(i);
-        let ei = self.epoch / lv.ratio;
-        if k > ei || ei - k >= lv.slices {
+        LevelView {
+            lv,
+            ei: slice_of(self.epoch, lv),
+            head: self.open[i].saturating_add(self.cur),
+            fold_used: (i == cfg.fold()).then_some(self.used),
+            block: self.block,
+        }
+    }
+}
+
+/// Level `lv`'s slice of finest epoch `e`.
+#[inline]
+fn slice_of(e: u64, lv: Level) -> u64 {
+    if lv.ratio == 1 {
+        e
+    } else {
+        e / lv.ratio
+    }
+}
+
+/// One level's counts in a snapshot taken at `E`.
+pub(crate) struct LevelView<'a> {
+    lv: Level,
+    /// The level's slice of `E`.
+    ei: u64,
+    /// Its count so far.
+    head: u64,
+    /// The state's `used`, for the fold level (its window total at `E`).
+    fold_used: Option<u64>,
+    block: Option<Block<'a>>,
+}
+
+impl LevelView<'_> {
+    /// The count of the level's slice `k`.
+    fn count(&self, k: u64) -> u64 {
+        if k > self.ei || self.ei - k >= self.lv.slices {
             0
-        } else if k == ei {
-            self.open[i].saturating_add(self.cur)
+        } else if k == self.ei {
+            self.head
         } else {
-            self.block.map_or(0, |b| b.recorded(lv, k))
+            self.block.map_or(0, |b| b.recorded(self.lv, k))
         }
     }
 
-    /// Level `i`'s window total at finest epoch `j >= E`.
-    pub(crate) fn used_at(&self, cfg: &Config, i: usize, j: u64) -> u64 {
-        if j == self.epoch && i == cfg.fold() {
-            return self.used;
+    /// The level's window total at finest epoch `j >= E`.
+    pub(crate) fn used_at(&self, j: u64) -> u64 {
+        let ji = slice_of(j, self.lv);
+        match self.fold_used {
+            Some(used) if ji == self.ei => return used,
+            _ => {}
         }
-        let lv = cfg.level(i);
-        let ji = j / lv.ratio;
-        let lo = ji.saturating_sub(lv.slices - 1);
-        (lo..=ji.min(self.epoch / lv.ratio))
-            .map(|k| self.count(cfg, i, k))
+        let lo = ji.saturating_sub(self.lv.slices - 1);
+        (lo..=ji.min(self.ei))
+            .map(|k| self.count(k))
             .fold(0u64, u64::saturating_add)
     }
 
-    /// The first finest epoch `>= j` at which level `i`'s window has room
+    /// The first finest epoch `>= j` at which the level's window has room
     /// for `units` of `budget` if nothing else is granted, or `None` if it
     /// never has (only when `units > budget`).
-    pub(crate) fn fits_from(
-        &self,
-        cfg: &Config,
-        i: usize,
-        j: u64,
-        units: u64,
-        budget: u64,
-    ) -> Option<u64> {
-        let mut used = self.used_at(cfg, i, j);
+    pub(crate) fn fits_from(&self, j: u64, units: u64, budget: u64) -> Option<u64> {
+        let mut used = self.used_at(j);
         if used + units <= budget {
             return Some(j);
         }
@@ -139,28 +166,30 @@ impl Snapshot<'_> {
             return None;
         }
         // Slide forward one level slice at a time; after `S` nothing is left.
-        let lv = cfg.level(i);
-        let ji = j / lv.ratio;
-        let last = ji.saturating_add(lv.slices);
+        let (ratio, slices) = (self.lv.ratio, self.lv.slices);
+        let ji = slice_of(j, self.lv);
+        let last = ji.saturating_add(slices);
         for next in ji.saturating_add(1)..=last {
-            if let Some(gone) = next.checked_sub(lv.slices) {
-                used = used.saturating_sub(self.count(cfg, i, gone));
+            if let Some(gone) = next.checked_sub(slices) {
+                used = used.saturating_sub(self.count(gone));
             }
             if used + units <= budget || next == last {
-                return Some(next.saturating_mul(lv.ratio));
+                return Some(next.saturating_mul(ratio));
             }
         }
-        Some(last.saturating_mul(lv.ratio))
+        Some(last.saturating_mul(ratio))
     }
 
-    /// The finest epoch at which level `i`'s window seen from `j` is empty
+    /// The finest epoch at which the level's window seen from `j` is empty
     /// (`j` itself if it is).
-    pub(crate) fn empty_from(&self, cfg: &Config, i: usize, j: u64) -> u64 {
-        let lv = cfg.level(i);
-        let ji = j / lv.ratio;
-        let lo = ji.saturating_sub(lv.slices - 1);
-        match (lo..=ji).rev().find(|&k| self.count(cfg, i, k) > 0) {
-            Some(k) => k.saturating_add(lv.slices).saturating_mul(lv.ratio),
+    pub(crate) fn empty_from(&self, j: u64) -> u64 {
+        let ji = slice_of(j, self.lv);
+        let lo = ji.saturating_sub(self.lv.slices - 1);
+        let last = (lo..=ji.min(self.ei)).rev().find(|&k| self.count(k) > 0);
+        match last {
+            Some(k) => k
+                .saturating_add(self.lv.slices)
+                .saturating_mul(self.lv.ratio),
             None => j,
         }
     }
