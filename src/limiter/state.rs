@@ -112,12 +112,15 @@ pub(crate) enum Help {
     Sealed,
 }
 
-/// `state >> 47` of a word holding epoch `e` unsealed: `tag(e) << 1`; with
-/// bit 17 set when `e` is flagged, so no word matches a sealed-for-good or
-/// pending state. One compare tests tag, seal and flag.
+/// `state >> 47` (the tag and seal bits) of a word holding epoch `e`
+/// unsealed: `tag(e) << 1`; with bit 17 set when `e` is flagged, so that no
+/// word matches a sealed-for-good or pending state. One compare then tests
+/// tag, seal and flag.
 #[inline(always)]
 pub(crate) fn key(e: u64) -> u64 {
-    ((e & 0xffff) << 1) | ((e >> 63) << 17)
+    const TAG_AT: u32 = Admission::TAG.shift() - Admission::SEALED.shift();
+    const FLAG_AT: u32 = Admission::TAG.end() - Admission::SEALED.shift();
+    ((e & Admission::TAG.max()) << TAG_AT) | ((e >> 63) << FLAG_AT)
 }
 
 /// Whether `s` is the unsealed word of the epoch whose [`key`] is `k`.
