@@ -1,6 +1,10 @@
 //! `try_acquire` on one shared limiter at 1, 2, 4 and 8 threads, in two
 //! regimes: nearly everything admitted (a limit far above what the bench can
 //! ask for in a window) and nearly everything refused (1 permit per window).
+//! Also `try_acquire_decision` (the verdict with remaining / retry-after /
+//! reset) and a two-limit `MultiLimiter` (the same per-second limit and a
+//! per-minute one of 60 times it, 60 slices), against two governor limiters
+//! checked one after the other (what governor users do; not atomic).
 //!
 //! Compared in the same run against governor (GCRA, `RateLimiter::direct`)
 //! with the same permits per window, and a `Mutex`-guarded sliding window.
@@ -23,7 +27,7 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{Clock, CoarseClock, FixedWindowLimiter, SlidingWindowLimiter};
+use stripecount::{Clock, CoarseClock, FixedWindowLimiter, MultiLimiter, SlidingWindowLimiter};
 use stripecount_baselines::harness::Pool;
 use stripecount_baselines::limiters::MutexLimiter;
 
@@ -92,6 +96,29 @@ fn regime(c: &mut Criterion, name: &str, limit: u32) {
         bench_threads(
             &mut g,
             &pool,
+            "sliding-decision/coarse",
+            sliding(limit, CoarseClock::new()),
+            |l, _, _| {
+                black_box(l.try_acquire_decision(1));
+            },
+        );
+        let two = [
+            (u64::from(limit), WINDOW, SLICES),
+            (60 * u64::from(limit), 60 * WINDOW, 60),
+        ];
+        let multi = MultiLimiter::with_clock(&two, CoarseClock::new()).unwrap();
+        bench_threads(
+            &mut g,
+            &pool,
+            "multi2/coarse",
+            Arc::new(multi),
+            |l, _, _| {
+                black_box(l.try_acquire());
+            },
+        );
+        bench_threads(
+            &mut g,
+            &pool,
             "fixed/coarse",
             Arc::new(
                 FixedWindowLimiter::with_clock(u64::from(limit), WINDOW, CoarseClock::new())
@@ -107,6 +134,16 @@ fn regime(c: &mut Criterion, name: &str, limit: u32) {
             Arc::new(RateLimiter::direct_with_clock(quota, upkeep));
         bench_threads(&mut g, &pool, "governor/upkeep", gov_coarse, |l, _, _| {
             black_box(l.check().is_ok());
+        });
+        let per_minute = Quota::per_minute(NonZeroU32::new(limit.saturating_mul(60)).unwrap());
+        let upkeep =
+            QuantaUpkeepClock::from_interval(Duration::from_millis(1)).expect("upkeep clock");
+        let gov_two: Arc<[Governor<QuantaUpkeepClock>; 2]> = Arc::new([
+            RateLimiter::direct_with_clock(quota, upkeep.clone()),
+            RateLimiter::direct_with_clock(per_minute, upkeep),
+        ]);
+        bench_threads(&mut g, &pool, "governor2/upkeep", gov_two, |l, _, _| {
+            black_box(l[0].check().is_ok() && l[1].check().is_ok());
         });
         let gov: Arc<Governor<QuantaClock>> = Arc::new(RateLimiter::direct(quota));
         bench_threads(&mut g, &pool, "governor/quanta", gov, |l, _, _| {

@@ -25,6 +25,7 @@ mod error;
 mod keyed;
 mod limiter;
 mod multi;
+mod pack;
 mod slice;
 mod stripes;
 mod sync;
@@ -43,10 +44,21 @@ pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
 pub use keyed::{HotKeyDetector, HotKeyHandle, KeyHandle, KeyedWindows};
-pub use limiter::{Denied, FixedWindowLimiter, SlidingWindowLimiter, MAX_EXACT_LIMIT};
+pub use limiter::{
+    Decision, Denied, Fixed, FixedWindowLimiter, Limiter, Multi, MultiLimiter, OneLimit, Shape,
+    Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,
+};
 pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};
+
+/// The admission state the limiters are built on, for the loom models of
+/// its owner protocol (seal, copy, idle); built only with `--cfg loom`.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod admission {
+    pub use crate::limiter::{AdmissionState, Config, Refused};
+}
 
 /// The README's examples, compiled and run as doc tests. Its "Using it in a
 /// service" snippets need the integration features, so the README is tested

@@ -1,6 +1,7 @@
-//! Tests of the strict limiters: scenarios, edge values, a reference model
-//! over many random sequential runs, and multi-threaded runs whose every
-//! grant is recorded and every window checked.
+//! Tests of the strict limiters: scenarios, edge values, decisions and
+//! peeks, reference models over many random sequential runs (one limit and
+//! several), and multi-threaded runs whose every grant is recorded and every
+//! window checked.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -8,14 +9,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use stripecount::{
-    ConfigError, Denied, FixedWindowLimiter, ManualClock, SlidingWindowLimiter, MAX_EXACT_LIMIT,
+    ConfigError, Denied, FixedWindowLimiter, ManualClock, MultiLimiter, SlidingWindowLimiter,
+    MAX_EXACT_LIMIT,
 };
 
 const SEC: u64 = 1_000_000_000;
 
 static_assertions::assert_impl_all!(SlidingWindowLimiter: std::fmt::Debug, Send, Sync);
 static_assertions::assert_impl_all!(FixedWindowLimiter: std::fmt::Debug, Send, Sync);
+static_assertions::assert_impl_all!(MultiLimiter: std::fmt::Debug, Send, Sync);
 static_assertions::assert_impl_all!(Denied: std::error::Error, Copy, Eq);
+static_assertions::assert_impl_all!(stripecount::Decision: std::fmt::Debug, Copy, Eq, Send);
 
 fn sliding(
     limit: u64,
@@ -507,4 +511,251 @@ fn concurrent_grants_never_exceed_any_window() {
         }
         assert!(per_slice.iter().sum::<u64>() > 0);
     }
+}
+
+#[test]
+fn decisions_carry_what_http_headers_need() {
+    let (lim, clock) = sliding(4, 3, 3);
+    let d = lim.try_acquire_decision(3);
+    assert_eq!(d.result(), Ok(0));
+    assert_eq!((d.limit(), d.remaining(), d.limit_index()), (4, 1, 0));
+    assert_eq!(d.retry_after(), Some(Duration::ZERO));
+    assert_eq!(d.reset_after(), Duration::from_secs(3));
+    clock.advance(Duration::from_millis(1500));
+    let d = lim.try_acquire_decision(2);
+    assert_eq!(d.denied(), Some(Denied::Exhausted));
+    assert_eq!(d.remaining(), 1);
+    // The 3 permits of slice 0 leave the window at 3 s.
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(1500)));
+    assert_eq!(d.reset_after(), Duration::from_millis(1500));
+    let d = lim.try_acquire_decision(1);
+    assert!(d.is_granted());
+    assert_eq!(d.remaining(), 0);
+    assert_eq!(d.reset_after(), Duration::from_millis(2500)); // slice 1 leaves at 4 s
+    let d = lim.try_acquire_decision(5);
+    assert_eq!(d.denied(), Some(Denied::ExceedsLimit));
+    assert_eq!(d.retry_after(), None);
+    // n = 0 is granted and consumes nothing.
+    let d = lim.try_acquire_decision(0);
+    assert_eq!(d.result(), Ok(1));
+    assert_eq!(d.remaining(), 0);
+    // The verbose, decision and plain forms agree.
+    assert_eq!(lim.try_acquire_verbose(1), Err(Denied::Exhausted));
+    assert_eq!(lim.peek(1).result(), Err(Denied::Exhausted));
+}
+
+#[test]
+fn peek_consumes_nothing_and_does_not_move_time() {
+    let clock = ManualClock::new();
+    let lim = FixedWindowLimiter::with_clock(2, Duration::from_secs(1), clock.clone()).unwrap();
+    for _ in 0..3 {
+        let p = lim.peek(2);
+        assert!(p.is_granted());
+        assert_eq!((p.remaining(), p.reset_after()), (2, Duration::ZERO));
+    }
+    assert!(lim.try_acquire());
+    assert_eq!(lim.peek(2).retry_after(), Some(Duration::from_secs(1)));
+    assert_eq!(lim.peek(1).remaining(), 1);
+    // A peek far ahead sees the window empty but leaves the limiter's time
+    // alone: a request stamped now is still judged in the current window.
+    assert!(lim.peek_at(10 * SEC, 2).is_granted());
+    assert!(lim.try_acquire());
+    assert!(!lim.try_acquire());
+}
+
+/// A reference for several limits over public `MultiLimiter`: every grant
+/// as `(finest epoch, n)`, each limit's window counted at its own slices.
+struct MultiModel {
+    /// `(limit, ratio to the finest slice, slices)` per limit.
+    levels: Vec<(u64, u64, u64)>,
+    slice: u64,
+    newest: u64,
+    grants: Vec<(u64, u64)>,
+}
+
+impl MultiModel {
+    fn used(&self, i: usize, j: u64) -> u64 {
+        let (_, r, s) = self.levels[i];
+        let w = |e: u64| e / r <= j / r && j / r - e / r < s;
+        self.grants.iter().filter(|g| w(g.0)).map(|g| g.1).sum()
+    }
+
+    fn acquire(&mut self, now: u64, n: u64) -> bool {
+        let j = (now / self.slice).max(self.newest);
+        if n == 0 {
+            return true;
+        }
+        if self.levels.iter().any(|l| n > l.0) {
+            return false;
+        }
+        self.newest = j;
+        let fits = (0..self.levels.len()).all(|i| self.used(i, j) + n <= self.levels[i].0);
+        if fits {
+            self.grants.push((j, n));
+        }
+        fits
+    }
+
+    fn available(&self, now: u64) -> u64 {
+        let j = (now / self.slice).max(self.newest);
+        let left = |i: usize| self.levels[i].0.saturating_sub(self.used(i, j));
+        (0..self.levels.len()).map(left).min().unwrap()
+    }
+}
+
+#[test]
+fn multi_limits_match_the_reference() {
+    let mut rng = StdRng::seed_from_u64(0x317);
+    for case in 0..300 {
+        let slice = rng.random_range(1..=20u64);
+        let k = rng.random_range(1..=3);
+        let levels: Vec<(u64, u64, u64)> = (0..k)
+            .map(|i| {
+                let ratio = if i == 0 { 1 } else { rng.random_range(1..=6) };
+                (rng.random_range(0..=10), ratio, rng.random_range(1..=4))
+            })
+            .collect();
+        let spec: Vec<(u64, Duration, usize)> = levels
+            .iter()
+            .map(|&(l, r, s)| (l, Duration::from_nanos(slice * r * s), s as usize))
+            .collect();
+        let clock = ManualClock::new();
+        let lim = MultiLimiter::with_clock(&spec, clock.clone()).unwrap();
+        let mut model = MultiModel {
+            levels,
+            slice,
+            newest: 0,
+            grants: Vec::new(),
+        };
+        let span = spec.iter().map(|l| l.1.as_nanos() as u64).max().unwrap();
+        let mut now = 0u64;
+        for step in 0..300 {
+            now = match rng.random_range(0..16) {
+                0 => now.saturating_sub(rng.random_range(0..span)),
+                1 => now + rng.random_range(0..3 * span),
+                _ => now + rng.random_range(0..slice),
+            };
+            let n = rng.random_range(0..=4);
+            let ctx = format!("case {case} step {step} now {now} n {n} {spec:?}");
+            if rng.random_range(0..8) == 0 {
+                assert_eq!(
+                    lim.available_at(now),
+                    model.available(now),
+                    "available {ctx}"
+                );
+            } else {
+                assert_eq!(
+                    lim.try_acquire_at(now, n),
+                    model.acquire(now, n),
+                    "acquire {ctx}"
+                );
+            }
+        }
+    }
+}
+
+/// Threads take permits from a two-limit limiter while the clock moves:
+/// every window of each limit holds at most its limit, and a request the
+/// slow limit refuses takes nothing from the fast one (its windows fill up
+/// only with granted requests).
+#[test]
+fn concurrent_multi_grants_never_exceed_any_window() {
+    const THREADS: usize = 4;
+    let slice = 10_000u64;
+    // 30 per 3 slices, and 50 per 12 slices (4 slices of 3).
+    let spec = [
+        (30, Duration::from_nanos(3 * slice), 3),
+        (50, Duration::from_nanos(12 * slice), 4),
+    ];
+    let clock = ManualClock::new();
+    let lim = Arc::new(MultiLimiter::with_clock(&spec, clock.clone()).unwrap());
+    let done = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (lim, clock, done, progress) =
+                (lim.clone(), clock.clone(), done.clone(), progress.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t as u64);
+                let mut log = Vec::new();
+                use stripecount::Clock;
+                while !done.load(Ordering::Acquire) {
+                    let n = rng.random_range(1..=3);
+                    if let Ok(e) = lim.try_acquire_verbose_at(clock.now(), n) {
+                        log.push((e, n));
+                    }
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+                log
+            })
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut seen = 0;
+    for _ in 0..1500 {
+        while progress.load(Ordering::Relaxed) < seen + 20 {
+            std::hint::spin_loop();
+        }
+        seen = progress.load(Ordering::Relaxed);
+        clock.advance(Duration::from_nanos(rng.random_range(0..slice / 4)));
+    }
+    done.store(true, Ordering::Release);
+    let grants: Vec<(u64, u64)> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    let last = grants.iter().map(|g| g.0).max().unwrap_or(0) as usize;
+    let mut per_slice = vec![0u64; last + 1];
+    for &(e, n) in &grants {
+        per_slice[e as usize] += n;
+    }
+    for j in 0..=last {
+        let fast: u64 = per_slice[(j + 1).saturating_sub(3)..=j].iter().sum();
+        let coarse = j / 3;
+        let lo = (coarse + 1).saturating_sub(4) * 3;
+        let slow: u64 = per_slice[lo..=j].iter().sum();
+        assert!(fast <= 30, "fast window at {j}: {fast}");
+        assert!(slow <= 50, "slow window at {j}: {slow}");
+    }
+    assert!(
+        per_slice.iter().sum::<u64>() >= 50,
+        "the limits were reached"
+    );
+}
+
+#[test]
+fn multi_limiter_config_errors_and_accessors() {
+    let s = Duration::from_secs(1);
+    assert_eq!(MultiLimiter::new(&[]).unwrap_err(), ConfigError::NoLevels);
+    assert!(matches!(
+        MultiLimiter::new(&[(1, s, 1); 9]).unwrap_err(),
+        ConfigError::Invalid(_)
+    ));
+    assert_eq!(
+        MultiLimiter::new(&[(1, s, 10), (1, Duration::from_millis(150), 1)]).unwrap_err(),
+        ConfigError::LevelSliceMismatch { level: 1 }
+    );
+    assert_eq!(
+        MultiLimiter::new(&[(1, s, 1), (1, Duration::ZERO, 1)]).unwrap_err(),
+        ConfigError::ZeroWindow
+    );
+    assert!(matches!(
+        MultiLimiter::new(&[(1, Duration::from_nanos(10), 3)]).unwrap_err(),
+        ConfigError::UnevenSlices { slices: 3, .. }
+    ));
+    assert_eq!(
+        MultiLimiter::new(&[(1, s, 0)]).unwrap_err(),
+        ConfigError::ZeroSlices
+    );
+    let lim = MultiLimiter::new(&[(10, s, 10), (1000, 86_400 * s, 24)]).unwrap();
+    assert_eq!(lim.len(), 2);
+    assert_eq!(lim.limit_of(1), Some(1000));
+    assert_eq!(lim.window_of(1), Some(86_400 * s));
+    assert_eq!(lim.limit_of(2), None);
+    assert!(lim.set_limit_of(0, 5));
+    assert!(!lim.set_limit_of(2, 5));
+    assert_eq!(lim.limit_of(0), Some(5));
+    assert!(lim.try_acquire_n(5));
+    assert!(!lim.try_acquire());
+    assert!(format!("{lim:?}").contains("MultiLimiter"));
 }

@@ -19,7 +19,9 @@
 //!   governor gets the same quotas (its burst equals the per-second rate).
 //!   Every limiter reads its clock on every request: ours `CoarseClock` (one
 //!   atomic load, this crate's advice for hot paths), governor its default
-//!   (the TSC, through quanta).
+//!   (the TSC, through quanta). The two-limit rows add a per-minute limit of
+//!   60 times the quota: `MultiLimiter` (one CAS a grant, all or nothing)
+//!   and two governor limiters checked in turn (what governor users do).
 //! - Keyed rows: one key for all threads ("one hot key"), or the Zipf stream
 //!   of [`super::zipf`] (1M keys, s = 1), each thread starting at its own
 //!   offset. The detector uses the windows' settings, `CoarseClock` and a
@@ -37,8 +39,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use stripecount::{
-    Clock, CoarseClock, FixedWindowLimiter, HotKeyDetector, MonotonicClock, MultiWindow,
-    SlidingWindow, SlidingWindowLimiter, StripedCounter,
+    Clock, CoarseClock, FixedWindowLimiter, HotKeyDetector, MonotonicClock, MultiLimiter,
+    MultiWindow, SlidingWindow, SlidingWindowLimiter, StripedCounter,
 };
 use stripecount_baselines::counters::AtomicCounter;
 use stripecount_baselines::rings::{MutexRing, NaiveAtomicRing};
@@ -209,8 +211,19 @@ pub fn all() -> Vec<Row> {
             ("SlidingWindowLimiter, refusing", Ours, sliding_refusing),
             ("FixedWindowLimiter, admitting", Ours, fixed_admitting),
             ("FixedWindowLimiter, refusing", Ours, fixed_refusing),
+            (
+                "SlidingWindowLimiter decision, refusing",
+                Ours,
+                sliding_decision_refusing,
+            ),
+            ("MultiLimiter 1 s + 1 min, admitting", Ours, multi_admitting),
             ("governor direct, admitting", Peer, governor_admitting),
             ("governor direct, refusing", Peer, governor_refusing),
+            (
+                "governor direct x2, admitting",
+                Peer,
+                governor_two_admitting,
+            ),
         ],
     );
     let keyed = group(
@@ -364,6 +377,37 @@ fn fixed_refusing(_: &Setup, _: usize) -> Job {
     acquire_job(move || l.try_acquire())
 }
 
+fn sliding_decision_refusing(_: &Setup, _: usize) -> Job {
+    let l = sliding(REFUSE_LIMIT);
+    acquire_job(move || l.try_acquire_decision(1).is_granted())
+}
+
+/// The report's limit per second and 60 times it per minute (60 slices):
+/// two limits, all or nothing, one CAS a grant.
+fn multi(limit: u32) -> MultiLimiter<CoarseClock> {
+    let per_minute = (60 * u64::from(limit), 60 * WINDOW, 60);
+    MultiLimiter::with_clock(
+        &[(limit.into(), WINDOW, SLICES), per_minute],
+        CoarseClock::new(),
+    )
+    .expect("a valid limiter")
+}
+
+fn multi_admitting(_: &Setup, _: usize) -> Job {
+    let l = multi(ADMIT_LIMIT);
+    acquire_job(move || l.try_acquire())
+}
+
+/// Two governor limiters (per second and per minute) checked in turn, as
+/// governor users combine limits (not atomic: a refusal by the second
+/// leaves the first's cell spent).
+fn governor_two_admitting(_: &Setup, _: usize) -> Job {
+    let per_minute = NonZeroU32::new(ADMIT_LIMIT.saturating_mul(60)).expect("non-zero quota");
+    let a = governor_direct(ADMIT_LIMIT);
+    let b = governor::RateLimiter::direct(governor::Quota::per_minute(per_minute));
+    acquire_job(move || a.check().is_ok() && b.check().is_ok())
+}
+
 fn governor_admitting(_: &Setup, _: usize) -> Job {
     let l = governor_direct(ADMIT_LIMIT);
     acquire_job(move || l.check().is_ok())
@@ -513,6 +557,8 @@ mod tests {
         assert_eq!(grants(n, || l.try_acquire()), n);
         let l = governor_direct(ADMIT_LIMIT);
         assert_eq!(grants(n, || l.check().is_ok()), n);
+        let l = multi(ADMIT_LIMIT);
+        assert_eq!(grants(n, || l.try_acquire()), n);
         // Refusing: the quota, then refusals. The sliding window frees no
         // permit until its first slice is a window old (1 s); the fixed
         // window may start one new window during the burst; governor
@@ -520,6 +566,9 @@ mod tests {
         let started = std::time::Instant::now();
         let l = sliding(REFUSE_LIMIT);
         assert_eq!(grants(n, || l.try_acquire()), REFUSE_LIMIT as u64);
+        let l = sliding(REFUSE_LIMIT);
+        let decided = grants(n, || l.try_acquire_decision(1).is_granted());
+        assert_eq!(decided, REFUSE_LIMIT as u64);
         let l = fixed(REFUSE_LIMIT);
         let granted = grants(n, || l.try_acquire());
         assert!((1000..=2000).contains(&granted), "{granted}");

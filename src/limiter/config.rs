@@ -1,0 +1,278 @@
+//! [`Config`]: what an admission state needs to know that is the same for
+//! every state of one limiter (or of every key of a per-key limiter): the
+//! time grid, the windows of its limits, and the units permits are counted
+//! in. The limits themselves are not here: they are passed with every call,
+//! so that each key can have its own and they can change at run time.
+//!
+//! # Levels
+//! A limiter enforces one or more limits, each over its own window; we call
+//! the window of one limit a *level*: `slices` slices of length `L_i`. Time
+//! is cut into the finest slices, `L = min L_i`; the *epoch* of `t` is
+//! `t / L`, and level `i`'s slice of finest epoch `E` is `E / r_i` with
+//! `r_i = L_i / L` (every `L_i` must be a whole multiple of `L`). Level
+//! `i`'s window at `E` is its slices `(E / r_i - S_i, E / r_i]`. One level
+//! with `r = 1` is the *fold* level: its window total lives in the admission
+//! word itself (see `state.rs`).
+//!
+//! # Units
+//! A single-limit state counts in units of `2^shift` permits, `shift` chosen
+//! from the limit given at construction so that it fits the 47-bit `used`
+//! field ([`MAX_EXACT_LIMIT`](super::MAX_EXACT_LIMIT)); a multi-limit state
+//! counts exact permits (`shift = 0`) and clamps each limit to
+//! `MAX_EXACT_LIMIT` units (see [`Config::budget`]).
+
+use super::state::MAX_EPOCH;
+use crate::error::ConfigError;
+use crate::window::slice_nanos;
+use std::time::Duration;
+
+/// The most limits one multi-limit state enforces at once.
+pub const MAX_LIMITS: usize = 8;
+
+/// The largest budget in units: `used` is 47 bits and its all-ones value is
+/// reserved (it marks a state awaiting a copy, see `lifecycle.rs`).
+pub(crate) const MAX_BUDGET: u64 = crate::pack::Admission::USED.max() - 1;
+
+/// One limit's window, in finest slices.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Level {
+    /// Finest slices per slice of this level (`r`, at least 1).
+    pub(crate) ratio: u64,
+    /// Slices in this level's window (`S`, at least 1).
+    pub(crate) slices: u64,
+    /// Index of this level's first word in the history block.
+    pub(crate) base: usize,
+}
+
+/// The configuration shared by every admission state of one limiter (see
+/// the module docs).
+#[derive(Debug, Clone)]
+pub struct Config {
+    slice_nanos: u64,
+    shift: u32,
+    len: usize,
+    fold: usize,
+    levels: [Level; MAX_LIMITS],
+    block_words: usize,
+}
+
+/// Words of the history block before the levels': the header (its length)
+/// and `at` (see `history.rs`).
+pub(crate) const BLOCK_HEADER: usize = 2;
+/// Words of each level before its slice ring: `frozen` and `open`.
+pub(crate) const LEVEL_HEADER: usize = 2;
+
+impl Config {
+    /// One limit of `limit` permits per `window` of `slices` slices. The
+    /// limit sets the units (see the module docs); the limit enforced is
+    /// the one passed with each call.
+    ///
+    /// Errors: zero window, zero slices, more than
+    /// [`MAX_SLICES`](crate::MAX_SLICES), a window whose nanoseconds are
+    /// not a whole multiple of `slices`, or one longer than `u64::MAX` ns.
+    pub fn single(limit: u64, window: Duration, slices: usize) -> Result<Config, ConfigError> {
+        let nanos = slice_nanos(window, slices)?;
+        let mut shift = (64 - limit.leading_zeros()).saturating_sub(Self::used_bits());
+        if limit >> shift > MAX_BUDGET {
+            shift += 1; // only a limit of 2^47 - 1 times a power of two
+        }
+        Ok(Config::build(nanos, shift, &[(nanos, slices as u64)]))
+    }
+
+    /// Several limits enforced together; `windows[i]` is limit `i`'s
+    /// `(window, slices)`.
+    ///
+    /// Errors: as [`single`](Self::single) for each window; no window
+    /// ([`ConfigError::NoLevels`]); more than [`MAX_LIMITS`]
+    /// ([`ConfigError::Invalid`]); a slice length that is not a whole
+    /// multiple of the shortest one ([`ConfigError::LevelSliceMismatch`]).
+    pub fn multi(windows: &[(Duration, usize)]) -> Result<Config, ConfigError> {
+        if windows.is_empty() {
+            return Err(ConfigError::NoLevels);
+        }
+        if windows.len() > MAX_LIMITS {
+            return Err(ConfigError::Invalid("a multi-limit takes at most 8 limits"));
+        }
+        let mut lens = [(0u64, 0u64); MAX_LIMITS];
+        for (i, &(window, slices)) in windows.iter().enumerate() {
+            lens[i] = (slice_nanos(window, slices)?, slices as u64);
+        }
+        let lens = &lens[..windows.len()];
+        let finest = lens.iter().map(|l| l.0).min().unwrap_or(1);
+        if let Some(level) = lens.iter().position(|l| l.0 % finest != 0) {
+            return Err(ConfigError::LevelSliceMismatch { level });
+        }
+        Ok(Config::build(finest, 0, lens))
+    }
+
+    fn used_bits() -> u32 {
+        64 - MAX_BUDGET.leading_zeros()
+    }
+
+    /// `lens[i]` = (slice nanoseconds, slices) of level `i`.
+    fn build(finest: u64, shift: u32, lens: &[(u64, u64)]) -> Config {
+        let mut levels = [Level::default(); MAX_LIMITS];
+        let mut next = BLOCK_HEADER;
+        for (i, &(nanos, slices)) in lens.iter().enumerate() {
+            levels[i] = Level {
+                ratio: nanos / finest,
+                slices,
+                base: next,
+            };
+            next += LEVEL_HEADER + slices as usize;
+        }
+        let fold = lens.iter().position(|l| l.0 == finest).unwrap_or(0);
+        Config {
+            slice_nanos: finest,
+            shift,
+            len: lens.len(),
+            fold,
+            levels,
+            block_words: next,
+        }
+    }
+
+    /// The epoch (finest slice number) of time `t`, at most
+    /// [`MAX_EPOCH`] (2^63 - 2; only reached with 1 ns slices past 292
+    /// years).
+    #[inline]
+    pub(crate) fn epoch_of(&self, t: u64) -> u64 {
+        (t / self.slice_nanos).min(MAX_EPOCH)
+    }
+
+    /// The finest slice length in nanoseconds.
+    #[inline]
+    pub(crate) fn slice_nanos(&self) -> u64 {
+        self.slice_nanos
+    }
+
+    /// Number of limits (levels).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Level `i`.
+    #[inline]
+    pub(crate) fn level(&self, i: usize) -> Level {
+        self.levels[i]
+    }
+
+    /// The levels.
+    #[inline]
+    pub(crate) fn levels(&self) -> &[Level] {
+        &self.levels[..self.len]
+    }
+
+    /// The fold level's index (see the module docs).
+    #[inline]
+    pub(crate) fn fold(&self) -> usize {
+        self.fold
+    }
+
+    /// Whether this is one fixed window (one level of one slice), whose roll
+    /// is a single CAS.
+    #[inline]
+    pub(crate) fn is_fixed(&self) -> bool {
+        self.len == 1 && self.levels[0].slices == 1
+    }
+
+    /// Words in a history block (see `history.rs`).
+    #[inline]
+    pub(crate) fn block_words(&self) -> usize {
+        self.block_words
+    }
+
+    /// The budget in units for the raw limit `raw`.
+    #[inline]
+    pub(crate) fn budget(&self, raw: u64) -> u64 {
+        (raw >> self.shift).min(MAX_BUDGET)
+    }
+
+    /// The units a request of `0 < n <= raw` costs against `budget`: never
+    /// more than the whole budget, so that a request for the whole limit
+    /// (even `u64::MAX`) fits an empty window.
+    #[inline]
+    pub(crate) fn charge(&self, n: u64, budget: u64) -> u64 {
+        let units = if self.shift == 0 {
+            n
+        } else {
+            (n >> self.shift) + u64::from(n & ((1 << self.shift) - 1) != 0)
+        };
+        units.min(budget)
+    }
+
+    /// Permits available to one request, for `units` units left of a budget
+    /// of the raw limit `raw` (`raw` in an empty window).
+    #[inline]
+    pub(crate) fn permits(&self, units_left: u64, empty: bool, raw: u64) -> u64 {
+        if empty && self.budget(raw) > 0 {
+            raw
+        } else {
+            (units_left << self.shift).min(raw)
+        }
+    }
+
+    /// Nanoseconds from `now` to the start of finest epoch `epoch`
+    /// (saturating; 0 if it has started).
+    #[inline]
+    pub(crate) fn nanos_until(&self, epoch: u64, now: u64) -> u64 {
+        epoch.saturating_mul(self.slice_nanos).saturating_sub(now)
+    }
+
+    /// The bytes of one history block (the inline words are the owner's).
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))] // see lifecycle.rs
+    pub(crate) fn block_bytes(&self) -> usize {
+        self.block_words * std::mem::size_of::<u64>()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::limiter::MAX_EXACT_LIMIT;
+
+    fn single(limit: u64) -> Config {
+        Config::single(limit, Duration::from_nanos(1), 1).unwrap()
+    }
+
+    #[test]
+    fn units_for_wide_limits() {
+        assert_eq!(single(MAX_EXACT_LIMIT).shift, 0);
+        assert_eq!(single(MAX_EXACT_LIMIT + 1).shift, 1);
+        assert_eq!(single((MAX_EXACT_LIMIT + 1) << 3).shift, 4);
+        let c = single(u64::MAX);
+        assert_eq!(c.shift, 18);
+        assert!(u64::MAX >> c.shift <= MAX_BUDGET);
+        assert_eq!(c.budget(u64::MAX), u64::MAX >> 18);
+        assert_eq!(c.charge(u64::MAX, c.budget(u64::MAX)), c.budget(u64::MAX));
+        assert_eq!(c.charge(1, MAX_BUDGET), 1);
+        assert_eq!(c.charge(1 << 18, MAX_BUDGET), 1);
+        assert_eq!(c.charge((1 << 18) + 1, MAX_BUDGET), 2);
+    }
+
+    #[test]
+    fn multi_levels_share_the_finest_grid() {
+        let s = Duration::from_secs(1);
+        let c = Config::multi(&[(60 * s, 6), (s, 10)]).unwrap();
+        assert_eq!(c.slice_nanos(), 100_000_000);
+        assert_eq!(c.fold(), 1);
+        assert_eq!(c.level(0).ratio, 100);
+        assert_eq!(c.level(1).ratio, 1);
+        assert_eq!(c.level(1).base, BLOCK_HEADER + LEVEL_HEADER + 6);
+        assert_eq!(c.block_words(), BLOCK_HEADER + 2 * LEVEL_HEADER + 16);
+        assert_eq!(
+            Config::multi(&[(s, 10), (Duration::from_millis(1150), 1)]).unwrap_err(),
+            ConfigError::LevelSliceMismatch { level: 1 }
+        );
+        assert_eq!(Config::multi(&[]).unwrap_err(), ConfigError::NoLevels);
+        assert!(matches!(
+            Config::multi(&[(s, 1); 9]).unwrap_err(),
+            ConfigError::Invalid(_)
+        ));
+        assert_eq!(
+            Config::multi(&[(s, 0)]).unwrap_err(),
+            ConfigError::ZeroSlices
+        );
+    }
+}

@@ -1,0 +1,142 @@
+//! The out-of-line part of an admission state: the *history block*, one
+//! allocation of [`Config::block_words`] words behind the state's `block`
+//! pointer.
+//!
+//! # Layout
+//! - word 0: the block's length in words (written once, read by `free`,
+//!   which has no [`Config`]);
+//! - word 1: `at`, the full finest epoch that the levels' `frozen` and
+//!   `open` words describe (multi-limit states only; see `roll.rs`);
+//! - then for each level `i`, from [`Level::base`]: `frozen` (`tag | P`:
+//!   the final counts of the level's window before the current slice),
+//!   `open` (`tag | count`: the level's current slice before the current
+//!   finest slice; always 0 for the fold level), and the ring of `S_i`
+//!   slice words `tag(k) | count(k)`, slot `k mod S_i`: the final count of
+//!   level slice `k`.
+//!
+//! `frozen` and `open` are tagged with the finest epoch they describe,
+//! ring words with their own level's slice number; a ring word whose tag is
+//! not `tag(k)` counts 0 for `k`.
+//!
+//! # Life
+//! A single-limit state allocates its block lazily, the first time a roll
+//! must record a non-zero count (so a key seen in one slice costs only its
+//! inline words): until then every recorded count is 0, and a block that
+//! holds only zeros is what a fresh one holds, so any helper of that roll
+//! may install one (one CAS from null; losers free theirs). A multi-limit
+//! state gets its block at construction. A block is never replaced or
+//! freed while its state lives; [`free`] runs from the state's `Drop`.
+
+use super::config::{Config, Level, BLOCK_HEADER};
+use crate::pack::{AtomicWord, Tag, TagCount, Word};
+use crate::sync::Ordering;
+
+/// A block's words, as the state's pointer holds them.
+pub(crate) type Cell = AtomicWord<TagCount>;
+
+/// A view of a live block.
+#[derive(Clone, Copy)]
+pub(crate) struct Block<'a> {
+    words: &'a [Cell],
+}
+
+impl<'a> Block<'a> {
+    /// The block behind `ptr` (non-null, from [`alloc`] or [`clone_of`] with
+    /// the same `cfg`), or `None` for null.
+    ///
+    /// # Safety
+    /// `ptr` must be null or a block of `cfg.block_words()` words that stays
+    /// allocated for `'a` (blocks live as long as their state: the caller
+    /// borrows the state for `'a`).
+    #[inline]
+    pub(crate) unsafe fn at(ptr: *mut Cell, cfg: &Config) -> Option<Block<'a>> {
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: by the caller's contract `ptr` points to `block_words`
+        // initialized cells that outlive `'a`; cells are only ever shared.
+        let words = unsafe { std::slice::from_raw_parts(ptr, cfg.block_words()) };
+        debug_assert_eq!(words[0].load(Ordering::Relaxed).raw(), words.len() as u64);
+        Some(Block { words })
+    }
+
+    /// The full epoch the levels' `frozen` and `open` words describe.
+    #[inline]
+    pub(crate) fn at_word(&self) -> &'a Cell {
+        &self.words[1]
+    }
+
+    /// Level `lv`'s `frozen` word.
+    #[inline]
+    pub(crate) fn frozen(&self, lv: Level) -> &'a Cell {
+        &self.words[lv.base]
+    }
+
+    /// Level `lv`'s `open` word.
+    #[inline]
+    pub(crate) fn open(&self, lv: Level) -> &'a Cell {
+        &self.words[lv.base + 1]
+    }
+
+    /// The ring slot of level `lv`'s slice `k`.
+    #[inline]
+    pub(crate) fn slot(&self, lv: Level, k: u64) -> &'a Cell {
+        &self.words[lv.base + 2 + (k % lv.slices) as usize]
+    }
+
+    /// The recorded final count of level `lv`'s slice `k` (0 if its slot
+    /// holds another slice).
+    #[inline]
+    pub(crate) fn recorded(&self, lv: Level, k: u64) -> u64 {
+        let w = self.slot(lv, k).load(Ordering::Acquire);
+        if TagCount::TAG.get(w) == Tag::of(k) {
+            TagCount::COUNT.get(w)
+        } else {
+            0
+        }
+    }
+
+    /// The sum of the recorded counts of level `lv`'s slices `lo..hi`.
+    pub(crate) fn recorded_sum(&self, lv: Level, lo: u64, hi: u64) -> u64 {
+        (lo..hi)
+            .map(|k| self.recorded(lv, k))
+            .fold(0u64, u64::saturating_add)
+    }
+}
+
+/// A fresh block: `at` as given, every `frozen` and `open` word `tag | 0`,
+/// every ring word count 0.
+pub(crate) fn alloc(cfg: &Config, at: u64, tag: Tag) -> *mut Cell {
+    let zero = TagCount::word(tag, 0);
+    let mut words: Vec<Cell> = (0..cfg.block_words()).map(|_| Cell::new(zero)).collect();
+    words[0] = Cell::new(Word::from_raw(cfg.block_words() as u64));
+    words[1] = Cell::new(Word::from_raw(at));
+    debug_assert!(cfg.block_words() >= BLOCK_HEADER);
+    Box::into_raw(words.into_boxed_slice()).cast::<Cell>()
+}
+
+/// A new block holding the words of `src` (a block no one writes any more:
+/// that of a sealed state).
+#[cfg_attr(not(any(test, loom)), allow(dead_code))] // see lifecycle.rs
+pub(crate) fn clone_of(src: Block<'_>) -> *mut Cell {
+    let words: Box<[Cell]> = src
+        .words
+        .iter()
+        .map(|w| Cell::new(w.load(Ordering::Acquire)))
+        .collect();
+    Box::into_raw(words).cast::<Cell>()
+}
+
+/// Frees a block.
+///
+/// # Safety
+/// `ptr` came from [`alloc`] or [`clone_of`], is not freed yet, and no one
+/// will read it again.
+pub(crate) unsafe fn free(ptr: *mut Cell) {
+    // SAFETY: `ptr` is a live block (caller's contract), whose word 0 is its
+    // length, as allocated.
+    let len = unsafe { (*ptr).load(Ordering::Acquire).raw() } as usize;
+    // SAFETY: `ptr` and `len` are exactly the boxed slice `alloc` or
+    // `clone_of` leaked, and it is freed once.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+}

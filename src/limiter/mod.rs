@@ -1,0 +1,89 @@
+//! Strict rate limiters: [`SlidingWindowLimiter`], [`FixedWindowLimiter`]
+//! and [`MultiLimiter`], and the admission state they (and a per-key
+//! limiter) are built on.
+//!
+//! A limiter grants at most `limit` permits in every window, under any
+//! concurrency, and never refuses a request that fits at the moment it is
+//! decided (contention only causes a retry, never a refusal).
+//!
+//! # Why not a [`SlidingWindow`](crate::SlidingWindow) plus a check
+//! "Read the sum, then add" overshoots: two threads read `limit - 1` and both
+//! add. A striped sum cannot be checked and raised in one atomic step, so a
+//! limiter admits through **one admission word**, raised by CAS. The
+//! published fixed-window design ("CAS the next window start, then store
+//! `count = 1`") wipes grants that land between the two steps; here the
+//! window's identity and its count live in the same word.
+//!
+//! # Model
+//! Time is cut into slices of `L = window / slices`; the *epoch* of `t` is
+//! `t / L`. The window at epoch `E` is the slices `(E - S, E]` (exactly what
+//! [`SlidingWindow::sum_at`](crate::SlidingWindow::sum_at) covers). A fixed
+//! window is the case `S = 1`: windows `[k W, (k+1) W)`. A limiter's time
+//! never runs backwards: a request stamped before the newest epoch the
+//! limiter has reached is judged (and counted) at that epoch.
+//!
+//! # Files (each with its invariants at the top)
+//! - `config.rs`: [`Config`], what every state of one limiter shares: the
+//!   time grid, the windows of its limits (*levels*), the units.
+//! - `state.rs`: [`AdmissionState`], three atomics that can live inline in
+//!   a table slot; the grant (hot path) and its invariants.
+//! - `roll.rs`: moving a state to a later epoch (seal, record, unseal).
+//! - `history.rs`: the state's lazily allocated history block.
+//! - `snapshot.rs`: consistent reads (available permits, when a request
+//!   fits, when the window empties, idleness).
+//! - `lifecycle.rs`: sealing for good, idleness and copying, for an owner
+//!   that evicts and moves states (a per-key table), and how it must use
+//!   them.
+//! - `decision.rs`: [`Denied`] and [`Decision`].
+//! - `direct.rs`: [`Limiter`], one state shared by every caller, and limits
+//!   that change at run time; `sliding.rs`, `fixed.rs`, `multi.rs`: its
+//!   shapes.
+//!
+//! # Widths and bounds
+//! `used` has 47 bits and its all-ones value is reserved: limits up to
+//! [`MAX_EXACT_LIMIT`] (2^47 - 2, about 1.4e14 permits per window) are
+//! exact. A larger limit is accounted in units of `2^k` permits, the
+//! smallest power of two that brings it under that: the budget is `limit >>
+//! k` units and a request costs `ceil(n / 2^k)` units, but never more than
+//! the whole budget (so a single request for the whole limit, even
+//! `u64::MAX`, is granted in an empty window). This never over-admits (a
+//! request charged the whole budget is alone in its window; otherwise the
+//! permits granted are at most `2^k` times the units); it may refuse a
+//! request that fits by less than `2^k` permits per grant in the window. No
+//! arithmetic anywhere can overflow. Epochs are at most 2^63 - 2 (bit 63
+//! marks a sealed state): only 1 ns slices of a clock past 292 years reach
+//! it, and all later times share that last epoch.
+
+mod config;
+mod decision;
+mod direct;
+mod fixed;
+mod history;
+mod lifecycle;
+mod multi;
+mod roll;
+mod sliding;
+mod snapshot;
+mod state;
+
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use config::MAX_LIMITS;
+pub use decision::{Decision, Denied};
+pub use direct::{Fixed, Limiter, Multi, OneLimit, Shape, Sliding};
+pub use fixed::FixedWindowLimiter;
+pub use multi::MultiLimiter;
+pub use sliding::SlidingWindowLimiter;
+
+// The per-key state and its configuration, for an owner that keeps states
+// in its own table (the per-key limiter) and for the loom hook in `lib.rs`.
+#[allow(unused_imports)]
+pub use config::Config;
+#[allow(unused_imports)]
+pub use state::{AdmissionState, Refused};
+
+/// The largest limit counted exactly, permit by permit (2^47 - 2, about
+/// 1.4e14 permits per window). Larger limits are honoured in units of a
+/// power of two permits, never over-admitting (see `src/limiter/mod.rs`).
+pub const MAX_EXACT_LIMIT: u64 = config::MAX_BUDGET;

@@ -1,0 +1,271 @@
+//! The roll: moving an admission state from epoch `E` into a later epoch
+//! `T` (cold: once per finest slice that sees a request; any thread
+//! helps, none waits).
+//!
+//! A helper acts on a snapshot: `epoch` (= `T`), then `state`, then `epoch`
+//! again unchanged (checked in `state.rs`); without the re-read a thread
+//! holding a stale `epoch` would "roll" the newer state back into its old
+//! epoch.
+//! 1. CAS `epoch: E -> T` (`state.rs`, only while the state holds `E`
+//!    unsealed).
+//! 2. *Seal*: CAS `state` to set `sealed`. Grants into `E` racing the seal
+//!    either land before it (and are in the final `used`) or fail and help.
+//!    This closes the race in which a slow thread still grants into the old
+//!    slice after another thread has computed the new frozen sums.
+//! 3. *Record* (this file): the final count of every level slice that
+//!    closes, zeros for the skipped slices still in a window, and the new
+//!    `open` counts; then each level's `frozen = P_i(T)`.
+//! 4. *Unseal*: CAS `state` to `tag(T) | used = P_fold(T)` (`state.rs`).
+//!
+//! The new state is published only after the old slice's final count is
+//! recorded (3 before 4): this closes the race in which the next roll reads
+//! a history that is missing the last slice (a loom counter-example). A
+//! fixed window (one level, one slice) has no history: its roll is the
+//! single CAS `state: tag(E) | c -> tag(T) | 0`, which cannot wipe a grant.
+//!
+//! # Determinism
+//! Every value written in step 3 is a function of the sealed `state` and of
+//! the block's words for `E`, which nothing changes until the unseal: all
+//! helpers write the same values. Each write is a CAS from the value the
+//! helper read, done only while the state is still the sealed one (ring
+//! words) or from a word tagged `E` (`frozen`, `open`, `at`), so a stale
+//! helper cannot clobber a later roll's words; an equal value means "already
+//! done".
+//!
+//! # One limit
+//! `E` is not stored: the tag distance `d = tag(T) - tag(E)` is the true
+//! distance when `d < S`, and `d >= S` means every slice of `E`'s window has
+//! expired (invariant 2 of `state.rs`). Then `hist[E] = used - P(E)` (if `E`
+//! is still in `T`'s window), zeros for the skipped slices of `T`'s window,
+//! `frozen: P(E) -> P(T)`. The block is allocated by the first roll that
+//! must record a non-zero count (`history.rs`): with no block, every count
+//! is 0 and nothing needs writing.
+//!
+//! # Several limits
+//! A level's window can span far more than 2^16 finest slices, so the tag
+//! cannot give the distance: the block's `at` word holds `E` in full, and
+//! moves to `T` last. For each level `i` with slices `e = E / r_i` and
+//! `t = T / r_i`, and `cur = used - P_fold(E)` the current finest slice's
+//! count:
+//! - `t = e`: the level's slice goes on: `open_i(T) = open_i(E) + cur`;
+//! - `t > e`: slice `e` closes with count `open_i(E) + cur` (recorded if
+//!   still in the window), the skipped slices get zeros, `open_i(T) = 0`;
+//! - `P_i(T)` = the recorded slices of `(t - S_i, t)` plus `open_i(T)`.
+//!
+//! Helpers go in phases: records and `open` (skipped when `open_i` is
+//! already tagged `T`), then `frozen` (skipped when tagged `T`), then `at`.
+//! A helper that finds the fold level's `frozen` tagged `T` knows every
+//! `open` has moved (a helper writes `frozen` only after finishing the first
+//! phase), so it needs no `cur`.
+
+use super::config::{Config, Level};
+use super::history::{self, Block};
+use super::state::AdmissionState;
+use crate::pack::{Admission, Tag, TagCount, Word};
+use crate::sync::Ordering;
+
+impl AdmissionState {
+    /// Step 3 of the roll into `t` from the sealed word `s`; returns the
+    /// fold level's `P(t)`, or `None` if the snapshot proved stale.
+    pub(super) fn roll(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {
+        if cfg.len() == 1 {
+            self.roll_one(cfg, t, s)
+        } else {
+            self.roll_levels(cfg, t, s)
+        }
+    }
+
+    fn roll_one(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {
+        let lv = cfg.level(0);
+        let prev = Admission::TAG.get(s);
+        let mut block = self.block(cfg);
+        let p_e = match block {
+            None => 0,
+            Some(b) => {
+                let f = b.frozen(lv).load(Ordering::Acquire);
+                match TagCount::TAG.get(f) {
+                    x if x == Tag::of(t) => return Some(TagCount::COUNT.get(f)),
+                    x if x == prev => TagCount::COUNT.get(f),
+                    _ => return None, // stale: the state moved on
+                }
+            }
+        };
+        let lo = t.saturating_sub(lv.slices - 1);
+        let d = Tag::of(t).since(prev);
+        let mut first_zero = lo;
+        if d < lv.slices {
+            let e = t - d;
+            let count = Admission::USED.get(s).saturating_sub(p_e);
+            if count > 0 {
+                let b = match block {
+                    Some(b) => b,
+                    None => self.install_block(cfg, prev)?,
+                };
+                block = Some(b);
+                if !self.record(b, lv, e, count, s) {
+                    return None;
+                }
+            }
+            first_zero = e + 1;
+        }
+        let Some(b) = block else {
+            return Some(0); // nothing was ever recorded: every count is 0
+        };
+        for k in first_zero..t {
+            if !self.record(b, lv, k, 0, s) {
+                return None;
+            }
+        }
+        let p = b.recorded_sum(lv, lo, t);
+        // `frozen` may have been installed (with `tag(E) | 0`) after we read
+        // `block`; it is still `E`'s unless another helper moved it.
+        let f = b.frozen(lv).load(Ordering::Acquire);
+        if TagCount::TAG.get(f) == prev {
+            let new = TagCount::word(Tag::of(t), p);
+            let _ = b
+                .frozen(lv)
+                .compare_exchange(f, new, Ordering::AcqRel, Ordering::Acquire);
+        }
+        let f = b.frozen(lv).load(Ordering::Acquire);
+        (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
+    }
+
+    /// Installs a fresh block whose `frozen` words say `tag(E) | 0` (true:
+    /// with no block, every recorded count is 0). `None` if the state moved
+    /// on meanwhile.
+    #[cold]
+    fn install_block(&self, cfg: &Config, prev: Tag) -> Option<Block<'_>> {
+        // `at` is unused with one level.
+        let fresh = history::alloc(cfg, 0, prev);
+        match self.block.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {}
+            // SAFETY: `fresh` was never shared.
+            Err(_) => unsafe { history::free(fresh) },
+        }
+        self.block(cfg)
+    }
+
+    fn roll_levels(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {
+        let b = self.block(cfg)?;
+        let fold = cfg.level(cfg.fold());
+        let at = b.at_word().load(Ordering::Acquire).raw();
+        if at != t {
+            if at > t || Tag::of(at) != Admission::TAG.get(s) {
+                return None; // stale
+            }
+            let e = at;
+            // Phase 1: records and `open`.
+            let ff = b.frozen(fold).load(Ordering::Acquire);
+            if TagCount::TAG.get(ff) == Tag::of(e) {
+                let cur = Admission::USED
+                    .get(s)
+                    .saturating_sub(TagCount::COUNT.get(ff));
+                for lv in cfg.levels() {
+                    if !self.close_level(b, *lv, e, t, cur, s) {
+                        return None;
+                    }
+                }
+            } else if TagCount::TAG.get(ff) != Tag::of(t) {
+                return None;
+            }
+            // Phase 2: `frozen`.
+            for lv in cfg.levels() {
+                let f = b.frozen(*lv).load(Ordering::Acquire);
+                if TagCount::TAG.get(f) == Tag::of(t) {
+                    continue;
+                }
+                let o = b.open(*lv).load(Ordering::Acquire);
+                if TagCount::TAG.get(f) != Tag::of(e) || TagCount::TAG.get(o) != Tag::of(t) {
+                    return None;
+                }
+                let ti = t / lv.ratio;
+                let lo = ti.saturating_sub(lv.slices - 1);
+                let p = b
+                    .recorded_sum(*lv, lo, ti)
+                    .saturating_add(TagCount::COUNT.get(o));
+                let new = TagCount::word(Tag::of(t), p.min(TagCount::COUNT.max()));
+                let _ = b
+                    .frozen(*lv)
+                    .compare_exchange(f, new, Ordering::AcqRel, Ordering::Acquire);
+            }
+            // Phase 3: `at`.
+            let _ = b.at_word().compare_exchange(
+                Word::from_raw(e),
+                Word::from_raw(t),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+        let f = b.frozen(fold).load(Ordering::Acquire);
+        (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
+    }
+
+    /// Phase 1 for one level: closes its slice `E / r` if `t` starts a new
+    /// one (recording it and zeroing the skipped ones), and moves `open`
+    /// to `T`. `false` if the state moved on.
+    fn close_level(
+        &self,
+        b: Block<'_>,
+        lv: Level,
+        e: u64,
+        t: u64,
+        cur: u64,
+        s: Word<Admission>,
+    ) -> bool {
+        let o = b.open(lv).load(Ordering::Acquire);
+        if TagCount::TAG.get(o) == Tag::of(t) {
+            return true;
+        }
+        if TagCount::TAG.get(o) != Tag::of(e) {
+            return false;
+        }
+        let count = TagCount::COUNT.get(o).saturating_add(cur);
+        let (ei, ti) = (e / lv.ratio, t / lv.ratio);
+        let open = if ti == ei {
+            count
+        } else {
+            let lo = ti.saturating_sub(lv.slices - 1);
+            if ti - ei < lv.slices && !self.record(b, lv, ei, count, s) {
+                return false;
+            }
+            for k in lo.max(ei + 1)..ti {
+                if !self.record(b, lv, k, 0, s) {
+                    return false;
+                }
+            }
+            0
+        };
+        let new = TagCount::word(Tag::of(t), open.min(TagCount::COUNT.max()));
+        let _ = b
+            .open(lv)
+            .compare_exchange(o, new, Ordering::AcqRel, Ordering::Acquire);
+        true
+    }
+
+    /// Writes level `lv`'s slice `k` = `count` while the state is still the
+    /// sealed `s`. `false` if the state moved on (the caller is stale).
+    fn record(&self, b: Block<'_>, lv: Level, k: u64, count: u64, s: Word<Admission>) -> bool {
+        let slot = b.slot(lv, k);
+        let want = TagCount::word(Tag::of(k), count.min(TagCount::COUNT.max()));
+        loop {
+            let cur = slot.load(Ordering::Acquire);
+            if cur == want {
+                return true;
+            }
+            if self.state.load(Ordering::Acquire) != s {
+                return false;
+            }
+            if slot
+                .compare_exchange(cur, want, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+}

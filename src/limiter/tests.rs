@@ -1,0 +1,355 @@
+//! Unit tests of the admission state against a reference model: thousands
+//! of seeded random requests, with limits that change from call to call,
+//! one or several levels, times that jump, go backwards and wrap the tag
+//! space, and states sealed and copied along the way.
+
+use super::config::{Config, MAX_BUDGET};
+use super::state::{AdmissionState, Refused};
+use super::{Decision, Denied};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::Duration;
+
+/// The reference: every grant as `(finest epoch, permits)`, each request
+/// judged at the newest epoch, against the limits passed with it.
+struct Model {
+    /// `(ratio, slices)` per level.
+    levels: Vec<(u64, u64)>,
+    slice: u64,
+    newest: u64,
+    grants: Vec<(u64, u64)>,
+}
+
+impl Model {
+    /// Level `i`'s window total at finest epoch `j` (at or after every
+    /// grant so far).
+    fn used(&self, i: usize, j: u64) -> u64 {
+        let (r, s) = self.levels[i];
+        let ji = j / r;
+        self.grants
+            .iter()
+            .filter(|(g, _)| g / r <= ji && ji - g / r < s)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn judge_at(&self, now: u64) -> u64 {
+        (now / self.slice).max(self.newest)
+    }
+
+    fn acquire(&mut self, now: u64, n: u64, limits: &[u64]) -> Result<u64, Vec<(Denied, usize)>> {
+        let j = self.judge_at(now);
+        if n == 0 {
+            return Ok(j);
+        }
+        let over: Vec<_> = (0..limits.len()).filter(|&i| n > limits[i]).collect();
+        if !over.is_empty() {
+            return Err(over
+                .into_iter()
+                .map(|i| (Denied::ExceedsLimit, i))
+                .collect());
+        }
+        self.newest = j;
+        let full: Vec<_> = (0..limits.len())
+            .filter(|&i| self.used(i, j) + n > limits[i])
+            .map(|i| (Denied::Exhausted, i))
+            .collect();
+        if !full.is_empty() {
+            return Err(full);
+        }
+        self.grants.push((j, n));
+        Ok(j)
+    }
+
+    fn available(&self, now: u64, limits: &[u64]) -> u64 {
+        let j = self.judge_at(now);
+        let left = |i: usize| limits[i].saturating_sub(self.used(i, j));
+        (0..limits.len()).map(left).min().unwrap()
+    }
+
+    /// The first finest epoch at which level `i` has room for `n`.
+    fn fits_from(&self, i: usize, j: u64, n: u64, limit: u64) -> Option<u64> {
+        if n > limit {
+            return None;
+        }
+        let (r, s) = self.levels[i];
+        if self.used(i, j) + n <= limit {
+            return Some(j);
+        }
+        (j / r + 1..=j / r + s)
+            .find(|&m| {
+                let kept: u64 = self
+                    .grants
+                    .iter()
+                    .filter(|(g, _)| g / r + s > m)
+                    .map(|(_, n)| n)
+                    .sum();
+                kept + n <= limit
+            })
+            .map(|m| m * r)
+    }
+
+    fn retry_after(&self, now: u64, n: u64, limits: &[u64]) -> Option<Duration> {
+        let j = self.judge_at(now);
+        let mut at = j;
+        for (i, &l) in limits.iter().enumerate() {
+            at = at.max(if n == 0 {
+                j
+            } else {
+                self.fits_from(i, j, n, l)?
+            });
+        }
+        Some(self.after(at, j, now))
+    }
+
+    fn after(&self, at: u64, j: u64, now: u64) -> Duration {
+        if at > j {
+            Duration::from_nanos(at * self.slice - now)
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// When level `i`'s window seen from `j` is empty.
+    fn reset(&self, i: usize, j: u64, now: u64) -> Duration {
+        let (r, s) = self.levels[i];
+        let last = self
+            .grants
+            .iter()
+            .filter(|(g, _)| g / r <= j / r && j / r - g / r < s)
+            .map(|(g, _)| g / r)
+            .max();
+        last.map_or(Duration::ZERO, |k| self.after((k + s) * r, j, now))
+    }
+
+    fn idle(&self, now: u64) -> bool {
+        let j = self.judge_at(now);
+        (0..self.levels.len()).all(|i| self.used(i, j) == 0)
+    }
+}
+
+/// A random time step from `now`: mostly within a slice, sometimes far
+/// ahead, backwards, or across a multiple of 2^16 slices (a tag wrap).
+fn step(rng: &mut StdRng, now: u64, slice: u64, span: u64, wrap: bool) -> u64 {
+    match rng.random_range(0..20) {
+        0 => now.saturating_sub(rng.random_range(0..3 * span)),
+        1 => now + rng.random_range(0..4 * span),
+        2 if wrap => now + (1 << 16) * slice + rng.random_range(0..3 * slice),
+        _ => now + rng.random_range(0..slice),
+    }
+}
+
+fn check_decision(d: &Decision, m: &Model, now: u64, n: u64, limits: &[u64], ctx: &str) {
+    let i = d.limit_index();
+    let j = m.judge_at(now);
+    assert_eq!(d.limit(), limits[i], "limit {ctx}");
+    assert_eq!(
+        d.retry_after(),
+        m.retry_after(now, n, limits),
+        "retry {ctx}"
+    );
+    assert_eq!(d.reset_after(), m.reset(i, j, now), "reset {ctx}");
+    assert_eq!(
+        d.remaining(),
+        limits[i].saturating_sub(m.used(i, j)),
+        "remaining {ctx}"
+    );
+}
+
+/// Runs `steps` random requests, reads and seal-and-copy moves on a state
+/// of `levels` (`(slice length in finest slices, slices)`), checking every
+/// answer against the model.
+fn run(seed: u64, levels: &[(u64, u64)], steps: usize) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let slice = rng.random_range(1..=20u64);
+    let cfg = if levels.len() == 1 {
+        Config::single(
+            12,
+            Duration::from_nanos(slice * levels[0].1),
+            levels[0].1 as usize,
+        )
+    } else {
+        let w: Vec<_> = levels
+            .iter()
+            .map(|&(r, s)| (Duration::from_nanos(slice * r * s), s as usize))
+            .collect();
+        Config::multi(&w)
+    }
+    .unwrap();
+    let span = levels.iter().map(|&(r, s)| r * s).max().unwrap() * slice;
+    let mut m = Model {
+        levels: levels.to_vec(),
+        slice,
+        newest: 0,
+        grants: Vec::new(),
+    };
+    let mut state = AdmissionState::new(&cfg, 0);
+    let mut now = 0u64;
+    for st in 0..steps {
+        now = step(&mut rng, now, slice, span, st % 97 == 0);
+        let limits: Vec<u64> = levels.iter().map(|_| rng.random_range(0..=12)).collect();
+        let n = rng.random_range(0..=8u64);
+        let ctx =
+            format!("seed {seed} step {st} now {now} n {n} limits {limits:?} {levels:?} L {slice}");
+        match rng.random_range(0..12) {
+            0 => assert_eq!(
+                state.available(&cfg, now, &limits),
+                Some(m.available(now, &limits)),
+                "available {ctx}"
+            ),
+            1 => {
+                let d = state.peek(&cfg, now, n, &limits).unwrap();
+                let fits = m.retry_after(now, n, &limits) == Some(Duration::ZERO);
+                assert_eq!(d.is_granted(), fits, "peek {ctx}");
+                check_decision(&d, &m, now, n, &limits, &ctx);
+            }
+            2 => assert_eq!(state.is_idle_at(&cfg, now), m.idle(now), "idle {ctx}"),
+            3 => {
+                // Seal for good and go on with a copy (a move); the sealed
+                // original is final and agrees with the copy.
+                state.seal(&cfg);
+                assert!(state.is_sealed());
+                let big = vec![12; limits.len()];
+                assert_eq!(state.acquire(&cfg, now, 1, &big), Err(Refused::Sealed));
+                assert_eq!(
+                    state.is_idle_at(&cfg, now),
+                    m.idle(now),
+                    "sealed idle {ctx}"
+                );
+                let copy = state.copied(&cfg);
+                assert!(
+                    state.copy_into(&cfg, &copy),
+                    "a second copy changes nothing"
+                );
+                assert_eq!(
+                    copy.available(&cfg, now, &limits),
+                    state.available(&cfg, now, &limits)
+                );
+                state = copy;
+            }
+            4 => {
+                let d = state.decide(&cfg, now, n, &limits).unwrap();
+                let want = m.acquire(now, n, &limits);
+                match want {
+                    Ok(e) => {
+                        assert_eq!(d.result(), Ok(e), "decide {ctx}");
+                        if n > 0 {
+                            assert_eq!(d.retry_after(), Some(Duration::ZERO), "{ctx}");
+                            let i = d.limit_index();
+                            let j = m.judge_at(now);
+                            assert_eq!(d.remaining(), limits[i] - m.used(i, j), "remaining {ctx}");
+                            let least = (0..limits.len()).map(|c| limits[c] - m.used(c, j)).min();
+                            assert_eq!(Some(d.remaining()), least, "binding {ctx}");
+                            assert_eq!(d.reset_after(), m.reset(i, j, now), "reset {ctx}");
+                        }
+                    }
+                    Err(why) => {
+                        let got = (d.denied().unwrap(), d.limit_index());
+                        assert!(why.contains(&got), "decide {ctx}: {got:?} not in {why:?}");
+                        check_decision(&d, &m, now, n, &limits, &ctx);
+                    }
+                }
+            }
+            _ => {
+                let got = state.acquire(&cfg, now, n, &limits);
+                match m.acquire(now, n, &limits) {
+                    Ok(e) => assert_eq!(got, Ok(e), "acquire {ctx}"),
+                    Err(why) => match got {
+                        Err(Refused::Denied { reason, level }) => {
+                            assert!(
+                                why.contains(&(reason, level)),
+                                "acquire {ctx}: {reason:?} {level} not in {why:?}"
+                            )
+                        }
+                        other => panic!("acquire {ctx}: {other:?}, want one of {why:?}"),
+                    },
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn one_level_matches_the_reference() {
+    for seed in 0..300 {
+        let slices = 1 + seed % 6;
+        run(seed, &[(1, slices)], 400);
+    }
+}
+
+#[test]
+fn several_levels_match_the_reference() {
+    let mut rng = StdRng::seed_from_u64(11);
+    for seed in 0..300 {
+        let k = rng.random_range(2..=3);
+        let mut levels = vec![(1, rng.random_range(1..=4))];
+        for _ in 1..k {
+            levels.push((rng.random_range(1..=5), rng.random_range(1..=4)));
+        }
+        // The fold level need not come first.
+        let at = rng.random_range(0..k);
+        levels.swap(0, at);
+        run(1000 + seed, &levels, 400);
+    }
+}
+
+#[test]
+fn a_key_seen_in_one_slice_has_no_block() {
+    let cfg = Config::single(5, Duration::from_nanos(10), 10).unwrap();
+    let s = AdmissionState::new(&cfg, 0);
+    assert!(s.acquire(&cfg, 3, 2, &[5]).is_ok());
+    assert_eq!(s.heap_bytes(&cfg), 0);
+    // Rolling away from a slice that granted nothing, or past the window,
+    // records nothing either.
+    assert!(s.acquire(&cfg, 100, 1, &[5]).is_ok());
+    assert_eq!(s.heap_bytes(&cfg), 0);
+    assert_eq!(s.available(&cfg, 100, &[5]), Some(4));
+    // A second slice in the window must remember the first.
+    assert!(s.acquire(&cfg, 101, 1, &[5]).is_ok());
+    assert_eq!(s.heap_bytes(&cfg), cfg.block_bytes());
+    assert_eq!(s.available(&cfg, 101, &[5]), Some(3));
+    assert_eq!(std::mem::size_of::<AdmissionState>(), 24);
+}
+
+#[test]
+fn pending_refuses_until_copied_and_budgets_never_reach_all_ones() {
+    let cfg = Config::single(u64::MAX, Duration::from_nanos(1), 1).unwrap();
+    let p = AdmissionState::pending();
+    assert!(p.is_pending() && !p.is_sealed());
+    assert_eq!(p.acquire(&cfg, 0, 1, &[u64::MAX]), Err(Refused::Sealed));
+    assert_eq!(p.available(&cfg, 0, &[1]), None);
+    assert!(!p.is_idle_at(&cfg, 0));
+    assert!(!p.copy_into(&cfg, &AdmissionState::pending()));
+    // The whole budget in one grant stays below the reserved value.
+    let s = AdmissionState::new(&cfg, 0);
+    assert!(s.acquire(&cfg, 0, u64::MAX, &[u64::MAX]).is_ok());
+    assert!(cfg.budget(u64::MAX) <= MAX_BUDGET);
+    s.copy_into(&cfg, &p);
+    assert!(!p.is_pending());
+    assert_eq!(
+        p.acquire(&cfg, 0, 1, &[u64::MAX]),
+        Err(Refused::Denied {
+            reason: Denied::Exhausted,
+            level: 0
+        })
+    );
+    assert_eq!(p.acquire(&cfg, 1, u64::MAX, &[u64::MAX]), Ok(1));
+}
+
+#[test]
+fn two_step_jump_keeps_tags_apart() {
+    let cfg = Config::single(5, Duration::from_nanos(4), 4).unwrap();
+    let s = AdmissionState::new(&cfg, 0);
+    assert_eq!(s.acquire(&cfg, 3, 5, &[5]), Ok(3));
+    // A jump of exactly 2^16 slices would alias the tag.
+    let far = 3 + (1 << 16);
+    assert_eq!(s.acquire(&cfg, far, 5, &[5]), Ok(far));
+    let full = Refused::Denied {
+        reason: Denied::Exhausted,
+        level: 0,
+    };
+    assert_eq!(s.acquire(&cfg, far, 1, &[5]), Err(full));
+    // A tag distance below S but a real distance above 2^16.
+    let far2 = far + (1 << 16) + 2;
+    assert_eq!(s.acquire(&cfg, far2, 5, &[5]), Ok(far2));
+}
