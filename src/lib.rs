@@ -35,7 +35,7 @@ mod window;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
-pub use keyed::{HotKeyDetector, HotKeyHandle, KeyHandle, KeyedWindows};
+pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyRef, KeyedWindows};
 pub use limiter::{Denied, FixedWindowLimiter, SlidingWindowLimiter, MAX_EXACT_LIMIT};
 pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
