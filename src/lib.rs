@@ -36,6 +36,11 @@ pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
 pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyRef, KeyedWindows};
+/// Loom models only (`--cfg loom`): the per-key state's protocols, one call
+/// each (see `loom-tests/`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use keyed::model as __loom_keyed;
 pub use limiter::{Denied, FixedWindowLimiter, SlidingWindowLimiter, MAX_EXACT_LIMIT};
 pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;

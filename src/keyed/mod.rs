@@ -52,6 +52,9 @@ mod head;
 mod hot;
 mod key;
 mod map;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod model;
 mod reclaim;
 mod state;
 mod table;

@@ -6,11 +6,15 @@
 //! (or a key's out-of-line window) that a writer has just replaced or
 //! unlinked. Every operation on the map runs inside a [`Guard`]; a writer
 //! that unlinks memory hands it to [`Guard::defer_free`], and it is freed
-//! only once every guard that could have seen it has been dropped
-//! (epoch-based reclamation, crossbeam-epoch's global collector: pinning
-//! costs one uncontended `lock xchg`-class instruction on a thread-local
-//! line, ~3-4 ns here, the same as an `sdd` guard; measured in the issue-10
-//! notes of IMPLEMENTATION.md).
+//! only once every guard that could have seen it has been dropped.
+//!
+//! The collector is `seize`'s, one per map ([`Graveyard`]). Its readers
+//! announce themselves with a plain store and a compiler fence; on Linux
+//! the rare reclaiming thread pays a process-wide barrier (`membarrier`)
+//! instead, and elsewhere seize falls back to a `SeqCst` store. The epoch
+//! pin of crossbeam-epoch is a locked instruction on every lookup, which
+//! serializes an add's memory accesses with the next add's: on the issue-10
+//! Zipf stream it measured about 20% slower (IMPLEMENTATION.md).
 //!
 //! Under `--cfg loom` there is no collector (crossbeam-epoch is not built
 //! for loom models): guards are empty and deferred frees are kept in a list
@@ -38,6 +42,8 @@ impl<'a> Guard<'a> {
     /// Pins the current thread against `graveyard`'s collector.
     #[inline]
     pub(crate) fn pin(graveyard: &'a Graveyard) -> Guard<'a> {
+        #[cfg(loom)]
+        let _ = graveyard;
         Guard {
             #[cfg(not(loom))]
             inner: graveyard.collector.enter(),

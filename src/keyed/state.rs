@@ -390,7 +390,7 @@ impl KeyState {
 
     /// Gives a contended key its stripe rows (see "Adds").
     #[cold]
-    fn stripe(&self, cfg: &Cfg) {
+    pub(crate) fn stripe(&self, cfg: &Cfg) {
         let Some(x) = self.ensure_ext(cfg) else {
             return;
         };

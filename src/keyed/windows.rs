@@ -394,6 +394,19 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
             .is_some_and(|st| st.is_striped())
     }
 
+    /// Loom models only: gives `key` its stripe rows as if it had seen
+    /// contention (a model cannot force a failed CAS). `false` if absent.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
+        let guard = Guard::pin(self.map.graveyard());
+        let hash = self.map.hash(key);
+        self.map
+            .get(hash, |k| key.is(k), &guard)
+            .map(|st| st.stripe(&self.cfg))
+            .is_some()
+    }
+
     /// Takes every count held, for every key: calls `f(key, epoch, count)`
     /// for each non-zero slice count (`epoch` = time / slice length) and
     /// leaves that slice at zero. An add racing the take lands either in
