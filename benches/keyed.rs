@@ -111,7 +111,9 @@ fn per_key_bytes<T>(make: impl FnOnce() -> T, fill: impl Fn(&T, u64)) -> f64 {
 fn memory_report() {
     let kw = per_key_bytes(
         || KeyedWindows::<u64, _>::with_clock(window(), 10, ManualClock::new()).unwrap(),
-        |w, k| w.record_at(&k, NOW, 1),
+        |w, k| {
+            w.add_at(&k, NOW, 1);
+        },
     );
     let am = per_key_bytes(AtomicMap::<u64>::new, |m, k| {
         m.add(&k, 1);
@@ -126,12 +128,11 @@ fn memory_report() {
         },
     );
     let w = KeyedWindows::<u64, _>::with_clock(window(), 10, ManualClock::new()).unwrap();
-    w.record_at(&1, NOW, 1);
-    let cold_entry = w.key_memory_bytes(&1);
-    w.__stripe(&1);
-    let hot_entry = w.key_memory_bytes(&1);
+    w.add_at(&1, NOW, 1);
+    w.add_at(&1, NOW + 1_000_000_000, 1);
+    let window_bytes = w.key_memory_bytes(&1);
     println!("memory per key (u64 keys, 200k keys, heap bytes incl. the map):");
-    println!("  KeyedWindows (10 slices): {kw:.0} B/key (entry {cold_entry} B; striped entry {hot_entry} B)");
+    println!("  KeyedWindows (10 slices): {kw:.0} B/key (a key with counts in several slices adds {window_bytes} B)");
     println!("  AtomicMap (scc HashIndex<u64, Arc<AtomicU64>>): {am:.0} B/key");
     println!("  DashMap<u64, AtomicU64>: {dm:.0} B/key");
     println!("  governor keyed limiter: {gv:.0} B/key");
@@ -154,13 +155,17 @@ fn keyed(c: &mut Criterion) {
             let kw =
                 || KeyedWindows::<u64, _>::with_clock(window(), 10, ManualClock::new()).unwrap();
             let w = kw();
-            filled(&|key| w.record_at(&key, NOW, 1));
+            filled(&|key| {
+                w.add_at(&key, NOW, 1);
+            });
             bench_threads(
                 &mut g,
                 &pool,
-                "KeyedWindows::record_at",
+                "KeyedWindows::add_at",
                 Arc::new((w, keys.clone())),
-                move |s, t, i| s.0.record_at(&pick(&s.1, t, i), NOW, black_box(1)),
+                move |s, t, i| {
+                    black_box(s.0.add_at(&pick(&s.1, t, i), NOW, black_box(1)));
+                },
             );
             if hot {
                 // The ceiling: every thread its own instance (nothing
@@ -171,18 +176,22 @@ fn keyed(c: &mut Criterion) {
                     &pool,
                     "KeyedWindows-per-thread(ideal)",
                     Arc::new((own, keys.clone())),
-                    move |s, t, _| s.0[t].record_at(&7, NOW, black_box(1)),
+                    move |s, t, _| {
+                        black_box(s.0[t].add_at(&7, NOW, black_box(1)));
+                    },
                 );
             }
             let w = kw();
-            filled(&|key| w.record_at(&key, NOW, 1));
+            filled(&|key| {
+                w.add_at(&key, NOW, 1);
+            });
             bench_threads(
                 &mut g,
                 &pool,
-                "KeyedWindows::add_at(sum)",
+                "KeyedWindows::add_and_sum_at",
                 Arc::new((w, keys.clone())),
                 move |s, t, i| {
-                    black_box(s.0.add_at(&pick(&s.1, t, i), NOW, black_box(1)));
+                    black_box(s.0.add_and_sum_at(&pick(&s.1, t, i), NOW, black_box(1)));
                 },
             );
             let d = HotKeyDetector::<u64, _>::with_clock(window(), 10, 1000, ManualClock::new())

@@ -232,6 +232,30 @@ impl SliceCell {
     }
 }
 
+impl SliceCell {
+    /// Takes the cell's count (leaving 0 at the same epoch): `(epoch,
+    /// count)`, or `None` when it holds nothing to take (count 0, a recycle
+    /// in progress, or a sealed cell). An add racing the take lands before
+    /// it (and is taken) or after it (and stays): the take is one CAS of the
+    /// word against a snapshot, like every write of the protocol.
+    pub(crate) fn take(&self) -> Option<(u64, u64)> {
+        loop {
+            let (e, w) = self.snapshot();
+            let c = count_of(w);
+            if tag_of(w) != tag(e) || c == 0 || c == SEALED {
+                return None;
+            }
+            if self
+                .word
+                .compare_exchange(w, pack(tag(e), 0), Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Some((e, c));
+            }
+        }
+    }
+}
+
 /// The count value that marks a cell *sealed* (folding rows only; see
 /// [`SliceCell::add_folding`]), one above [`MAX_SLICE_COUNT`] so that no
 /// saturated count is ever mistaken for it.

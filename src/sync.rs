@@ -18,8 +18,11 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsiz
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 
-/// Only the loom stand-in for the per-key map uses a mutex (see
-/// `keyed/map.rs`); no protocol of the crate takes a lock.
+/// The per-key map's shard locks (see `keyed/map.rs`): taken only to change
+/// a shard's structure (inserting or removing a key, moving its keys to a
+/// bigger table), never by an add on a key the map holds.
+#[cfg(not(loom))]
+pub(crate) use std::sync::Mutex;
 #[cfg(loom)]
 pub(crate) use loom::sync::Mutex;
 

@@ -19,15 +19,24 @@ fn windows() -> KeyedWindows<u32, ManualClock> {
     .unwrap()
 }
 
-/// The reference: every add kept, summed by epoch.
+/// The reference: every counted add kept, summed by epoch. An add is
+/// counted unless it is older than the window of its key's newest add.
 #[derive(Default)]
 struct Model {
     adds: HashMap<u32, Vec<(u64, u64)>>,
 }
 
 impl Model {
-    fn add(&mut self, k: u32, t: u64, n: u64) {
-        self.adds.entry(k).or_default().push((t / SLICE, n));
+    /// Adds `n` to `k` at `t`; `true` if counted.
+    fn add(&mut self, k: u32, t: u64, n: u64) -> bool {
+        let e = t / SLICE;
+        let v = self.adds.entry(k).or_default();
+        let newest = v.iter().map(|a| a.0).max().unwrap_or(0);
+        if newest.saturating_sub(e) >= SLICES as u64 {
+            return false;
+        }
+        v.push((e, n));
+        true
     }
     fn sum(&self, k: u32, now: u64) -> u64 {
         let e = now / SLICE;
@@ -77,7 +86,7 @@ fn sums_top_and_eviction_match_the_model() {
                     let k = rng.random_range(0..20);
                     let n = rng.random_range(1..5);
                     m.add(k, now, n);
-                    assert_eq!(w.add_at(&k, now, n), m.sum(k, now), "seed {seed}");
+                    assert_eq!(w.add_and_sum_at(&k, now, n), m.sum(k, now), "seed {seed}");
                 }
                 70..=84 => now += rng.random_range(0..SLICE * 2),
                 85..=89 => {
@@ -119,22 +128,27 @@ fn automatic_eviction_is_invisible_to_sums() {
             // Each round uses its own 10 keys.
             let k = round * 10 + rng.random_range(0..10);
             m.add(k, now, 1);
-            assert_eq!(w.add_at(&k, now, 1), m.sum(k, now));
+            assert_eq!(w.add_and_sum_at(&k, now, 1), m.sum(k, now));
         }
         now += SLICE * 3;
-        assert!(w.len() <= 30, "len {} at round {round}", w.len());
+        // A key idle for a window (5 slices, under 2 rounds) is swept
+        // within about one more window: keys of the last 4 rounds at most.
+        assert!(w.len() <= 40, "len {} at round {round}", w.len());
     }
     for k in 0..500 {
         assert_eq!(w.sum_at(&k, now), m.sum(k, now));
     }
 }
 
-/// Each key's window follows `SlidingWindow` exactly, times going
-/// backwards included (no eviction).
+/// Each key's window follows the model, times going backwards included
+/// (no eviction): adds older than the window of their key's newest add are
+/// dropped, all others counted under their own epoch; and at or after the
+/// newest add every sum equals `SlidingWindow`'s.
 #[test]
-fn each_key_follows_sliding_window() {
+fn each_key_follows_the_model() {
     let mut rng = StdRng::seed_from_u64(3);
     let w = windows().with_auto_evict(false);
+    let mut m = Model::default();
     let refs: Vec<SlidingWindow<ManualClock>> = (0..6)
         .map(|_| {
             SlidingWindow::with_clock(
@@ -156,10 +170,13 @@ fn each_key_follows_sliding_window() {
             now
         };
         let n = rng.random_range(1..4);
-        refs[k as usize].add_at(t, n);
-        let got = w.add_at(&k, t, n);
-        assert_eq!(got, refs[k as usize].sum_at(t));
+        let counted = m.add(k, t, n);
+        if counted {
+            refs[k as usize].add_at(t, n);
+        }
+        assert_eq!(w.add_at(&k, t, n), counted);
         let q = now + rng.random_range(0..SLICE * 3);
+        assert_eq!(w.sum_at(&k, q), m.sum(k, q));
         assert_eq!(w.sum_at(&k, q), refs[k as usize].sum_at(q));
     }
 }
@@ -237,7 +254,7 @@ fn key_flood_stays_bounded() {
     assert_eq!(w.len(), 100);
     assert_eq!(w.untracked_adds(), 9_900);
     // Tracked keys keep counting.
-    assert_eq!(w.add_at(&5, 0, 1), 2);
+    assert_eq!(w.add_and_sum_at(&5, 0, 1), 2);
     // Untracked keys read 0.
     assert_eq!(w.sum_at(&5_000, 0), 0);
     // A window later every key is idle: new keys evict them.
@@ -286,7 +303,7 @@ fn concurrent_adds_are_all_counted() {
                     } else {
                         rng.random_range(1..8)
                     };
-                    w.record_at(&k, 0, 1);
+                    assert!(w.add_at(&k, 0, 1));
                     mine[k as usize] += 1;
                 }
                 mine
@@ -322,7 +339,7 @@ fn eviction_racing_adds_loses_nothing() {
                 let w = w.clone();
                 std::thread::spawn(move || {
                     for i in 0..2_000u32 {
-                        w.record_at(&((i + t) % 50), later, 1);
+                        assert!(w.add_at(&((i + t) % 50), later, 1));
                     }
                 })
             })
@@ -359,15 +376,15 @@ fn racing_crossing_reports_once() {
 #[test]
 fn handle_adds_and_survives_eviction() {
     let w = windows().with_auto_evict(false);
-    let mut h = w.handle(&1);
-    assert_eq!(h.add_at(0, 2), 2);
-    h.record_at(0, 3);
+    let h = w.handle(&1);
+    assert_eq!(h.add_and_sum_at(0, 2), 2);
+    assert!(h.add_at(0, 3));
     assert_eq!(h.sum_at(0), 5);
     let later = SLICE * SLICES as u64;
     assert_eq!(w.evict_idle_at(later), 1);
     assert_eq!(w.len(), 0);
-    // The handle's entry is dead: the add re-inserts the key.
-    assert_eq!(h.add_at(later, 4), 4);
+    // The key was evicted: the handle's add re-inserts it.
+    assert_eq!(h.add_and_sum_at(later, 4), 4);
     assert_eq!(w.sum_at(&1, later), 4);
     assert_eq!(w.len(), 1);
     assert_eq!(*h.key(), 1);
@@ -377,8 +394,8 @@ fn handle_adds_and_survives_eviction() {
 fn handle_counts_untracked_when_full() {
     let w = windows().with_max_keys(1);
     w.add_at(&1, 0, 1);
-    let mut h = w.handle(&2);
-    assert_eq!(h.add_at(0, 1), 0);
+    let h = w.handle(&2);
+    assert!(!h.add_at(0, 1));
     assert_eq!(w.untracked_adds(), 1);
 }
 
@@ -386,15 +403,19 @@ fn handle_counts_untracked_when_full() {
 fn old_adds_are_dropped_not_misfiled() {
     let w = windows().with_auto_evict(false);
     w.add_at(&1, 10 * SLICE, 1);
-    // Epoch 0 shares a slot with epoch 10 and is older than the ring.
-    assert_eq!(w.add_at(&1, 0, 5), 0);
+    // Epoch 0 is older than the window of the key's newest add (10).
+    assert!(!w.add_at(&1, 0, 5));
     assert_eq!(w.sum_at(&1, 10 * SLICE), 1);
+    // Epoch 6 is inside it: counted under its own epoch.
+    assert!(w.add_at(&1, 6 * SLICE, 2));
+    assert_eq!(w.sum_at(&1, 10 * SLICE), 3);
+    assert_eq!(w.sum_at(&1, 11 * SLICE), 1);
 }
 
 #[test]
 fn zero_adds_record_nothing() {
     let w = windows();
-    assert_eq!(w.add_at(&1, 0, 0), 0);
+    assert!(w.add_at(&1, 0, 0));
     assert_eq!(w.len(), 0);
     let d = HotKeyDetector::with_clock(Duration::from_secs(1), 10, 1, ManualClock::new()).unwrap();
     assert!(!d.add_at(&1u8, 0, 0));
@@ -402,10 +423,17 @@ fn zero_adds_record_nothing() {
 
 #[test]
 fn saturates_instead_of_wrapping() {
+    // A key's newest slice saturates at 2^46 - 1; folded into its window
+    // the count is kept, and sums saturate instead of wrapping.
+    const HEAD_MAX: u64 = (1 << 46) - 1;
     let w = windows();
     w.add_at(&1, 0, u64::MAX);
     w.add_at(&1, SLICE, u64::MAX);
-    assert_eq!(w.sum_at(&1, SLICE), 2 * stripecount::MAX_SLICE_COUNT);
+    assert_eq!(w.sum_at(&1, SLICE), 2 * HEAD_MAX);
+    // Late, into the slice's cell of the window, which already holds the
+    // folded HEAD_MAX: that cell saturates at MAX_SLICE_COUNT.
+    w.add_at(&1, 0, u64::MAX);
+    assert_eq!(w.sum_at(&1, SLICE), HEAD_MAX + stripecount::MAX_SLICE_COUNT);
 }
 
 #[test]
@@ -421,32 +449,36 @@ fn borrowed_lookups() {
 fn memory_per_key() {
     let w: KeyedWindows<u64, ManualClock> =
         KeyedWindows::with_clock(Duration::from_secs(10), 10, ManualClock::new()).unwrap();
+    let s = 1_000_000_000; // one slice
     w.add_at(&1, 0, 1);
-    // Entry header 40 (reference count and slices, hot word, guard,
-    // extension pointer, base) + 10 packed cells of 8, one allocation.
-    assert_eq!(w.key_memory_bytes(&1), 120);
+    // A key seen in one slice holds nothing outside its map slot.
+    assert_eq!(w.key_memory_bytes(&1), 0);
     assert_eq!(w.key_memory_bytes(&2), 0);
     assert!(!w.is_striped(&1));
-    // Idle but present, after a long gap: still 120.
-    w.add_at(&1, 1 << 60, 1);
-    assert_eq!(w.key_memory_bytes(&1), 120);
-    w.__stripe(&1);
-    assert!(w.is_striped(&1));
-    // Plus the extension: a 16-byte boxed slice of rows, each a 128-byte
-    // guard line and two 128-byte chunks of 16-byte slice cells.
-    let striped = w.key_memory_bytes(&1);
-    assert!(striped >= 120 + 16 + 384, "{striped}");
-    assert_eq!((striped - 120 - 16) % 384, 0, "{striped}");
+    // A second slice inside the window folds the first into the key's
+    // out-of-line window: a 48-byte header and 10 cells of 16 bytes.
+    w.add_at(&1, s, 1);
+    assert_eq!(w.key_memory_bytes(&1), 48 + 10 * 16);
+    // Every slice of the window: the same window.
+    for i in 2..10 {
+        w.add_at(&1, i * s, 1);
+    }
+    assert_eq!(w.key_memory_bytes(&1), 48 + 10 * 16);
+    assert_eq!(w.sum_at(&1, 9 * s), 10);
+    // Idle after a long gap: the key keeps its window until evicted, and
+    // never reads a stale count.
+    assert_eq!(w.sum_at(&1, 1 << 60), 0);
+    assert_eq!(w.evict_idle_at(1 << 60), 1);
+    assert_eq!(w.key_memory_bytes(&1), 0);
 }
 
-/// Idle gaps that repeat the packed cells' 16-bit tags (exactly k * 2^16
-/// epochs), land inside or across the 2^13-epoch blocks of the compact row
-/// 0, or start near epoch 0: every key's window still follows
-/// `SlidingWindow` exactly, including adds a little in the past.
+/// Idle gaps that repeat the head's 16-bit tag (exactly k * 2^16 epochs)
+/// and those of the window's cells, or start near epoch 0: every key's
+/// window follows the model exactly (adds a little in the past included),
+/// and `SlidingWindow` at or after the newest add.
 #[test]
-fn long_idle_gaps_follow_sliding_window() {
+fn long_idle_gaps_follow_the_model() {
     const TAG: u64 = 1 << 16;
-    const BLOCK: u64 = 1 << 13;
     for &slices in &[1usize, 2, 4, 5, 10] {
         let window = Duration::from_nanos(SLICE * slices as u64);
         let w = KeyedWindows::with_clock(window, slices, ManualClock::new())
@@ -455,33 +487,30 @@ fn long_idle_gaps_follow_sliding_window() {
         let refs: Vec<SlidingWindow<ManualClock>> = (0..3)
             .map(|_| SlidingWindow::with_clock(window, slices, ManualClock::new()).unwrap())
             .collect();
+        // Per key: counted (epoch, n) and the newest epoch.
+        let mut model: Vec<(Vec<(u64, u64)>, u64)> = vec![(Vec::new(), 0); 3];
         let mut rng = StdRng::seed_from_u64(slices as u64);
+        let s = slices as u64;
         let jumps = [
             0,
             1,
-            slices as u64,
+            s,
             TAG,
             2 * TAG,
             3 * TAG,
             TAG - 1,
             TAG + 1,
-            TAG - slices as u64,
-            BLOCK,
-            BLOCK - 1,
-            BLOCK + 1,
-            3 * BLOCK,
-            TAG - BLOCK,
-            TAG + BLOCK,
+            TAG - s,
+            1 << 13,
             5 * TAG,
-            (slices as u64) * TAG,
+            s * TAG,
         ];
-        // Epochs, not nanoseconds; start at 0.
         let mut now = 0u64;
         for i in 0..3000 {
-            let k = rng.random_range(0..3u32);
+            let k = rng.random_range(0..3usize);
             let e = if rng.random_bool(0.15) {
                 // A little in the past (up to two windows).
-                now.saturating_sub(rng.random_range(0..2 * slices as u64))
+                now.saturating_sub(rng.random_range(0..2 * s))
             } else {
                 now += if rng.random_bool(0.3) {
                     jumps[rng.random_range(0..jumps.len())]
@@ -492,16 +521,26 @@ fn long_idle_gaps_follow_sliding_window() {
             };
             let t = e * SLICE + rng.random_range(0..SLICE);
             let n = rng.random_range(1..4);
-            refs[k as usize].add_at(t, n);
-            let got = w.add_at(&k, t, n);
-            assert_eq!(got, refs[k as usize].sum_at(t), "S={slices} step {i} e={e}");
-            for key in 0..3u32 {
+            let (adds, newest) = &mut model[k];
+            let counted = adds.is_empty() || newest.saturating_sub(e) < s;
+            if counted {
+                adds.push((e, n));
+                *newest = (*newest).max(e);
+                refs[k].add_at(t, n);
+            }
+            assert_eq!(w.add_at(&(k as u32), t, n), counted, "S={slices} step {i} e={e}");
+            for key in 0..3usize {
                 let q = now * SLICE + rng.random_range(0..SLICE * 3);
-                assert_eq!(
-                    w.sum_at(&key, q),
-                    refs[key as usize].sum_at(q),
-                    "S={slices} step {i} key {key}"
-                );
+                let qe = q / SLICE;
+                let want: u64 = model[key]
+                    .0
+                    .iter()
+                    .filter(|(ae, _)| *ae <= qe && qe - ae < s)
+                    .map(|a| a.1)
+                    .sum();
+                let got = w.sum_at(&(key as u32), q);
+                assert_eq!(got, want, "S={slices} step {i} key {key}");
+                assert_eq!(got, refs[key].sum_at(q), "S={slices} step {i} key {key}");
             }
         }
     }
@@ -522,18 +561,22 @@ fn same_tag_after_a_gap_is_not_aliased() {
             )
             .unwrap()
             .with_auto_evict(false);
-            assert_eq!(w.add_at(&1u8, start, 5), 5);
+            assert_eq!(w.add_and_sum_at(&1u8, start, 5), 5);
+            // A second slice, so that the window holds the first one.
+            if slices > 1 {
+                assert_eq!(w.add_and_sum_at(&1u8, start + 1, 1), 6);
+            }
             let far = start + k * TAG;
-            // Nothing was added since `start`: the window at `far` is empty.
+            // Nothing was added since: the window at `far` is empty.
             assert_eq!(w.sum_at(&1u8, far), 0, "S={slices} start {start} k {k}");
-            assert_eq!(w.add_at(&1u8, far, 1), 1, "S={slices} start {start} k {k}");
-            // The old epoch is older than the ring now.
-            assert_eq!(w.add_at(&1u8, start, 1), 0);
+            assert_eq!(w.add_and_sum_at(&1u8, far, 1), 1, "S={slices} start {start} k {k}");
+            // The old epoch is older than the window of the newest add now.
+            assert!(!w.add_at(&1u8, start, 1));
             assert_eq!(w.sum_at(&1u8, far), 1);
             assert_eq!(w.sum_at(&1u8, far + slices as u64), 0);
-            // An add just inside the window, in the past, is still counted.
+            // An add just inside the window, in the past, is counted.
             if slices > 1 {
-                assert_eq!(w.add_at(&1u8, far - 1, 2), 2);
+                assert_eq!(w.add_and_sum_at(&1u8, far - 1, 2), 2);
                 assert_eq!(w.sum_at(&1u8, far), 3);
             }
         }
@@ -547,21 +590,21 @@ fn epochs_near_the_ends_of_the_range() {
     let w = KeyedWindows::with_clock(Duration::from_nanos(4), 4, ManualClock::new())
         .unwrap()
         .with_auto_evict(false);
-    assert_eq!(w.add_at(&1u8, 0, 1), 1);
-    assert_eq!(w.add_at(&1u8, 3, 1), 2);
-    assert_eq!(w.add_at(&1u8, 4, 1), 2);
+    assert_eq!(w.add_and_sum_at(&1u8, 0, 1), 1);
+    assert_eq!(w.add_and_sum_at(&1u8, 3, 1), 2);
+    assert_eq!(w.add_and_sum_at(&1u8, 4, 1), 2);
     let top = u64::MAX - 2;
-    assert_eq!(w.add_at(&1u8, top, 1), 1);
-    assert_eq!(w.add_at(&1u8, u64::MAX, 2), 3);
+    assert_eq!(w.add_and_sum_at(&1u8, top, 1), 1);
+    assert_eq!(w.add_and_sum_at(&1u8, u64::MAX, 2), 3);
     assert_eq!(w.sum_at(&1u8, u64::MAX), 3);
-    assert_eq!(w.add_at(&2u8, u64::MAX, 7), 7);
-    // Counted in its own (expired) slice, as `SlidingWindow` would.
-    assert_eq!(w.add_at(&2u8, u64::MAX - 5, 1), 1);
+    assert_eq!(w.add_and_sum_at(&2u8, u64::MAX, 7), 7);
+    // Older than the window of the newest add (MAX): dropped.
+    assert!(!w.add_at(&2u8, u64::MAX - 5, 1));
     assert_eq!(w.sum_at(&2u8, u64::MAX), 7);
-    // Its slot holds MAX: dropped (the sum at MAX - 4 is the add at MAX - 5).
-    assert_eq!(w.add_at(&2u8, u64::MAX - 4, 1), 1);
-    assert_eq!(w.sum_at(&2u8, u64::MAX - 4), 1);
-    assert_eq!(w.sum_at(&2u8, u64::MAX), 7);
+    // Inside it: counted under its own epoch.
+    assert!(w.add_at(&2u8, u64::MAX - 3, 1));
+    assert_eq!(w.sum_at(&2u8, u64::MAX), 8);
+    assert_eq!(w.sum_at(&2u8, u64::MAX - 3), 1);
 }
 
 #[test]
@@ -589,8 +632,9 @@ fn real_clock_adds() {
     assert!(d.add(&"x", 1));
     assert!(d.is_hot(&"x"));
     let w = KeyedWindows::new(Duration::from_secs(3600), 10).unwrap();
-    assert_eq!(w.add(&1u8, 3), 3);
-    assert_eq!(w.sum(&1u8), 3);
+    assert_eq!(w.add_and_sum(&1u8, 3), 3);
+    assert!(w.add(&1u8, 1));
+    assert_eq!(w.sum(&1u8), 4);
 }
 
 #[test]
@@ -602,7 +646,7 @@ fn hot_handle_follows_the_rule() {
         ManualClock::new(),
     )
     .unwrap();
-    let mut h = d.handle(&9u32);
+    let h = d.handle(&9u32);
     assert_eq!(*h.key(), 9);
     assert!(!h.add_at(0, 3));
     // The detector and the handle share the key's state.
@@ -620,4 +664,108 @@ fn hot_handle_follows_the_rule() {
     assert!(!h.add_at(much_later, 1));
     assert!(h.add_at(much_later, 3));
     assert_eq!(d.windows().sum_at(&9, much_later), 4);
+}
+
+/// Keys moving to bigger tables while other threads add to them, read
+/// them and take their counts: every add is counted exactly once, and a
+/// reader never sees a key's sum go down (within one epoch a window only
+/// grows), whatever the moves.
+#[test]
+fn moves_under_concurrent_adds_lose_nothing() {
+    for round in 0..4u64 {
+        let w = Arc::new(windows().with_auto_evict(false));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Watched keys, added to by two threads while a third floods the
+        // map with new keys (every insert into a full shard moves it).
+        let adders: Vec<_> = (0..2u64)
+            .map(|t| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    let mut mine = vec![0u64; 64];
+                    for i in 0..40_000u64 {
+                        let k = ((i * 7 + t * 13 + round) % 64) as u32;
+                        if w.add_at(&k, (i / 10_000) * SLICE / 4, 1) {
+                            mine[k as usize] += 1;
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let reader = {
+            let (w, stop) = (w.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut last = [0u64; 64];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for k in 0..64u32 {
+                        let s = w.sum_at(&k, 0);
+                        assert!(s >= last[k as usize], "key {k}: {s} after {}", last[k as usize]);
+                        last[k as usize] = s;
+                    }
+                }
+            })
+        };
+        let flood = {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                for k in 1_000..60_000u32 {
+                    assert!(w.add_at(&k, 0, 1));
+                }
+            })
+        };
+        let mut total = [0u64; 64];
+        for a in adders {
+            for (t, m) in total.iter_mut().zip(a.join().unwrap()) {
+                *t += m;
+            }
+        }
+        flood.join().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap();
+        for k in 0..64u32 {
+            assert_eq!(w.sum_at(&k, 0), total[k as usize], "round {round} key {k}");
+        }
+        for k in 1_000..60_000u32 {
+            assert_eq!(w.sum_at(&k, 0), 1);
+        }
+        assert_eq!(w.len(), 64 + 59_000);
+    }
+}
+
+/// `take_all` racing adds: what was taken plus what stays equals what was
+/// added, per key and per epoch. (Times stay inside one window, so no
+/// count expires before it is taken.)
+#[test]
+fn take_all_racing_adds_is_exact() {
+    let w = Arc::new(windows().with_auto_evict(false));
+    let adders: Vec<_> = (0..2u32)
+        .map(|t| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let mut added = HashMap::new();
+                for i in 0..30_000u64 {
+                    let k = ((i as u32) * 3 + t) % 40;
+                    let now = (i / 7_500) * SLICE;
+                    assert!(w.add_at(&k, now, 1));
+                    *added.entry((k, now / SLICE)).or_insert(0u64) += 1;
+                }
+                added
+            })
+        })
+        .collect();
+    let mut taken: HashMap<(u32, u64), u64> = HashMap::new();
+    for _ in 0..200 {
+        w.take_all(|k, e, c| *taken.entry((*k, e)).or_default() += c);
+    }
+    let mut added: HashMap<(u32, u64), u64> = HashMap::new();
+    for a in adders {
+        for (k, v) in a.join().unwrap() {
+            *added.entry(k).or_default() += v;
+        }
+    }
+    w.take_all(|k, e, c| *taken.entry((*k, e)).or_default() += c);
+    assert_eq!(taken, added);
+    for k in 0..40u32 {
+        assert_eq!(w.sum_at(&k, 4 * SLICE), 0);
+    }
 }

@@ -1,138 +1,505 @@
-//! The concurrent map from keys to entries, behind a small facade.
+//! The per-key map: shards of open-addressing [`Table`]s whose slots hold
+//! each key's state inline, with lock-free lookups.
 //!
-//! # Why `scc::HashIndex`
-//! Chosen by measurement (a map of `AtomicU64`, 4M adds, this repository's
-//! 2-core machine; M adds/s, 1 thread / 2 threads):
+//! # Why our own map
+//! Measured on the issue-10 stream (Zipf over 1M keys, the 2-core
+//! machine; IMPLEMENTATION.md keeps the prototype numbers): a map that
+//! returns a pointer to a per-key allocation (`scc::HashIndex` of entries,
+//! the previous design) costs a second and often a third cache miss per
+//! add, and a map with a lock per shard (`DashMap`) makes every lookup of a
+//! hot key an atomic write on a line all threads share. Here a lookup reads
+//! one control group and one slot, writes nothing shared, and the slot
+//! holds the key's state.
 //!
-//! | map                 | Zipf over 1M keys | one hot key, read only |
-//! |---------------------|-------------------|------------------------|
-//! | `scc::HashIndex`    | 7.8 / 8.4         | 50.9 / 47.9 (with add) |
-//! | `scc::HashMap`      | 12.1 / 12.1       | 32.9 / 36.6            |
-//! | `dashmap` 6         | 16.0 / 17.4       | 59.0 / 47.7            |
-//! | `papaya` 0.2        | 1.2 / 1.8         | 57.5 / 65.9            |
+//! # Structure
+//! `SHARDS` shards, picked by bits 32.. of the key's hash. Each shard has a
+//! `current` table pointer and an `old` one (non-null only while the shard
+//! moves its keys to a bigger table), read lock-free, and a lock taken by
+//! every change of structure: inserts, removals, moves, sweeps. A key's
+//! *state* changes only through its value's atomics ([`Value`]), never
+//! under the lock.
 //!
-//! `dashmap` is the fastest on a spread-out stream but every lookup takes
-//! its shard's reader lock (an atomic RMW on a shared word), so a hot key's
-//! lookups serialize on that word: at 2 threads it fell from 59 to 48 M/s
-//! and in a second run to 20 M/s, which rules it out for the hot path.
-//! `papaya` reads lock-free but was an order of magnitude slower on the
-//! Zipf stream. `scc::HashIndex` reads lock-free (epoch-based reclamation,
-//! no shared write on lookup), so a hot key's lookups scale, and it is
-//! within 2x of `dashmap` on the Zipf stream; its values must be `Clone`,
-//! which `EntryRef` is.
+//! # Invariants
+//! 1. `current` and `old` change only under the shard lock. A move stores
+//!    `old = T` (the table being replaced), then `current = N` (the new,
+//!    empty one), moves every key of `T` into `N` (see below), then stores
+//!    `old = null` and hands `T` to the collector. `T` keeps every key it
+//!    had during the move (moved keys stay `FULL` in `T`, their value
+//!    marked moved), so a key present when a lookup starts is in `N` or
+//!    `T`, whichever the lookup probes.
+//! 2. Moving one key: insert it in `N` with a value prepared for a state
+//!    that is moving in ([`Value::init`] with `incoming`), *then* call
+//!    [`Value::move_into`], which closes the old value to new writes and
+//!    hands its state over. A writer that finds the old value closed looks
+//!    the key up again and finds it in `N` (probed first).
+//! 3. Under the lock no move is in progress (moves run inside one lock
+//!    hold), so `old` is null for every lock holder but the mover.
+//! 4. A slot is removed (`TOMB`) only under the lock, after its value was
+//!    retired ([`Value::try_retire`]); a `FULL` slot's value is never dead
+//!    at a moment the lock is free.
 //!
-//! Under `--cfg loom`, `scc` is not built (a `cfg(not(loom))` dependency:
-//! its reclamation crate switches to loom atomics of its own under that
-//! cfg, which would drag the map's internals into every model). The facade
-//! is then a loom `Mutex<HashMap>`: loom models our per-key protocol
-//! around the map, not the map.
+//! # Lookups
+//! Load `current` then `old` (`Acquire`; a move stores them in the other
+//! order, so a lookup that sees the new `current` sees `old = T` or the
+//! final null), probe `current`, then `old`; if both miss, reload both
+//! pointers and return "absent" only if neither changed: a lookup that
+//! raced a move starting or ending retries, so a key present throughout is
+//! never reported absent. Tables are freed only through the collector
+//! (`reclaim.rs`), so a pointer a guard has loaded stays valid.
+//!
+//! # Growth
+//! An insert that would take a table over 7/8 used (`FULL` + `TOMB`)
+//! first sweeps the shard's idle keys, then rebuilds: a table sized for
+//! twice the live keys (never below one group), so removals are compacted
+//! away and growth doubles.
+//!
+//! # Bounds and eviction
+//! `len` counts keys held (reserved before an insert, released when the
+//! key turned out present, decremented by removals): the map never holds
+//! more than `max_keys`. An insert into a full map first sweeps every shard
+//! (at most once per epoch: no key can turn idle before time moves), and
+//! fails if that frees nothing. With automatic sweeping on, the first add
+//! of each new epoch sweeps the next `ceil(SHARDS / S)` shards (a cursor
+//! over the shards), so every key idle for a whole window is removed
+//! within about one more window, a bounded amount of work per epoch and no
+//! background thread. (A jump of `k` epochs sweeps `k` times as many
+//! shards, up to all of them.)
 
-use super::entry::EntryRef;
-use std::borrow::Borrow;
-use std::hash::Hash;
+use super::reclaim::{Graveyard, Guard};
+use super::table::{Slot, Table, GROUP};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
+use std::hash::{BuildHasher, Hash};
+use std::ptr;
 
+/// Shards per map: inserts into different shards do not wait for each
+/// other, and a rebuild moves 1/`SHARDS` of the keys at a time.
 #[cfg(not(loom))]
-pub(crate) struct Map<K: 'static> {
-    inner: scc::HashIndex<K, EntryRef>,
+pub(crate) const SHARDS: usize = 128;
+/// Loom models use a handful of keys: two shards keep their tables tiny.
+#[cfg(loom)]
+pub(crate) const SHARDS: usize = 2;
+
+/// What the map needs from the per-key state it holds inline.
+pub(crate) trait Value: Send + Sync + 'static {
+    /// The per-map settings the state's operations need.
+    type Cfg: Send + Sync;
+
+    /// The state of a slot that holds no key (every slot starts so).
+    fn vacant() -> Self;
+
+    /// Prepares a vacant slot's state before its key is published: for a
+    /// new key, or (`incoming`) for a key whose state is moving in from
+    /// another table.
+    fn init(&self, cfg: &Self::Cfg, incoming: bool);
+
+    /// Moves the state of `self` (in the table being replaced) into `to`
+    /// (already published and prepared with `incoming`). Closes `self` to
+    /// writers first; a writer that finds `self` closed looks the key up
+    /// again. Runs under the shard lock.
+    fn move_into(&self, to: &Self, cfg: &Self::Cfg, guard: &Guard<'_>, graveyard: &Graveyard);
+
+    /// Retires the state if the key is idle at epoch `now`: `true` if it
+    /// is now dead (the map then removes its slot). Runs under the shard
+    /// lock.
+    fn try_retire(&self, now: u64, cfg: &Self::Cfg, guard: &Guard<'_>, graveyard: &Graveyard)
+        -> bool;
+
+    /// Whether the state was retired (an add that finds it so inserts the
+    /// key afresh).
+    fn is_dead(&self) -> bool;
+
+    /// Heap bytes the state holds outside its slot.
+    fn heap_bytes(&self, cfg: &Self::Cfg) -> usize;
 }
 
-#[cfg(not(loom))]
-impl<K: Hash + Eq + Clone + Send + Sync + 'static> Map<K> {
-    pub(crate) fn new() -> Self {
+/// A shard's table pointers, read by every lookup.
+struct Ptrs<K, V> {
+    current: AtomicPtr<Table<K, V>>,
+    old: AtomicPtr<Table<K, V>>,
+}
+
+/// A shard's bookkeeping, owned by its lock.
+#[derive(Default)]
+struct ShardState {
+    /// `FULL` slots of `current`.
+    len: usize,
+    /// `TOMB` slots of `current`.
+    tombs: usize,
+}
+
+/// The per-key map (see the module docs).
+pub(crate) struct Map<K, V, S> {
+    ptrs: Box<[Ptrs<K, V>]>,
+    locks: Box<[Mutex<ShardState>]>,
+    hasher: S,
+    graveyard: Graveyard,
+    /// Keys held (see "Bounds and eviction").
+    len: AtomicUsize,
+    max_keys: usize,
+    /// Shards swept at each new epoch (0: no automatic sweeping).
+    sweep_per_epoch: usize,
+    /// The epoch of the latest automatic sweep step, and its cursor.
+    swept: AtomicU64,
+    cursor: AtomicUsize,
+    /// `1 + epoch` of the last sweep forced by a full map (0: none).
+    full_swept: AtomicU64,
+}
+
+impl<K, V, S> Map<K, V, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Value,
+    S: BuildHasher,
+{
+    /// An empty map. `sweep_per_epoch`: shards swept automatically at
+    /// each new epoch (0 turns automatic sweeping off).
+    pub(crate) fn new(hasher: S, sweep_per_epoch: usize) -> Self {
         Map {
-            inner: scc::HashIndex::new(),
+            len: AtomicUsize::new(0),
+            max_keys: usize::MAX,
+            sweep_per_epoch: sweep_per_epoch.min(SHARDS),
+            swept: AtomicU64::new(0),
+            cursor: AtomicUsize::new(0),
+            full_swept: AtomicU64::new(0),
+            ptrs: (0..SHARDS)
+                .map(|_| Ptrs {
+                    current: AtomicPtr::new(ptr::null_mut()),
+                    old: AtomicPtr::new(ptr::null_mut()),
+                })
+                .collect(),
+            locks: (0..SHARDS)
+                .map(|_| Mutex::new(ShardState::default()))
+                .collect(),
+            hasher,
+            graveyard: Graveyard::default(),
         }
     }
 
-    /// Runs `f` on the key's entry, if present.
+    /// Bounds the keys held.
+    pub(crate) fn set_max_keys(&mut self, max_keys: usize) {
+        self.max_keys = max_keys;
+    }
+
+    /// Sets the shards swept automatically at each new epoch (0: off).
+    pub(crate) fn set_sweep_per_epoch(&mut self, shards: usize) {
+        self.sweep_per_epoch = shards.min(SHARDS);
+    }
+
+
+    /// The hash every lookup of `key` uses (a borrowed form hashes as its
+    /// owned key: `Borrow`'s contract).
     #[inline]
-    pub(crate) fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&EntryRef) -> R) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.inner.peek_with(key, |_, v| f(v))
+    pub(crate) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
     }
 
-    /// Inserts `entry` for `key` unless the key is present; returns the
-    /// entry now in the map and whether it is ours.
-    pub(crate) fn insert(&self, key: K, entry: EntryRef) -> Result<(), K> {
-        self.inner.insert(key, entry).map_err(|(k, _)| k)
+    #[inline]
+    fn shard(hash: u64) -> usize {
+        (hash >> 32) as usize & (SHARDS - 1)
     }
 
-    /// Removes the key if it maps to exactly `entry`.
-    pub(crate) fn remove_if_same<Q>(&self, key: &Q, entry: &EntryRef) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.inner.remove_if(key, |v| EntryRef::ptr_eq(v, entry))
-    }
-
-    /// Calls `f(key, entry)` for every entry (a weakly consistent scan).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&K, &EntryRef)) {
-        let guard = scc::ebr::Guard::new();
-        for (k, v) in self.inner.iter(&guard) {
-            f(k, v);
+    /// The key's state, if the key is held. Lock-free.
+    #[inline]
+    pub(crate) fn get<'g>(
+        &'g self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        _guard: &'g Guard<'g>,
+    ) -> Option<&'g V> {
+        let p = &self.ptrs[Self::shard(hash)];
+        loop {
+            let cur = p.current.load(Ordering::Acquire);
+            let old = p.old.load(Ordering::Acquire);
+            for t in [cur, old] {
+                // SAFETY: a non-null table pointer loaded under a guard
+                // stays valid until the guard is dropped (tables are freed
+                // through the collector, invariant 1).
+                if let Some(t) = unsafe { t.as_ref() } {
+                    if let Some(s) = t.find(hash, &is) {
+                        return Some(s.value());
+                    }
+                }
+            }
+            if p.current.load(Ordering::Acquire) == cur && p.old.load(Ordering::Acquire) == old {
+                return None;
+            }
         }
+    }
+
+    /// The key's state, inserting the key (built by `make`) with a fresh
+    /// state if it is absent. `None`: the map is full of keys that are not
+    /// idle at epoch `now` (see "Bounds and eviction").
+    pub(crate) fn get_or_insert<'g>(
+        &'g self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> K,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+    ) -> Option<&'g V> {
+        if !self.reserve(now, cfg) {
+            return None;
+        }
+        let i = Self::shard(hash);
+        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let p = &self.ptrs[i];
+        // SAFETY: under the lock `current` only changes by our hand, and a
+        // table is freed only through the collector (invariants 1, 3).
+        if let Some(t) = unsafe { p.current.load(Ordering::Acquire).as_ref() } {
+            if let Some(s) = t.find(hash, &is) {
+                debug_assert!(!s.value().is_dead(), "invariant 4");
+                self.len.fetch_sub(1, Ordering::AcqRel);
+                return Some(s.value());
+            }
+        }
+        let t = self.room_for_one(i, &mut st, cfg, now, guard);
+        let s = t.insert(hash, make(), |v| v.init(cfg, false));
+        st.len += 1;
+        Some(s.value())
+    }
+
+    /// Reserves room for one more key, sweeping every shard (at most once
+    /// per epoch) when full.
+    fn reserve(&self, now: u64, cfg: &V::Cfg) -> bool {
+        for attempt in 0..2 {
+            let mut c = self.len.load(Ordering::Acquire);
+            while c < self.max_keys {
+                match self.len.compare_exchange_weak(
+                    c,
+                    c + 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return true,
+                    Err(actual) => c = actual,
+                }
+            }
+            let mark = now.saturating_add(1);
+            let last = self.full_swept.load(Ordering::Acquire);
+            if attempt == 1
+                || last == mark
+                || self
+                    .full_swept
+                    .compare_exchange(last, mark, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                return false;
+            }
+            self.evict_idle(now, cfg);
+        }
+        false
+    }
+
+    /// The automatic sweep step: the first caller at each new epoch sweeps
+    /// the next `sweep_per_epoch` shards. One load otherwise.
+    #[inline]
+    pub(crate) fn maybe_sweep(&self, now: u64, cfg: &V::Cfg) {
+        if self.sweep_per_epoch == 0 {
+            return;
+        }
+        let last = self.swept.load(Ordering::Relaxed);
+        if now > last
+            && self
+                .swept
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.sweep_step(now, now - last, cfg);
+        }
+    }
+
+    #[cold]
+    fn sweep_step(&self, now: u64, epochs: u64, cfg: &V::Cfg) {
+        let shards = (self.sweep_per_epoch as u64).saturating_mul(epochs);
+        for _ in 0..shards.min(SHARDS as u64) {
+            let i = self.cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            self.sweep_shard(i, now, cfg);
+        }
+    }
+
+    /// Removes every key idle at epoch `now`; returns how many.
+    pub(crate) fn evict_idle(&self, now: u64, cfg: &V::Cfg) -> usize {
+        (0..SHARDS).map(|i| self.sweep_shard(i, now, cfg)).sum()
+    }
+
+    /// The shard's current table, with room for one more key: allocated,
+    /// swept or rebuilt as needed. Called under the shard lock.
+    fn room_for_one<'g>(
+        &'g self,
+        i: usize,
+        st: &mut ShardState,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+    ) -> &'g Table<K, V> {
+        let p = &self.ptrs[i];
+        let cur = p.current.load(Ordering::Acquire);
+        // SAFETY: as in `get_or_insert`.
+        if let Some(t) = unsafe { cur.as_ref() } {
+            if st.len + st.tombs < t.max_used() {
+                return t;
+            }
+            if self.sweep_per_epoch > 0 {
+                // Idle keys become tombstones, which the rebuild drops:
+                // the new table is sized for the keys still live.
+                self.sweep_locked(t, st, now, cfg, guard);
+            }
+        }
+        self.rebuild(i, st, cfg, guard)
+    }
+
+    /// Replaces the shard's table by one sized for twice its live keys,
+    /// moving every key (invariants 1, 2). Called under the shard lock.
+    fn rebuild<'g>(
+        &'g self,
+        i: usize,
+        st: &mut ShardState,
+        cfg: &V::Cfg,
+        guard: &'g Guard<'g>,
+    ) -> &'g Table<K, V> {
+        let p = &self.ptrs[i];
+        let want = ((st.len + 1) * 2).div_ceil(GROUP).next_power_of_two();
+        let fresh = Box::into_raw(Box::new(Table::new(want, V::vacant)));
+        let old = p.current.load(Ordering::Acquire);
+        if old.is_null() {
+            p.current.store(fresh, Ordering::Release);
+            // SAFETY: just allocated; freed only through the collector.
+            return unsafe { &*fresh };
+        }
+        p.old.store(old, Ordering::Release);
+        p.current.store(fresh, Ordering::Release);
+        // SAFETY: `old` and `fresh` stay valid: `old` is freed below only
+        // through the collector, `fresh` is the shard's current table.
+        let (o, n) = unsafe { (&*old, &*fresh) };
+        let mut moved = 0;
+        o.for_each(|s| {
+            let v = s.value();
+            if v.is_dead() {
+                return;
+            }
+            // SAFETY: `for_each` yields `FULL` slots loaded with `Acquire`.
+            let key = unsafe { s.key() }.clone();
+            let h = self.hash(&key);
+            let to = n.insert(h, key, |to| to.init(cfg, true));
+            v.move_into(to.value(), cfg, guard, &self.graveyard);
+            moved += 1;
+        });
+        p.old.store(ptr::null_mut(), Ordering::Release);
+        // SAFETY: `old` is unlinked (neither `current` nor `old` holds it),
+        // so only guards pinned before now can reach it.
+        unsafe { guard.defer_free(old, &self.graveyard) };
+        st.len = moved;
+        st.tombs = 0;
+        n
+    }
+
+    fn sweep_locked(
+        &self,
+        t: &Table<K, V>,
+        st: &mut ShardState,
+        now: u64,
+        cfg: &V::Cfg,
+        guard: &Guard<'_>,
+    ) -> usize {
+        let mut dropped = 0;
+        t.for_each(|s| {
+            if s.value().try_retire(now, cfg, guard, &self.graveyard) {
+                t.remove(s);
+                dropped += 1;
+            }
+        });
+        st.len -= dropped;
+        st.tombs += dropped;
+        self.len.fetch_sub(dropped, Ordering::AcqRel);
+        dropped
+    }
+
+    /// Retires and removes every idle key of shard `i` (idle at epoch
+    /// `now`); returns how many.
+    fn sweep_shard(&self, i: usize, now: u64, cfg: &V::Cfg) -> usize {
+        let guard = Guard::pin(&self.graveyard);
+        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: as in `get_or_insert`.
+        match unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
+            Some(t) => self.sweep_locked(t, &mut st, now, cfg, &guard),
+            None => 0,
+        }
+    }
+
+    /// Calls `f(key, state)` for every key held, one shard at a time under
+    /// its lock (consistent per shard; keys of other shards may change
+    /// meanwhile).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&K, &V)) {
+        for i in 0..SHARDS {
+            let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: as in `get_or_insert`.
+            if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
+                t.for_each(|s: &Slot<K, V>| {
+                    // SAFETY: `FULL` slot, loaded with `Acquire`.
+                    f(unsafe { s.key() }, s.value())
+                });
+            }
+        }
+    }
+
+    /// Calls `f(key, state)` for every key of `hash`'s shard, under its
+    /// lock.
+    pub(crate) fn for_each_in_shard(&self, hash: u64, mut f: impl FnMut(&K, &V)) {
+        let i = Self::shard(hash);
+        let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: as in `get_or_insert`.
+        if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
+            // SAFETY: `FULL` slots, loaded with `Acquire`.
+            t.for_each(|s| f(unsafe { s.key() }, s.value()));
+        }
+    }
+
+    /// Bytes held by the tables and the states' heap parts.
+    pub(crate) fn memory_bytes(&self, cfg: &V::Cfg) -> usize {
+        let mut b = std::mem::size_of::<Self>()
+            + SHARDS * (std::mem::size_of::<Ptrs<K, V>>() + std::mem::size_of::<Mutex<ShardState>>());
+        for i in 0..SHARDS {
+            let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: as in `get_or_insert`.
+            if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
+                b += t.memory_bytes();
+                t.for_each(|s| b += s.value().heap_bytes(cfg));
+            }
+        }
+        b
     }
 }
 
-#[cfg(loom)]
-pub(crate) struct Map<K: 'static> {
-    inner: crate::sync::Mutex<std::collections::HashMap<K, EntryRef>>,
+impl<K, V, S> Map<K, V, S> {
+    /// The collector every guard on this map pins.
+    #[inline]
+    pub(crate) fn graveyard(&self) -> &Graveyard {
+        &self.graveyard
+    }
+
+    /// Keys held now (never more than `max_keys`).
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
 }
 
-#[cfg(loom)]
-impl<K: Hash + Eq + Clone + Send + Sync + 'static> Map<K> {
-    pub(crate) fn new() -> Self {
-        Map {
-            inner: crate::sync::Mutex::new(std::collections::HashMap::new()),
-        }
-    }
-
-    pub(crate) fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&EntryRef) -> R) -> Option<R>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let e = self.inner.lock().unwrap().get(key).cloned();
-        e.map(|e| f(&e))
-    }
-
-    pub(crate) fn insert(&self, key: K, entry: EntryRef) -> Result<(), K> {
-        let mut m = self.inner.lock().unwrap();
-        if m.contains_key(&key) {
-            return Err(key);
-        }
-        m.insert(key, entry);
-        Ok(())
-    }
-
-    pub(crate) fn remove_if_same<Q>(&self, key: &Q, entry: &EntryRef) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        let mut m = self.inner.lock().unwrap();
-        if m.get(key).is_some_and(|v| EntryRef::ptr_eq(v, entry)) {
-            m.remove(key);
-            true
-        } else {
-            false
-        }
-    }
-
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&K, &EntryRef)) {
-        let all: Vec<(K, EntryRef)> = self
-            .inner
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (k, v) in &all {
-            f(k, v);
+impl<K, V, S> Drop for Map<K, V, S> {
+    fn drop(&mut self) {
+        for p in self.ptrs.iter_mut() {
+            for t in [&mut p.current, &mut p.old] {
+                #[cfg(not(loom))]
+                let raw = *t.get_mut();
+                #[cfg(loom)]
+                let raw = t.with_mut(|t| *t);
+                if !raw.is_null() {
+                    // SAFETY: `&mut self`: no lookup is running, and a
+                    // table in `current`/`old` was never handed to the
+                    // collector (that happens only after it is unlinked).
+                    drop(unsafe { Box::from_raw(raw) });
+                }
+            }
         }
     }
 }

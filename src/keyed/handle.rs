@@ -1,0 +1,166 @@
+//! Handles on one key: [`KeyHandle`] and [`HotKeyHandle`]. A handle keeps
+//! the owned key and its hash, so its adds skip hashing the key (the
+//! costliest step of a lookup with the default keyed hasher); the lookup
+//! itself is the map's, lock-free, and follows the key wherever the map
+//! moves or re-inserts it.
+
+use super::hot::{hot_step_following, is_hot};
+use super::key::Key;
+use super::reclaim::Guard;
+use super::windows::KeyedWindows;
+use super::HotKeyDetector;
+use crate::clock::{Clock, MonotonicClock};
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+
+/// A handle on one key of a [`KeyedWindows`]: adds without hashing the key
+/// again. If the key is evicted (its window went empty), the next add
+/// inserts it afresh, so nothing is lost.
+///
+/// ```
+/// use stripecount::{KeyedWindows, ManualClock};
+/// use std::time::Duration;
+///
+/// let w = KeyedWindows::with_clock(Duration::from_secs(1), 10, ManualClock::new())?;
+/// let h = w.handle("hot");
+/// for _ in 0..100 {
+///     assert!(h.add_at(0, 1));
+/// }
+/// assert_eq!(h.add_and_sum_at(0, 1), 101);
+/// assert_eq!(w.sum_at("hot", 0), 101);
+/// # Ok::<(), stripecount::ConfigError>(())
+/// ```
+pub struct KeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomState> {
+    windows: &'a KeyedWindows<K, C, S>,
+    key: K,
+    hash: u64,
+}
+
+impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
+    /// A handle on `key` (see [`KeyHandle`]).
+    pub fn handle<Q: super::KeyRef<K> + ?Sized>(&self, key: &Q) -> KeyHandle<'_, K, C, S> {
+        KeyHandle {
+            windows: self,
+            key: key.to_key(),
+            hash: self.map.hash(key),
+        }
+    }
+}
+
+impl<K: Key, C: Clock, S: BuildHasher> KeyHandle<'_, K, C, S> {
+    /// The key.
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+
+    /// Adds `n` at `now`; `true` if it was counted (as
+    /// [`KeyedWindows::add_at`]).
+    #[inline]
+    pub fn add_at(&self, now: u64, n: u64) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let w = self.windows;
+        let guard = Guard::pin(w.map.graveyard());
+        matches!(
+            w.add_in(self.hash, &self.key, w.epoch(now), n, &guard),
+            Some((_, super::state::Outcome::Head(_) | super::state::Outcome::Elsewhere))
+        )
+    }
+
+    /// Adds `n` now; `true` if it was counted.
+    #[inline]
+    pub fn add(&self, n: u64) -> bool {
+        self.add_at(self.windows.clock.now(), n)
+    }
+
+    /// Adds `n` at `now` and returns the key's window sum after it (as
+    /// [`KeyedWindows::add_and_sum_at`], with its cost).
+    pub fn add_and_sum_at(&self, now: u64, n: u64) -> u64 {
+        self.windows.add_and_sum_at(&self.key, now, n)
+    }
+
+    /// The key's window sum at `now`.
+    pub fn sum_at(&self, now: u64) -> u64 {
+        self.windows.sum_at(&self.key, now)
+    }
+}
+
+/// A handle on one key of a [`HotKeyDetector`]: adds without hashing the
+/// key again, with the same hot rule as [`HotKeyDetector::add_at`].
+///
+/// ```
+/// use stripecount::{HotKeyDetector, ManualClock};
+/// use std::time::Duration;
+///
+/// let d = HotKeyDetector::with_clock(Duration::from_secs(1), 10, 3, ManualClock::new())?;
+/// let h = d.handle("k");
+/// assert!(!h.add_at(0, 2));
+/// assert_eq!(h.became_hot_at(0, 2), Some(4));
+/// assert!(h.is_hot_at(0));
+/// # Ok::<(), stripecount::ConfigError>(())
+/// ```
+pub struct HotKeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomState> {
+    detector: &'a HotKeyDetector<K, C, S>,
+    key: K,
+    hash: u64,
+}
+
+impl<K: Key, C: Clock, S: BuildHasher> HotKeyDetector<K, C, S> {
+    /// A handle on `key` (see [`HotKeyHandle`]).
+    pub fn handle<Q: super::KeyRef<K> + ?Sized>(&self, key: &Q) -> HotKeyHandle<'_, K, C, S> {
+        HotKeyHandle {
+            detector: self,
+            key: key.to_key(),
+            hash: self.windows.map.hash(key),
+        }
+    }
+}
+
+impl<K: Key, C: Clock, S: BuildHasher> HotKeyHandle<'_, K, C, S> {
+    /// The key.
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+
+    /// Adds `n` at `now`; `Some(window sum after this add)` if this add
+    /// made the key hot.
+    #[inline]
+    pub fn became_hot_at(&self, now: u64, n: u64) -> Option<u64> {
+        if n == 0 {
+            return None;
+        }
+        let d = self.detector;
+        let w = &d.windows;
+        let e = w.epoch(now);
+        let guard = Guard::pin(w.map.graveyard());
+        let (st, o) = w.add_in(self.hash, &self.key, e, n, &guard)?;
+        hot_step_following(w, self.hash, |k| *k == self.key, st, o, e, n, d.threshold)
+    }
+
+    /// Adds `n` at `now`; `true` if this add made the key hot.
+    #[inline]
+    pub fn add_at(&self, now: u64, n: u64) -> bool {
+        self.became_hot_at(now, n).is_some()
+    }
+
+    /// Adds `n` now; `true` if this add made the key hot.
+    #[inline]
+    pub fn add(&self, n: u64) -> bool {
+        self.add_at(self.detector.windows.clock.now(), n)
+    }
+
+    /// Whether the key is hot by the rule and its window sum at `now` is at
+    /// least the threshold.
+    pub fn is_hot_at(&self, now: u64) -> bool {
+        let d = self.detector;
+        let w = &d.windows;
+        let sum = w.read_at(&self.key, w.epoch(now));
+        let guard = Guard::pin(w.map.graveyard());
+        sum >= d.threshold
+            && w
+                .map
+                .get(self.hash, |k| *k == self.key, &guard)
+                .is_some_and(|st| is_hot(st, sum, d.threshold))
+    }
+}

@@ -1,0 +1,309 @@
+//! One open-addressing hash table of the per-key map: control bytes in
+//! groups of eight (the SwissTable layout) and slots that hold each key and
+//! its per-key state **inline**, so that an add on a known key touches the
+//! control group (1 byte a slot: a 1M-key map's control bytes fit in the
+//! L2/L3 caches) and one slot, which holds everything the add writes.
+//!
+//! # Control bytes
+//! `EMPTY` (never used), `TOMB` (removed), or `FULL(h2)`: the top 7 bits of
+//! the key's hash. A group of eight is one `AtomicU64`, so a probe reads a
+//! group with one load and matches `h2` in all eight bytes at once.
+//!
+//! # Invariants
+//! 1. Control words are written only by the owner of the table's shard
+//!    lock (see `map.rs`), and only these transitions happen:
+//!    `EMPTY -> FULL(h2)` (insert) and `FULL(h2) -> TOMB` (remove). A slot
+//!    is never reused: a lock-free reader may still be comparing the key of
+//!    a removed slot, so a key is written once, before its slot turns
+//!    `FULL`, and dropped only with the table (itself freed only after
+//!    every guard that could read it is gone, see `reclaim.rs`).
+//! 2. A slot's key and its value's initial state are written before the
+//!    `Release` store of the control word that makes it `FULL`; a reader
+//!    reads them only after an `Acquire` load that saw `FULL`. After that
+//!    the key is immutable and the value is only touched through its
+//!    atomics.
+//! 3. Every table keeps at least one `EMPTY` byte per probe sequence (the
+//!    map rebuilds a table before `FULL + TOMB` exceeds 7/8 of its slots),
+//!    so every probe ends.
+//!
+//! Probing visits groups `g, g + 1, g + 3, g + 6, ...` (triangular, which
+//! reaches every group of a power-of-two table) and stops at the first
+//! group with an `EMPTY` byte.
+
+use crate::sync::{AtomicU64, Ordering};
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+
+/// Slots per control group.
+pub(crate) const GROUP: usize = 8;
+const EMPTY: u8 = 0x80;
+const TOMB: u8 = 0xFE;
+const LSB: u64 = 0x0101_0101_0101_0101;
+const MSB: u64 = 0x8080_8080_8080_8080;
+
+/// The 7-bit tag of a hash stored in its control byte (never `EMPTY` or
+/// `TOMB`, whose high bit is set).
+#[inline]
+fn h2(hash: u64) -> u8 {
+    (hash >> 57) as u8
+}
+
+/// Bytes of `group` equal to `b`, as the high bit of each matching byte.
+/// The zero-byte test on `group ^ b` can also flag a byte equal to `b ^ 1`
+/// just above a true match (a borrow). For `b = h2(..)` such a byte is a
+/// `FULL` slot whose key is compared anyway; for `b = EMPTY` it would be
+/// `0x81`, which no control byte is, so `EMPTY` matches are exact.
+#[inline]
+fn matches(group: u64, b: u8) -> u64 {
+    let x = group ^ (LSB * u64::from(b));
+    x.wrapping_sub(LSB) & !x & MSB
+}
+
+/// Byte index of the lowest set high bit of a match mask.
+#[inline]
+fn first(mask: u64) -> usize {
+    (mask.trailing_zeros() / 8) as usize
+}
+
+/// One slot: a key (initialized once the slot has been `FULL`) and the
+/// per-key state, which every slot holds from allocation on.
+pub(crate) struct Slot<K, V> {
+    key: UnsafeCell<MaybeUninit<K>>,
+    value: V,
+}
+
+impl<K, V> Slot<K, V> {
+    /// The slot's per-key state.
+    #[inline]
+    pub(crate) fn value(&self) -> &V {
+        &self.value
+    }
+
+    /// The key.
+    ///
+    /// # Safety
+    /// The slot's control byte was seen `FULL` or `TOMB` with `Acquire`
+    /// (invariant 2).
+    #[inline]
+    pub(crate) unsafe fn key(&self) -> &K {
+        // SAFETY: initialized before the slot was published (the caller's
+        // contract) and never written again.
+        unsafe { (*self.key.get()).assume_init_ref() }
+    }
+}
+
+// SAFETY: a slot shares its key (immutable after publication) and its value
+// (atomics) across threads; both must be shareable and sendable.
+unsafe impl<K: Send + Sync, V: Send + Sync> Sync for Slot<K, V> {}
+
+/// One open-addressing table (see the module docs).
+pub(crate) struct Table<K, V> {
+    ctrl: Box<[AtomicU64]>,
+    slots: Box<[Slot<K, V>]>,
+}
+
+impl<K, V> Table<K, V> {
+    /// A table of `groups * GROUP` vacant slots (`groups` a power of two),
+    /// each value built by `vacant`.
+    pub(crate) fn new(groups: usize, vacant: impl Fn() -> V) -> Self {
+        debug_assert!(groups.is_power_of_two());
+        Table {
+            ctrl: (0..groups)
+                .map(|_| AtomicU64::new(u64::from_ne_bytes([EMPTY; GROUP])))
+                .collect(),
+            slots: (0..groups * GROUP)
+                .map(|_| Slot {
+                    key: UnsafeCell::new(MaybeUninit::uninit()),
+                    value: vacant(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Slots in the table.
+    #[inline]
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The most slots that may be `FULL` or `TOMB` (invariant 3).
+    #[inline]
+    pub(crate) fn max_used(&self) -> usize {
+        self.capacity() / 8 * 7
+    }
+
+    /// Bytes the table holds (control bytes and slots).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.ctrl.len() * std::mem::size_of::<AtomicU64>()
+            + self.slots.len() * std::mem::size_of::<Slot<K, V>>()
+    }
+
+    #[inline]
+    fn probe(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+        let mask = self.ctrl.len() - 1;
+        let mut g = hash as usize & mask;
+        let mut step = 0;
+        std::iter::from_fn(move || {
+            let at = g;
+            step += 1;
+            g = (g + step) & mask;
+            Some(at)
+        })
+        .take(self.ctrl.len())
+    }
+
+    /// The `FULL` slot holding a key for which `eq` is true, if any.
+    /// Lock-free: callers hold a guard that keeps the table alive.
+    #[inline]
+    pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(&K) -> bool) -> Option<&Slot<K, V>> {
+        let tag = h2(hash);
+        for g in self.probe(hash) {
+            let group = self.ctrl[g].load(Ordering::Acquire);
+            let mut m = matches(group, tag);
+            while m != 0 {
+                let slot = &self.slots[g * GROUP + first(m)];
+                // SAFETY: the byte was `FULL` in a word loaded with
+                // `Acquire` (invariant 2).
+                if eq(unsafe { slot.key() }) {
+                    return Some(slot);
+                }
+                m &= m - 1;
+            }
+            if matches(group, EMPTY) != 0 {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Publishes `key` in the first `EMPTY` slot of its probe sequence,
+    /// after `init` has prepared the slot's value; returns the slot.
+    ///
+    /// The caller holds the shard lock, has checked the key is absent, and
+    /// has checked that one more used slot stays within [`max_used`].
+    ///
+    /// [`max_used`]: Table::max_used
+    pub(crate) fn insert(&self, hash: u64, key: K, init: impl FnOnce(&V)) -> &Slot<K, V> {
+        for g in self.probe(hash) {
+            let group = self.ctrl[g].load(Ordering::Relaxed);
+            let m = matches(group, EMPTY);
+            if m == 0 {
+                continue;
+            }
+            let i = first(m);
+            let slot = &self.slots[g * GROUP + i];
+            // SAFETY: the slot is `EMPTY`, so no reader looks at its key,
+            // and the shard lock makes us its only writer.
+            unsafe { (*slot.key.get()).write(key) };
+            init(&slot.value);
+            let mut bytes = group.to_ne_bytes();
+            bytes[i] = h2(hash);
+            self.ctrl[g].store(u64::from_ne_bytes(bytes), Ordering::Release);
+            return slot;
+        }
+        unreachable!("a table always keeps EMPTY slots (invariant 3)")
+    }
+
+    /// Turns `slot` (`FULL`, of this table) into `TOMB`. The caller holds
+    /// the shard lock.
+    pub(crate) fn remove(&self, slot: &Slot<K, V>) {
+        let i = self.index_of(slot);
+        let (g, b) = (i / GROUP, i % GROUP);
+        let mut bytes = self.ctrl[g].load(Ordering::Relaxed).to_ne_bytes();
+        debug_assert!(bytes[b] & 0x80 == 0, "removing a slot that is not FULL");
+        bytes[b] = TOMB;
+        self.ctrl[g].store(u64::from_ne_bytes(bytes), Ordering::Release);
+    }
+
+    fn index_of(&self, slot: &Slot<K, V>) -> usize {
+        let base = self.slots.as_ptr() as usize;
+        let i = (slot as *const Slot<K, V> as usize - base) / std::mem::size_of::<Slot<K, V>>();
+        debug_assert!(i < self.slots.len());
+        i
+    }
+
+    /// Calls `f` on every `FULL` slot (a weakly consistent scan: slots
+    /// published or removed during it may be missed).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Slot<K, V>)) {
+        for (g, word) in self.ctrl.iter().enumerate() {
+            let bytes = word.load(Ordering::Acquire).to_ne_bytes();
+            for (b, &c) in bytes.iter().enumerate() {
+                if c & 0x80 == 0 {
+                    f(&self.slots[g * GROUP + b]);
+                }
+            }
+        }
+    }
+}
+
+impl<K, V> Drop for Table<K, V> {
+    fn drop(&mut self) {
+        for (g, word) in self.ctrl.iter_mut().enumerate() {
+            #[cfg(not(loom))]
+            let bytes = word.get_mut().to_ne_bytes();
+            #[cfg(loom)]
+            let bytes = word.with_mut(|w| w.to_ne_bytes());
+            for (b, &c) in bytes.iter().enumerate() {
+                if c != EMPTY {
+                    // SAFETY: `FULL` and `TOMB` slots hold an initialized key
+                    // (invariant 1), dropped once, here, with exclusive access.
+                    unsafe { self.slots[g * GROUP + b].key.get_mut().assume_init_drop() };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_matching_is_exact() {
+        let group = u64::from_ne_bytes([1, 0x80, 1, 0x7F, 0xFE, 0, 1, 0x80]);
+        assert_eq!(matches(group, 1), 0x0080_0000_0080_0080);
+        assert_eq!(matches(group, EMPTY), 0x8000_0000_0000_8000);
+        // Byte 6 (1 = 0 ^ 1, above the true match at byte 5) is a false
+        // positive: a FULL byte, whose key the caller compares.
+        assert_eq!(matches(group, 0), 0x0080_8000_0000_0000);
+        assert_eq!(first(matches(group, 0x7F)), 3);
+    }
+
+    #[test]
+    fn insert_find_remove() {
+        let t: Table<u64, AtomicU64> = Table::new(4, || AtomicU64::new(0));
+        // Hashes chosen to collide on the group and on h2.
+        let hashes: Vec<u64> = (0..t.max_used() as u64).map(|i| (i << 57) | 1).collect();
+        for (i, &h) in hashes.iter().enumerate().take(t.max_used()) {
+            let s = t.insert(h, i as u64, |v| v.store(i as u64 * 10, Ordering::Relaxed));
+            assert_eq!(unsafe { *s.key() }, i as u64);
+        }
+        for (i, &h) in hashes.iter().enumerate().take(t.max_used()) {
+            let s = t.find(h, |k| *k == i as u64).expect("present");
+            assert_eq!(s.value().load(Ordering::Relaxed), i as u64 * 10);
+        }
+        assert!(t.find(hashes[0], |k| *k == 999).is_none());
+        let s = t.find(hashes[3], |k| *k == 3).unwrap();
+        t.remove(s);
+        assert!(t.find(hashes[3], |k| *k == 3).is_none());
+        // A removed slot does not end probes: keys after it are still found.
+        assert!(t.find(hashes[7], |k| *k == 7).is_some());
+        let mut n = 0;
+        t.for_each(|_| n += 1);
+        assert_eq!(n, t.max_used() - 1);
+    }
+
+    #[test]
+    fn keys_are_dropped_with_the_table() {
+        let marker = std::sync::Arc::new(());
+        {
+            let t: Table<std::sync::Arc<()>, AtomicU64> = Table::new(1, || AtomicU64::new(0));
+            t.insert(5, marker.clone(), |_| {});
+            let s = t.insert(6, marker.clone(), |_| {});
+            t.remove(s);
+            assert_eq!(std::sync::Arc::strong_count(&marker), 3);
+        }
+        assert_eq!(std::sync::Arc::strong_count(&marker), 1);
+    }
+}
