@@ -60,12 +60,8 @@ fn bench<F>(
             let per_thread = (iters / threads as u64).max(1);
             let start = clock.fetch_add(per_thread * STEP, Ordering::Relaxed);
             let add = add.clone();
-            pool.run(iters, move |_, ops| {
-                let mut t = start;
-                for _ in 0..ops {
-                    add(black_box(t), black_box(1));
-                    t += STEP;
-                }
+            pool.run_ops(per_thread, move |_, i| {
+                add(black_box(start + i * STEP), black_box(1))
             })
         })
     });
