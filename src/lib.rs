@@ -28,6 +28,7 @@ mod multi;
 mod slice;
 mod stripes;
 mod sync;
+mod thread_id;
 mod window;
 
 // The public names, listed (no glob re-exports): each lives in the module
@@ -40,6 +41,12 @@ pub use limiter::{Denied, FixedWindowLimiter, SlidingWindowLimiter, MAX_EXACT_LI
 pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};
+
+/// Loom models only: the calling thread gives its token back, as a real
+/// thread does when it exits (see `src/thread_id.rs`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use thread_id::exit_thread as __loom_exit_thread;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

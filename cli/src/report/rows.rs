@@ -283,12 +283,20 @@ fn window_add_at(_: &Setup, _: usize) -> Job {
 
 fn window_add_coarse(_: &Setup, _: usize) -> Job {
     let w = Arc::new(window(CoarseClock::new()));
-    Arc::new(move |_, stop| batches(stop, || w.add(1)))
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(w.add(1));
+        })
+    })
 }
 
 fn window_add_monotonic(_: &Setup, _: usize) -> Job {
     let w = Arc::new(window(MonotonicClock));
-    Arc::new(move |_, stop| batches(stop, || w.add(1)))
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(w.add(1));
+        })
+    })
 }
 
 /// The multi-resolution levels: the report's 1 s window, then 1 min and 1 h
@@ -301,7 +309,11 @@ pub const MULTI_LEVELS: [(Duration, usize); 3] = [
 
 fn multi_add_at(_: &Setup, _: usize) -> Job {
     let w = Arc::new(MultiWindow::new(&MULTI_LEVELS).expect("valid levels"));
-    Arc::new(move |_, stop| batches_at(stop, caller_now, |t| w.add_at(t, 1)))
+    Arc::new(move |_, stop| {
+        batches_at(stop, caller_now, |t| {
+            black_box(w.add_at(t, 1));
+        })
+    })
 }
 
 fn mutex_ring(_: &Setup, _: usize) -> Job {
