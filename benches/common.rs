@@ -1,6 +1,7 @@
 //! Shared by the criterion benches: run `op` on N pool threads that share
-//! one instance, via `iter_custom` (threads spawned once, outside the timed
-//! region; the timer starts after the barrier).
+//! one instance, via `iter_custom`, on the harness the contention report
+//! uses too (`stripecount_baselines::harness`: threads spawned once, outside
+//! the timed region; the timer starts after the barrier).
 
 #![allow(dead_code)]
 
@@ -8,10 +9,10 @@ use criterion::{BenchmarkGroup, BenchmarkId, Throughput};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount_baselines::harness::Pool;
+use stripecount_baselines::harness::{Pool, THREAD_COUNTS};
 
-/// Thread counts every bench covers.
-pub const THREADS: [usize; 4] = [1, 2, 4, 8];
+/// Thread counts every bench covers: the harness's one list.
+pub const THREADS: [usize; THREAD_COUNTS.len()] = THREAD_COUNTS;
 
 /// The next op index. Indices keep growing across criterion's repeated
 /// calls, so an op that derives a time from its index never goes back in
@@ -38,17 +39,13 @@ pub fn bench_threads<S, F>(
         |b, _| {
             b.iter_custom(|iters| {
                 let state = state.clone();
-                let threads = pool.threads() as u64;
+                let threads = pool.threads() as u32;
                 // Every thread performs `iters` ops; the time is for all of them,
                 // so divide by the thread count to report per-op throughput of
                 // the whole shared instance.
                 let base = NEXT_INDEX.fetch_add(iters, Ordering::Relaxed);
-                let elapsed = pool.run(iters * threads, move |t, n| {
-                    for i in base..base + n {
-                        op(&state, t, i);
-                    }
-                });
-                elapsed / threads as u32
+                let elapsed = pool.run_ops(iters, move |t, i| op(&state, t, base + i));
+                elapsed / threads
             })
         },
     );

@@ -1,6 +1,13 @@
-//! StripedCounter vs one shared AtomicU64 vs Mutex<u64> vs per-thread
-//! padded atomics (the ideal), at 1, 2, 4 and 8 threads sharing one
+//! StripedCounter vs fast-counter's `ConcurrentCounter` (the peer: cells
+//! indexed by a thread number, `fetch_add`), one shared AtomicU64,
+//! Mutex<u64> and per-thread padded atomics (`fetch_add` on a cell per
+//! thread, told its index up front), at 1, 2, 4 and 8 threads sharing one
 //! instance. Reported as elements/s of the whole instance.
+//!
+//! ```sh
+//! cargo bench --bench counter
+//! python3 scripts/bench-table.py --base AtomicU64 counter_add
+//! ```
 
 mod common;
 
@@ -26,6 +33,16 @@ fn counters(c: &mut Criterion) {
         bench_threads(
             &mut g,
             &pool,
+            "fast-counter",
+            // Sized as its docs suggest: one cell per core.
+            Arc::new(fast_counter::ConcurrentCounter::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            )),
+            |s, _, _| s.add(black_box(1)),
+        );
+        bench_threads(
+            &mut g,
+            &pool,
             "AtomicU64",
             Arc::new(AtomicCounter::default()),
             |s, _, _| s.add(black_box(1)),
@@ -40,7 +57,7 @@ fn counters(c: &mut Criterion) {
         bench_threads(
             &mut g,
             &pool,
-            "PerThreadPadded(ideal)",
+            "PerThreadPadded",
             Arc::new(PerThreadCounter::new(threads)),
             |s, t, _| s.add(t, black_box(1)),
         );

@@ -60,12 +60,8 @@ fn bench<F>(
             let per_thread = (iters / threads as u64).max(1);
             let start = clock.fetch_add(per_thread * STEP, Ordering::Relaxed);
             let add = add.clone();
-            pool.run(iters, move |_, ops| {
-                let mut t = start;
-                for _ in 0..ops {
-                    add(black_box(t), black_box(1));
-                    t += STEP;
-                }
+            pool.run_ops(per_thread, move |_, i| {
+                add(black_box(start + i * STEP), black_box(1))
             })
         })
     });
@@ -84,7 +80,9 @@ fn bench_add_at(c: &mut Criterion) {
         for k in 1..=3 {
             let m = multi(k);
             let name = ["multi_1_level", "multi_2_levels", "multi_3_levels"][k - 1];
-            bench(&mut group, &pool, name, move |t, n| m.add_at(t, n));
+            bench(&mut group, &pool, name, move |t, n| {
+                black_box(m.add_at(t, n));
+            });
         }
         // Three levels of one slice length share one ring: one cell add.
         let min = Duration::from_secs(60);
@@ -93,7 +91,9 @@ fn bench_add_at(c: &mut Criterion) {
             &mut group,
             &pool,
             "multi_3_levels_one_slice_len",
-            move |t, n| same.add_at(t, n),
+            move |t, n| {
+                black_box(same.add_at(t, n));
+            },
         );
         let sep = [window(0), window(1), window(2)];
         bench(&mut group, &pool, "window_x3_separate", move |t, n| {

@@ -29,6 +29,7 @@ mod pack;
 mod slice;
 mod stripes;
 mod sync;
+mod thread_id;
 mod window;
 
 // Integrations, each behind its own non-default feature and named after the
@@ -64,6 +65,12 @@ pub use window::{SlidingWindow, MAX_SLICES};
 pub mod admission {
     pub use crate::limiter::{AdmissionState, Config, Refused};
 }
+
+/// Loom models only: the calling thread gives its token back, as a real
+/// thread does when it exits (see `src/thread_id.rs`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use thread_id::exit_thread as __loom_exit_thread;
 
 /// The README's examples, compiled and run as doc tests. Its "Using it in a
 /// service" snippets need the integration features, so the README is tested

@@ -104,11 +104,12 @@
 use crate::clock::{duration_nanos, Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::slice::{Added, CellRow, Fold, SliceCell};
-use crate::stripes::{default_cap, Stripes};
-use crate::sync::{probe, wait_hint, AtomicU64, Ordering};
+use crate::stripes::{default_cap, Stripes, Writer};
+use crate::sync::{wait_hint, AtomicU64, Ordering};
 use crate::window::slice_nanos;
 use std::fmt;
 use std::time::Duration;
+use strength_reduce::StrengthReducedU64;
 
 /// The most levels a [`MultiWindow`] may have. An add costs one cell CAS per
 /// distinct slice length, and a read scans a level's whole ring, so levels
@@ -125,6 +126,13 @@ struct Row {
     cells: CellRow,
     begun: AtomicU64,
     ended: AtomicU64,
+    /// The owner's slice cache (owned rows only, as `SlidingWindow`'s; see
+    /// `crate::window`): the start of the ring-0 epoch `e` of the owner's
+    /// latest add that set a ring-0 cell's epoch, and that cell's index.
+    /// Invariant: that cell holds `e`, unsealed, with `e`'s tag. Only the
+    /// owner reads or writes them (`Relaxed`).
+    start: AtomicU64,
+    slot: AtomicU64,
 }
 
 impl Row {
@@ -142,6 +150,8 @@ impl Row {
             cells: CellRow::from_epochs(init),
             begun: AtomicU64::new(0),
             ended: AtomicU64::new(0),
+            start: AtomicU64::new(0),
+            slot: AtomicU64::new(0),
         }
     }
 
@@ -151,38 +161,59 @@ impl Row {
     }
 }
 
-/// Where a cell's taken count goes: the next coarser ring of the same row,
-/// with the row's fold opened first.
-struct Folder<'a, C: Clock> {
+/// One slow-path add in progress on one row: files counts in the row's
+/// rings, and is where a cell sends the count it takes out of a ring (the
+/// next coarser ring of the same row, with the row's fold opened first).
+struct Placer<'a, C: Clock> {
     window: &'a MultiWindow<C>,
     row: &'a Row,
-    /// The coarser ring's index (may be past the last ring: then the count
-    /// is outside every window and is dropped).
+    writer: Writer,
+    /// The ring a taken count goes to: the one after the ring being
+    /// written (may be past the last ring: then the count is outside every
+    /// window and is dropped).
     next: usize,
-    open: &'a mut bool,
+    /// Whether this add has opened a fold (incremented `begun`).
+    open: bool,
+    /// Whether a CAS lost to another thread.
     contended: bool,
 }
 
-impl<C: Clock> Fold for Folder<'_, C> {
+impl<C: Clock> Placer<'_, C> {
+    /// Files `n` at epoch `e` of ring `k` (or, if that ring has moved past
+    /// `e`, of the next coarser ring; past the last ring it is outside
+    /// every window and dropped). Counts the cells yield as they roll are
+    /// folded into the next ring the same way. Returns the ring the add
+    /// was counted in (`None`: dropped). Recursion depth is at most the
+    /// number of rings (<= [`MAX_LEVELS`]).
+    fn place(&mut self, k: usize, e: u64, n: u64) -> Option<usize> {
+        let ring = &self.window.rings[k];
+        let cell = self.row.cell(ring.base + (e & ring.mask) as usize);
+        let outer = std::mem::replace(&mut self.next, k + 1);
+        let mut contended = false;
+        let added = cell.add_folding_as(self.writer, e, n, ring.len as u64, &mut contended, self);
+        self.next = outer;
+        self.contended |= contended;
+        if added == Added::Recorded {
+            return Some(k);
+        }
+        let coarser = self.window.rings.get(k + 1)?;
+        self.place(k + 1, e / coarser.ratio, n)
+    }
+}
+
+impl<C: Clock> Fold for Placer<'_, C> {
     fn open(&mut self) {
-        if self.next < self.window.rings.len() && !*self.open {
+        if self.next < self.window.rings.len() && !self.open {
             // Before the take, in this thread's order: a reader that sees
             // the take sees this mark (AcqRel).
             self.row.begun.fetch_add(1, Ordering::AcqRel);
-            *self.open = true;
+            self.open = true;
         }
     }
 
     fn fold(&mut self, epoch: u64, count: u64) {
         if let Some(coarser) = self.window.rings.get(self.next) {
-            self.window.place(
-                self.row,
-                self.next,
-                epoch / coarser.ratio,
-                count,
-                self.open,
-                &mut self.contended,
-            );
+            self.place(self.next, epoch / coarser.ratio, count);
         }
     }
 }
@@ -277,6 +308,8 @@ struct Level {
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct MultiWindow<C: Clock = MonotonicClock> {
+    /// Ring 0's slice length, as a precomputed divisor (every add divides).
+    slice0: StrengthReducedU64,
     rings: Box<[RingSpec]>,
     levels: Box<[Level]>,
     rows: Stripes<Row>,
@@ -359,82 +392,101 @@ impl<C: Clock> MultiWindow<C> {
             base += r.len;
         }
         let rings = rings.into_boxed_slice();
-        let rows = Stripes::new(Row::new(&rings), default_cap());
         Ok(MultiWindow {
+            slice0: StrengthReducedU64::new(rings[0].slice_nanos),
+            rows: Stripes::new(default_cap()),
             rings,
             levels: out.into_boxed_slice(),
-            rows,
             clock,
         })
     }
 
-    /// Adds `n` now, at every level (one clock read).
+    /// Loom models only: every thread adds to shared rows (written by
+    /// CAS), as threads beyond the owned rows do, so that a model can race
+    /// writers on one row.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __loom_shared(mut self) -> Self {
+        self.rows.share_all();
+        self
+    }
+
+    /// Adds `n` now, at every level (one clock read). Returns whether the
+    /// add was counted, as [`add_at`](Self::add_at).
     #[inline]
-    pub fn add(&self, n: u64) {
-        self.add_at(self.clock.now(), n);
+    pub fn add(&self, n: u64) -> bool {
+        self.add_at(self.clock.now(), n)
     }
 
     /// Adds `n` at time `now` (nanoseconds on this structure's clock), at
     /// every level. At a level whose ring has already moved a ring length
     /// past `now` the add is not counted (it is outside every window of that
-    /// level); see the type's docs.
-    #[inline]
-    pub fn add_at(&self, now: u64, n: u64) {
+    /// level); see the type's docs. Returns `false` if the add was counted
+    /// at no level (older than even the coarsest ring), `true` otherwise (an
+    /// add of 0 is trivially counted).
+    // Always: the fast path is a few loads and a store (the slow path is
+    // out of line), and a call would cost as much as the add.
+    #[inline(always)]
+    pub fn add_at(&self, now: u64, n: u64) -> bool {
         if n == 0 {
-            return;
+            return true;
         }
-        let row = self.rows.for_probe(probe::get());
-        let mut contended = false;
-        let ring = &self.rings[0];
-        let e = now / ring.slice_nanos;
-        let cell = row.cell(ring.base + (e & ring.mask) as usize);
-        if !cell.try_add_folding(e, n, &mut contended) {
-            self.add_slow(row, e, n, &mut contended);
+        let (row, writer) = self.rows.for_writer(|| self.row());
+        if writer == Writer::Sole
+            && now.wrapping_sub(row.start.load(Ordering::Relaxed)) < self.rings[0].slice_nanos
+        {
+            // The finest slice of the owner's latest add: its cell holds
+            // this epoch, unsealed (the slice cache's invariant).
+            let slot = row.slot.load(Ordering::Relaxed) as usize;
+            // SAFETY: the cache holds a slot of ring 0, the row's first
+            // cells.
+            if unsafe { row.cells.cell_unchecked(slot) }.try_add_current(n) {
+                return true;
+            }
         }
-        if contended {
-            self.contended();
-        }
+        self.add_slow(row, writer, now, n)
     }
 
-    /// Everything but an add to a live finest cell: rolls, folds, late adds.
+    /// Everything but an owner's add to its latest finest slice: a new
+    /// slice (rolls and folds), a shared row, a late or saturated add.
     #[inline(never)]
-    fn add_slow(&self, row: &Row, e: u64, n: u64, contended: &mut bool) {
-        let mut open = false;
-        self.place(row, 0, e, n, &mut open, contended);
-        if open {
+    fn add_slow(&self, row: &Row, writer: Writer, now: u64, n: u64) -> bool {
+        let ring = &self.rings[0];
+        let e = now / self.slice0;
+        let slot = ring.base + (e & ring.mask) as usize;
+        let mut p = Placer {
+            window: self,
+            row,
+            writer,
+            next: 1,
+            open: false,
+            contended: false,
+        };
+        let at = if row.cell(slot).try_add_as(writer, e, n, &mut p.contended) {
+            Some(0)
+        } else {
+            p.place(0, e, n)
+        };
+        if p.open {
             // Release: everything the fold did is before its end mark.
             row.ended.fetch_add(1, Ordering::AcqRel);
         }
-    }
-
-    /// Files `n` at epoch `e` of ring `k` (or, if that ring has moved past
-    /// `e`, of the next coarser ring; past the last ring it is outside
-    /// every window and dropped). Counts the cell yields as it rolls are
-    /// folded into ring `k + 1` the same way. Recursion depth is at most
-    /// the number of rings (<= [`MAX_LEVELS`]).
-    fn place(&self, row: &Row, k: usize, e: u64, n: u64, open: &mut bool, contended: &mut bool) {
-        let ring = &self.rings[k];
-        let cell = row.cell(ring.base + (e & ring.mask) as usize);
-        let mut folder = Folder {
-            window: self,
-            row,
-            next: k + 1,
-            open,
-            contended: false,
-        };
-        let added = cell.add_folding(e, n, ring.len as u64, contended, &mut folder);
-        *contended |= folder.contended;
-        if added == Added::TooOld {
-            if let Some(coarser) = self.rings.get(k + 1) {
-                self.place(row, k + 1, e / coarser.ratio, n, open, contended);
-            }
+        let start = e * ring.slice_nanos; // <= now: no overflow
+        if writer == Writer::Sole && at == Some(0) && start > row.start.load(Ordering::Relaxed) {
+            // Ring 0's cell `slot` now holds `e`, unsealed, with its tag,
+            // and no later epoch was cached.
+            row.start.store(start, Ordering::Relaxed);
+            row.slot.store(slot as u64, Ordering::Relaxed);
         }
+        if p.contended {
+            self.rows.contended(|| self.row());
+        }
+        at.is_some()
     }
 
-    #[cold]
-    fn contended(&self) {
-        probe::rehash();
-        self.rows.grow(|| Row::new(&self.rings));
+    /// A new row (see [`Row::new`]).
+    fn row(&self) -> Row {
+        Row::new(&self.rings)
     }
 
     /// The total over the last `span` now (see [`MultiWindow::sum_over_at`]).
@@ -527,7 +579,9 @@ impl<C: Clock> MultiWindow<C> {
         &self.clock
     }
 
-    /// Stripes (rows of cells) allocated now: 1 until contention is seen.
+    /// Stripes (rows of cells) allocated now: none before the first add,
+    /// then one per thread that added (up to the CPU count rounded up to a
+    /// power of two), plus shared rows if more threads than that added.
     pub fn stripes(&self) -> usize {
         self.rows.len()
     }
@@ -542,9 +596,8 @@ impl<C: Clock> MultiWindow<C> {
         std::mem::size_of::<Self>()
             + std::mem::size_of_val::<[RingSpec]>(&self.rings)
             + std::mem::size_of_val::<[Level]>(&self.levels)
-            + (self.rows.cap() - 1) * std::mem::size_of::<usize>()
-            + (stripes - 1) * std::mem::size_of::<Row>()
-            + stripes * CellRow::heap_bytes(cells)
+            + self.rows.header_bytes()
+            + stripes * (std::mem::size_of::<Row>() + CellRow::heap_bytes(cells))
     }
 }
 
@@ -579,7 +632,7 @@ mod tests {
         .unwrap();
         let rings: Vec<(usize, usize)> = w.rings.iter().map(|r| (r.base, r.len)).collect();
         assert_eq!(rings, vec![(0, 16), (16, 8), (24, 64)]);
-        assert_eq!(w.rows.get(0).cells.capacity(), 88); // 11 chunks of 8
+        assert_eq!(w.row().cells.capacity(), 88); // 11 chunks of 8
         assert_eq!(std::mem::size_of::<Row>(), 128); // header: pointer and marks
     }
 
@@ -587,11 +640,21 @@ mod tests {
     fn memory_is_cells_plus_headers() {
         const MIN: Duration = Duration::from_secs(60);
         let w = MultiWindow::new(&[(MIN, 60), (60 * MIN, 60), (24 * 60 * MIN, 24)]).unwrap();
-        // 64 + 64 + 32 cells of 16 bytes, one row, its header inline.
-        let fixed = w.memory_bytes() - 160 * 16;
-        assert!(fixed >= 128 && fixed < 1024 + 8 * w.rows.cap(), "{fixed}");
-        w.rows.grow(|| Row::new(&w.rings));
-        assert_eq!(w.memory_bytes(), fixed + 160 * 16 + 128 + 160 * 16);
+        // No row before the first add; then 64 + 64 + 32 cells of 16 bytes
+        // and a 128-byte header per writing thread.
+        let fixed = w.memory_bytes();
+        assert!(fixed < 1024 + 20 * w.rows.cap(), "{fixed}");
+        assert!(w.add_at(0, 1));
+        assert_eq!(w.memory_bytes(), fixed + 128 + 160 * 16);
+        std::thread::spawn({
+            let w = &w as *const MultiWindow as usize;
+            // SAFETY: the window outlives the joined thread.
+            move || assert!(unsafe { &*(w as *const MultiWindow) }.add_at(0, 1))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(w.stripes(), 2);
+        assert_eq!(w.memory_bytes(), fixed + 2 * (128 + 160 * 16));
     }
 
     #[test]

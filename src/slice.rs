@@ -51,8 +51,27 @@
 //! No step waits for another thread: each retry follows a CAS that failed
 //! because another thread's CAS succeeded (lock-free).
 //!
+//! The common case, `epoch == e` with the tag of `e` and room below the
+//! saturation, has a fast path ([`SliceCell::try_add_as`]) on a two-load
+//! snapshot: `epoch`, then `word`. The re-read of `epoch` is not needed
+//! there: the CAS itself proves that `word` still holds `tag(e)`'s count, so
+//! the add lands in `e`'s slice, or (if `epoch` moved on meanwhile and the
+//! recycle is unfinished) in the expired slice of `e`, as above. Only the
+//! ABA bound below can fool it, exactly as it can the full protocol.
+//!
+//! # A sole writer
+//! A cell of an *owned* stripe (see [`crate::stripes`]) has one writing
+//! thread. It runs the same steps on the same snapshots, but writes each
+//! step with a plain `Release` store instead of a CAS ([`Writer::Sole`]):
+//! with no other writer, every CAS would succeed, so the cell goes through
+//! exactly the states the CAS protocol would, in the same order, and
+//! readers (which never write) cannot tell the difference. That is what
+//! makes an owned add a load and a store. A debug build checks, at every
+//! step, that the word or epoch being replaced is still the one read.
+//!
 //! # Orderings
-//! Writes are `AcqRel` CASes, reads `Acquire` loads. The pairs that matter:
+//! Writes are `AcqRel` CASes (or a sole writer's `Release` stores), reads
+//! `Acquire` loads. The pairs that matter:
 //! a reader that sees a recycled `word` (written after the `epoch` CAS in
 //! the recycler's order) must see that `epoch` on its re-read; and a reader
 //! that sees a new `epoch` must see a `word` at least as new as the one the
@@ -60,7 +79,8 @@
 //!
 //! # Folding cells (multi-level windows)
 //! A [`MultiWindow`](crate::MultiWindow) does not drop a recycled count: it
-//! moves it to a coarser ring. Its cells ([`SliceCell::add_folding`]) have
+//! moves it to a coarser ring. Its cells (`SliceCell::add_folding`, in
+//! `slice/fold.rs`) have
 //! one more state, *sealed*: the count field all ones ([`SEALED`], one above
 //! [`MAX_SLICE_COUNT`]). A recycle there first *takes* the count with a CAS
 //! to `tag(epoch) | SEALED` (exactly one thread gets it, and hands it on),
@@ -68,6 +88,9 @@
 //! the coarser ring). Invariant 2 becomes: a word with `tag(prev)` is
 //! always `tag(prev) | SEALED`, so the replace step discards nothing. The
 //! same snapshot, CAS-against-snapshot and two-step rules apply.
+//!
+//! The cells themselves are laid out in rows of whole 128-byte lines
+//! (`CellRow`, in `slice/row.rs`).
 //!
 //! # ABA bound
 //! A thread descheduled between its snapshot and its CAS while the same
@@ -77,7 +100,14 @@
 //! 65,536 slice lengths at the exact instruction and a matching count; we
 //! document it rather than pay for 128-bit atomics.
 
+use crate::stripes::Writer;
 use crate::sync::{AtomicU64, Ordering};
+
+mod fold;
+mod row;
+
+pub(crate) use fold::{Fold, SEALED};
+pub(crate) use row::CellRow;
 
 // The cell word `tag:16 | count:48`. The per-key windows' compact row 0
 // (`crate::keyed`) stores the same word without the epoch beside it, so the
@@ -131,6 +161,28 @@ pub(crate) enum Added {
     TooOld,
 }
 
+/// Writes `new` over `cur` (what the caller read from `atom`) as `writer`
+/// may: a shared writer with a CAS (`false`: another thread wrote first), a
+/// sole writer with a `Release` store (no other thread writes `atom`, so it
+/// still holds `cur`).
+#[inline(always)]
+pub(crate) fn write(atom: &AtomicU64, cur: u64, new: u64, writer: Writer) -> bool {
+    match writer {
+        Writer::Sole => {
+            debug_assert_eq!(
+                atom.load(Ordering::Relaxed),
+                cur,
+                "a sole writer's cell changed under it"
+            );
+            atom.store(new, Ordering::Release);
+            true
+        }
+        Writer::Shared => atom
+            .compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok(),
+    }
+}
+
 /// One slot of a ring: 16 bytes.
 #[derive(Debug)]
 pub(crate) struct SliceCell {
@@ -161,17 +213,13 @@ impl SliceCell {
         }
     }
 
-    /// CASes `epoch` from `ew` towards `e` (`ew < e`, same slot): to `e`, or
+    /// Moves `epoch` from `ew` towards `e` (`ew < e`, same slot): to `e`, or
     /// to `e - stride` when `e` has `ew`'s tag (invariant 3: never move to
     /// an epoch with the same tag).
     #[inline]
-    fn move_epoch(&self, ew: u64, e: u64, stride: u64, contended: &mut bool) {
+    fn move_epoch(&self, ew: u64, e: u64, stride: u64, writer: Writer, contended: &mut bool) {
         let target = if tag(e) == tag(ew) { e - stride } else { e };
-        if self
-            .epoch
-            .compare_exchange(ew, target, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if !write(&self.epoch, ew, target, writer) {
             *contended = true;
         }
     }
@@ -188,11 +236,63 @@ impl SliceCell {
         }
     }
 
-    /// Adds `n` (> 0) at epoch `e`. `stride` is the ring length (the distance
-    /// between epochs that share this slot), `0 < stride <= MAX_STRIDE`.
-    /// Sets `*contended` when a CAS failed because another thread wrote.
+    /// The fast path of every add (plain or folding): adds `n` at epoch `e`
+    /// if the cell holds `e`, its word has `e`'s tag and `count + n` stays
+    /// at most [`MAX_SLICE_COUNT`] (so never on a sealed cell), with one
+    /// write. `false` (and `*contended` if a CAS lost to another thread)
+    /// sends the caller to the full protocol. See the module docs for why
+    /// two loads suffice.
+    #[inline(always)]
+    pub(crate) fn try_add_as(&self, writer: Writer, e: u64, n: u64, contended: &mut bool) -> bool {
+        let ew = self.epoch.load(Ordering::Acquire);
+        let w = self.word.load(Ordering::Acquire);
+        let c = w.wrapping_sub(pack(tag(e), 0));
+        if ew != e || c > MAX_SLICE_COUNT || n > MAX_SLICE_COUNT - c {
+            return false;
+        }
+        if write(&self.word, w, w + n, writer) {
+            return true;
+        }
+        *contended = true;
+        false
+    }
+
+    /// The owner's fastest add: adds `n` if it fits below the saturation,
+    /// with one load and one store. The caller must be the cell's sole
+    /// writer and know that the cell holds the add's epoch with that
+    /// epoch's tag (a window's slice cache); `false` sends it to the full
+    /// protocol.
+    #[inline(always)]
+    pub(crate) fn try_add_current(&self, n: u64) -> bool {
+        let w = self.word.load(Ordering::Relaxed);
+        let c = count_of(w);
+        if c > MAX_SLICE_COUNT || n > MAX_SLICE_COUNT - c {
+            return false;
+        }
+        debug_assert_eq!(tag_of(w), tag(self.epoch.load(Ordering::Relaxed)));
+        self.word.store(w + n, Ordering::Release);
+        true
+    }
+
+    /// Adds `n` (> 0) at epoch `e` with CASes (a shared writer). `stride`
+    /// is the ring length (the distance between epochs that share this
+    /// slot), `0 < stride <= MAX_STRIDE`. Sets `*contended` when a CAS
+    /// failed because another thread wrote.
     #[inline]
     pub(crate) fn add(&self, e: u64, n: u64, stride: u64, contended: &mut bool) -> Added {
+        self.add_as(Writer::Shared, e, n, stride, contended)
+    }
+
+    /// [`SliceCell::add`] as `writer` (see "A sole writer" in the module
+    /// docs).
+    pub(crate) fn add_as(
+        &self,
+        writer: Writer,
+        e: u64,
+        n: u64,
+        stride: u64,
+        contended: &mut bool,
+    ) -> Added {
         debug_assert!(stride > 0 && stride <= MAX_STRIDE);
         loop {
             let (ew, w) = self.snapshot();
@@ -207,26 +307,19 @@ impl SliceCell {
                     // The previous epoch's count is still here: replace it.
                     pack(tag(e), n.min(MAX_SLICE_COUNT))
                 };
-                match self
-                    .word
-                    .compare_exchange(w, new, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(_) => return Added::Recorded,
-                    Err(_) => *contended = true,
+                if write(&self.word, w, new, writer) {
+                    return Added::Recorded;
                 }
+                *contended = true;
             } else if ew > e {
                 return Added::TooOld;
             } else if tag_of(w) != tag(ew) {
                 // Finish the recycle into `ew` (its count is 0 so far).
-                if self
-                    .word
-                    .compare_exchange(w, pack(tag(ew), 0), Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
+                if !write(&self.word, w, pack(tag(ew), 0), writer) {
                     *contended = true;
                 }
             } else {
-                self.move_epoch(ew, e, stride, contended);
+                self.move_epoch(ew, e, stride, writer, contended);
             }
         }
     }
@@ -237,7 +330,9 @@ impl SliceCell {
     /// count)`, or `None` when it holds nothing to take (count 0, a recycle
     /// in progress, or a sealed cell). An add racing the take lands before
     /// it (and is taken) or after it (and stays): the take is one CAS of the
-    /// word against a snapshot, like every write of the protocol.
+    /// word against a snapshot, like every write of the protocol. Only for
+    /// cells whose writers are all [`Writer::Shared`] (the per-key rows): a
+    /// sole writer's plain store could overwrite the take.
     pub(crate) fn take(&self) -> Option<(u64, u64)> {
         loop {
             let (e, w) = self.snapshot();
@@ -253,191 +348,6 @@ impl SliceCell {
                 return Some((e, c));
             }
         }
-    }
-}
-
-/// The count value that marks a cell *sealed* (folding rows only; see
-/// [`SliceCell::add_folding`]), one above [`MAX_SLICE_COUNT`] so that no
-/// saturated count is ever mistaken for it.
-pub(crate) const SEALED: u64 = COUNT_MASK;
-
-/// Where a folding cell sends the count it takes out of the ring (see
-/// [`SliceCell::add_folding`]).
-pub(crate) trait Fold {
-    /// Called before a non-zero count is taken: the count will be in no
-    /// cell from the take until [`Fold::fold`] has placed it.
-    fn open(&mut self);
-    /// The count `count` of epoch `epoch` was taken; place it elsewhere.
-    fn fold(&mut self, epoch: u64, count: u64);
-}
-
-impl SliceCell {
-    /// `(epoch, count)` of a folding cell: as [`SliceCell::read`], with a
-    /// sealed cell reading 0 (its count has been taken).
-    #[inline]
-    pub(crate) fn read_folding(&self) -> (u64, u64) {
-        let (e, c) = self.read();
-        (e, if c == SEALED { 0 } else { c })
-    }
-
-    /// The fast path of [`SliceCell::add_folding`]: adds `n` (> 0) at
-    /// epoch `e` if the cell holds `e`, unsealed and below saturation, with
-    /// one CAS. `false` (and `*contended` on a failed CAS) sends the caller
-    /// to the full protocol.
-    #[inline]
-    pub(crate) fn try_add_folding(&self, e: u64, n: u64, contended: &mut bool) -> bool {
-        let (ew, w) = self.snapshot();
-        let c = count_of(w);
-        if ew != e || tag_of(w) != tag(e) || c >= MAX_SLICE_COUNT {
-            return false;
-        }
-        let new = pack(tag(e), c.saturating_add(n).min(MAX_SLICE_COUNT));
-        match self
-            .word
-            .compare_exchange(w, new, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => true,
-            Err(_) => {
-                *contended = true;
-                false
-            }
-        }
-    }
-
-    /// Adds `n` (> 0) at epoch `e` to a cell of a *folding* ring, whose
-    /// expired counts move on to a coarser ring instead of being dropped.
-    ///
-    /// A folding cell has one more state, *sealed* (count field
-    /// [`SEALED`]): its count has been taken, and it accepts no more adds.
-    /// Invariant 2 of the module docs becomes: when `tag(word) !=
-    /// tag(epoch)`, the word is `tag(prev) | SEALED`, so a recycle never
-    /// discards a count. The steps, each a CAS against a snapshot:
-    /// - `epoch == e`, tag of `e`, not sealed: add (saturating at
-    ///   [`MAX_SLICE_COUNT`]).
-    /// - `epoch == e`, tag of `e`, sealed; or `epoch > e`: the slot has
-    ///   moved past `e`, which is outside every window of this ring:
-    ///   [`Added::TooOld`], and the caller files the add in a coarser ring.
-    /// - `epoch == e`, previous tag (sealed): replace with `tag(e) | n`.
-    /// - `epoch < e`, previous tag: seal it for `epoch` (its count is 0).
-    /// - `epoch < e`, tag of `epoch`, count `c`, not sealed: *take* it, i.e.
-    ///   CAS to `tag(epoch) | SEALED`; for `c > 0`, `f.open()` first and
-    ///   `f.fold(epoch, c)` once the CAS succeeded (exactly one thread takes
-    ///   a given count).
-    /// - `epoch < e`, sealed: move `epoch` to `e` (two steps across a
-    ///   multiple of the tag space, invariant 3).
-    ///
-    /// A late add at a sealed epoch is refused rather than filed, so every
-    /// count is in exactly one place: a live cell, or in the hands of the
-    /// thread between its take and its fold (which `open` lets the caller
-    /// announce to readers). Lock-free, as [`SliceCell::add`].
-    pub(crate) fn add_folding(
-        &self,
-        e: u64,
-        n: u64,
-        stride: u64,
-        contended: &mut bool,
-        f: &mut impl Fold,
-    ) -> Added {
-        debug_assert!(stride > 0 && stride <= MAX_STRIDE);
-        loop {
-            let (ew, w) = self.snapshot();
-            let c = count_of(w);
-            let current = tag_of(w) == tag(ew);
-            debug_assert!(current || c == SEALED, "a recycle never drops a count");
-            let next = if ew == e && current {
-                if c == SEALED {
-                    return Added::TooOld;
-                }
-                if c == MAX_SLICE_COUNT {
-                    return Added::Recorded; // saturated: nothing to write
-                }
-                pack(tag(e), c.saturating_add(n).min(MAX_SLICE_COUNT))
-            } else if ew == e {
-                pack(tag(e), n.min(MAX_SLICE_COUNT))
-            } else if ew > e {
-                return Added::TooOld;
-            } else if !current {
-                pack(tag(ew), SEALED)
-            } else if c != SEALED {
-                if c > 0 {
-                    f.open();
-                }
-                match self.word.compare_exchange(
-                    w,
-                    pack(tag(ew), SEALED),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) if c > 0 => f.fold(ew, c),
-                    Ok(_) => {}
-                    Err(_) => *contended = true,
-                }
-                continue;
-            } else {
-                self.move_epoch(ew, e, stride, contended);
-                continue;
-            };
-            match self
-                .word
-                .compare_exchange(w, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) if ew == e => return Added::Recorded,
-                Ok(_) => {}
-                Err(_) => *contended = true,
-            }
-        }
-    }
-}
-
-/// Cells per 128-byte chunk of a [`CellRow`] (16-byte cells).
-const CHUNK: usize = 8;
-
-/// Eight cells on their own 128-byte line pair (see `crate::counter` for
-/// why 128 and not 64).
-#[repr(align(128))]
-struct Chunk([SliceCell; CHUNK]);
-
-/// A row of slice cells padded to whole 128-byte lines: one stripe's ring
-/// (or rings), so that two stripes never share a cache line. Used by the
-/// window, the multi-level window and the per-key extension rows.
-pub(crate) struct CellRow {
-    chunks: Box<[Chunk]>,
-}
-
-impl CellRow {
-    /// `len` cells, cell `j` starting at epoch `j` with count 0 (the slot's
-    /// first epoch; epochs before time 0 count nothing).
-    pub(crate) fn new(len: usize) -> CellRow {
-        CellRow::from_epochs((0..len as u64).collect())
-    }
-
-    /// One cell per initial epoch (count 0 each), padded to whole chunks.
-    pub(crate) fn from_epochs(mut epochs: Vec<u64>) -> CellRow {
-        let padded = epochs.len().div_ceil(CHUNK) * CHUNK;
-        epochs.resize(padded, 0);
-        CellRow {
-            chunks: epochs
-                .chunks_exact(CHUNK)
-                .map(|c| Chunk(std::array::from_fn(|i| SliceCell::new(c[i]))))
-                .collect(),
-        }
-    }
-
-    /// Cell `i`.
-    #[inline]
-    pub(crate) fn cell(&self, i: usize) -> &SliceCell {
-        &self.chunks[i / CHUNK].0[i % CHUNK]
-    }
-
-    /// Cells held, padding included (a whole number of 8-cell chunks).
-    #[cfg(test)]
-    pub(crate) fn capacity(&self) -> usize {
-        self.chunks.len() * CHUNK
-    }
-
-    /// Heap bytes of a row of `len` cells (plus `size_of::<CellRow>()`).
-    pub(crate) fn heap_bytes(len: usize) -> usize {
-        len.div_ceil(CHUNK) * std::mem::size_of::<Chunk>()
     }
 }
 
@@ -477,102 +387,6 @@ mod tests {
         assert_eq!(c.read(), (far, 1));
     }
 
-    /// Records what a folding cell hands on.
-    #[derive(Default)]
-    struct Taken {
-        opened: u32,
-        folded: Vec<(u64, u64)>,
-    }
-
-    impl Fold for Taken {
-        fn open(&mut self) {
-            self.opened += 1;
-        }
-        fn fold(&mut self, epoch: u64, count: u64) {
-            self.folded.push((epoch, count));
-        }
-    }
-
-    #[test]
-    fn a_folding_roll_hands_the_count_on_once() {
-        let c = SliceCell::new(3);
-        let (mut k, mut f) = (false, Taken::default());
-        assert_eq!(c.add_folding(3, 5, 4, &mut k, &mut f), Added::Recorded);
-        assert!(c.try_add_folding(3, 1, &mut k));
-        assert!(f.folded.is_empty());
-        assert_eq!(c.add_folding(7, 2, 4, &mut k, &mut f), Added::Recorded);
-        assert_eq!((f.opened, &f.folded[..]), (1, &[(3, 6)][..]));
-        assert_eq!(c.read_folding(), (7, 2));
-        // Late: the slot holds a later epoch; nothing is taken.
-        assert_eq!(c.add_folding(3, 1, 4, &mut k, &mut f), Added::TooOld);
-        assert!(!c.try_add_folding(3, 1, &mut k));
-        // An empty cell rolls without opening a fold.
-        let empty = SliceCell::new(1);
-        assert_eq!(empty.add_folding(5, 1, 4, &mut k, &mut f), Added::Recorded);
-        assert_eq!((f.opened, f.folded.len()), (1, 1));
-        assert!(!k);
-    }
-
-    /// A fold that, while it holds the taken count, tries a late add at
-    /// the sealed epoch: the cell refuses it.
-    struct LateAdd<'a> {
-        cell: &'a SliceCell,
-        late: Option<Added>,
-        folded: Vec<(u64, u64)>,
-    }
-
-    impl Fold for LateAdd<'_> {
-        fn open(&mut self) {}
-        fn fold(&mut self, epoch: u64, count: u64) {
-            self.folded.push((epoch, count));
-            let mut k = false;
-            self.late = Some(
-                self.cell
-                    .add_folding(epoch, 1, 4, &mut k, &mut Taken::default()),
-            );
-            assert_eq!(self.cell.read_folding(), (epoch, 0), "sealed reads 0");
-        }
-    }
-
-    #[test]
-    fn a_sealed_cell_refuses_adds_at_its_epoch() {
-        let c = SliceCell::new(3);
-        let mut k = false;
-        c.add_folding(3, 5, 4, &mut k, &mut Taken::default());
-        let mut f = LateAdd {
-            cell: &c,
-            late: None,
-            folded: Vec::new(),
-        };
-        assert_eq!(c.add_folding(7, 2, 4, &mut k, &mut f), Added::Recorded);
-        assert_eq!(f.late, Some(Added::TooOld));
-        assert_eq!(f.folded, vec![(3, 5)]);
-        assert_eq!(c.read_folding(), (7, 2));
-    }
-
-    #[test]
-    fn a_folding_jump_by_the_tag_space_hands_on_the_old_count() {
-        let c = SliceCell::new(3);
-        let (mut k, mut f) = (false, Taken::default());
-        c.add_folding(3, 9, 4, &mut k, &mut f);
-        let far = 3 + (1u64 << 16) * 4;
-        assert_eq!(c.add_folding(far, 1, 4, &mut k, &mut f), Added::Recorded);
-        assert_eq!(f.folded, vec![(3, 9)]);
-        assert_eq!(c.read_folding(), (far, 1));
-    }
-
-    #[test]
-    fn folding_cells_saturate_below_the_seal() {
-        let c = SliceCell::new(0);
-        let (mut k, mut f) = (false, Taken::default());
-        c.add_folding(0, u64::MAX, 1, &mut k, &mut f);
-        c.add_folding(0, u64::MAX, 1, &mut k, &mut f);
-        assert!(!c.try_add_folding(0, 1, &mut k));
-        assert_eq!(c.read_folding(), (0, MAX_SLICE_COUNT));
-        c.add_folding(1, 1, 1, &mut k, &mut f);
-        assert_eq!(f.folded, vec![(0, MAX_SLICE_COUNT)]);
-    }
-
     #[test]
     fn saturates_at_cell_maximum() {
         let c = SliceCell::new(0);
@@ -582,5 +396,46 @@ mod tests {
         assert_eq!(c.read(), (0, MAX_SLICE_COUNT));
         c.add(0, u64::MAX, 1, &mut k);
         assert_eq!(c.read(), (0, MAX_SLICE_COUNT));
+    }
+
+    #[test]
+    fn a_sole_writer_goes_through_the_same_states() {
+        // The same sequence as the shared tests, written with plain stores:
+        // accumulate, recycle, too old, tag-space jump.
+        let c = SliceCell::new(3);
+        let mut k = false;
+        let sole = Writer::Sole;
+        assert!(c.try_add_as(sole, 3, 5, &mut k));
+        assert_eq!(c.add_as(sole, 3, 2, 4, &mut k), Added::Recorded);
+        assert_eq!(c.read(), (3, 7));
+        assert!(
+            !c.try_add_as(sole, 7, 1, &mut k),
+            "a recycle is the slow path"
+        );
+        assert_eq!(c.add_as(sole, 7, 1, 4, &mut k), Added::Recorded);
+        assert_eq!(c.read(), (7, 1));
+        assert_eq!(c.add_as(sole, 3, 1, 4, &mut k), Added::TooOld);
+        let far = 7 + (1u64 << 16) * 4;
+        assert_eq!(c.add_as(sole, far, 2, 4, &mut k), Added::Recorded);
+        assert_eq!(c.read(), (far, 2));
+        assert!(!k, "a sole writer never sees contention");
+    }
+
+    #[test]
+    fn the_fast_path_stops_short_of_saturation() {
+        let c = SliceCell::new(0);
+        let mut k = false;
+        assert!(c.try_add_as(Writer::Shared, 0, MAX_SLICE_COUNT - 1, &mut k));
+        assert!(c.try_add_as(Writer::Shared, 0, 1, &mut k));
+        assert!(!c.try_add_as(Writer::Shared, 0, 1, &mut k), "saturated");
+        assert_eq!(c.add(0, 1, 1, &mut k), Added::Recorded);
+        assert_eq!(c.read(), (0, MAX_SLICE_COUNT));
+        let d = SliceCell::new(0);
+        assert!(
+            !d.try_add_as(Writer::Sole, 0, u64::MAX, &mut k),
+            "n too large"
+        );
+        assert!(!d.try_add_as(Writer::Sole, 1, 1, &mut k), "wrong epoch");
+        assert_eq!(d.read(), (0, 0));
     }
 }

@@ -8,13 +8,17 @@
 
 #[cfg(not(loom))]
 #[allow(unused_imports)]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 
 #[cfg(loom)]
 #[allow(unused_imports)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 

@@ -7,13 +7,19 @@
 //! partial slice and the `S - 1` before it.
 //!
 //! # Structure
-//! A [`Ring`] is `S` slots, each an epoch-tagged [`SliceCell`](crate::slice)
-//! (16 bytes), laid out as *rows*: one row per stripe, each row aligned to a
-//! 128-byte line. A thread adds to its stripe's row (chosen by its probe),
-//! so threads do not fight over one cache line; rows are added on
-//! contention exactly as [`StripedCounter`](crate::StripedCounter) adds
-//! cells (see [`crate::stripes`]). Each cell recycles itself (see
-//! [`crate::slice`]), so rows need no global "current epoch" and no lock.
+//! A [`Ring`] is `S` slots, each an epoch-tagged
+//! [`SliceCell`](crate::slice) (16 bytes), laid out as *rows*: one row per
+//! stripe, each row aligned to a 128-byte line. Rows are the stripes of
+//! [`crate::stripes`]: each thread that adds gets its own row (up to the CPU
+//! count rounded up to a power of two), which only it writes, with plain
+//! stores; more threads than that share rows written by CAS. Each cell
+//! recycles itself (see [`crate::slice`]), so rows need no global "current
+//! epoch" and no lock.
+//!
+//! The epoch `t / L` and the slot `e % S` are multiplications and shifts
+//! (`strength_reduce`), not 64-bit divisions: an add is two thread-local
+//! reads, three loads to find the row, and two loads and a store (or a
+//! CAS) on the cell.
 //!
 //! # Invariants
 //! - Every add is counted in exactly one cell, under its own epoch, or is
@@ -24,27 +30,25 @@
 //!   window or twice, and sees every add that happened before it.
 //!
 //! # Memory
-//! A window that never sees contention has one row: `16 * S` bytes rounded
-//! up to a multiple of 128, plus a fixed header of about 100 bytes plus one
-//! pointer per possible extra stripe (CPU count rounded up to a power of
-//! two). Each row grown on contention costs the same `16 * S` (rounded).
+//! A window holds no row until its first add, then one row per writing
+//! thread: `16 * S` bytes rounded up to a multiple of 128, plus a fixed
+//! header of about 150 bytes and three words per possible stripe (CPU count
+//! rounded up to a power of two).
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::slice::{Added, CellRow};
-use crate::stripes::{default_cap, Stripes};
-use crate::sync::probe;
+use crate::stripes::{default_cap, Stripes, Writer};
+use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
 use std::time::Duration;
+use strength_reduce::StrengthReducedU64;
 
 /// The most slices a window may have. Sums read every slice of every
 /// stripe, so a ring much longer than this makes reads slow; the slice
 /// protocol itself supports up to 65,535. For long windows at fine
 /// resolution use [`MultiWindow`](crate::MultiWindow).
 pub const MAX_SLICES: usize = 4096;
-
-/// One stripe's ring of slices, on its own cache lines.
-type Row = CellRow;
 
 /// Validates `(window, slices)` and returns the slice length in nanoseconds.
 pub(crate) fn slice_nanos(window: Duration, slices: usize) -> Result<u64, ConfigError> {
@@ -72,25 +76,46 @@ pub(crate) fn slice_nanos(window: Duration, slices: usize) -> Result<u64, Config
 /// (`MultiWindow` lays several rings in one row and the limiters need one
 /// admission word, so both build on [`crate::slice`] directly.)
 pub(crate) struct Ring {
-    slice_nanos: u64,
+    /// `L`, as a precomputed divisor.
+    slice: StrengthReducedU64,
+    /// `S`.
     slices: usize,
+    /// `W = L * S`, as a precomputed divisor: the slot of time `t` is
+    /// `t / L - S * (t / W)` (that is `e % S`, as `t / L / S = t / W`), two
+    /// independent multiplications rather than one after the other.
+    window: StrengthReducedU64,
+    /// One row (stripe) per writing thread.
     rows: Stripes<Row>,
+}
+
+/// One stripe: a ring of cells and, for an owned row, its owner's slice
+/// cache.
+struct Row {
+    cells: CellRow,
+    /// The owner's slice cache: the start time (`e * L`) of the epoch `e`
+    /// of the owner's latest add that set a cell's epoch, and that epoch's
+    /// slot. Written and read only by the owner (so `Relaxed`), meaningless
+    /// in a shared row. Invariant: cell `slot` holds epoch `e` with `e`'s
+    /// tag (see "The owner's slice cache" in the module docs).
+    start: AtomicU64,
+    slot: AtomicU64,
 }
 
 impl Ring {
     pub(crate) fn new(window: Duration, slices: usize) -> Result<Ring, ConfigError> {
         let slice_nanos = slice_nanos(window, slices)?;
         Ok(Ring {
-            slice_nanos,
+            slice: StrengthReducedU64::new(slice_nanos),
             slices,
-            rows: Stripes::new(Row::new(slices), default_cap()),
+            window: StrengthReducedU64::new(slice_nanos * slices as u64),
+            rows: Stripes::new(default_cap()),
         })
     }
 
     /// Slice length in nanoseconds.
     #[inline]
     pub(crate) fn slice_nanos(&self) -> u64 {
-        self.slice_nanos
+        self.slice.get()
     }
 
     /// Number of slices.
@@ -102,7 +127,7 @@ impl Ring {
     /// The epoch of time `t`.
     #[inline]
     pub(crate) fn epoch(&self, t: u64) -> u64 {
-        t / self.slice_nanos
+        t / self.slice
     }
 
     /// Rows (stripes) allocated now.
@@ -110,28 +135,66 @@ impl Ring {
         self.rows.len()
     }
 
-    /// Adds `n` at epoch `e`. Returns `false` if the add is older than the
+    /// A new row: slot `j` at epoch `j`, count 0 (so the slice cache's
+    /// epoch 0 in slot 0 is true from the start).
+    fn row(&self) -> Row {
+        Row {
+            cells: CellRow::new(self.slices),
+            start: AtomicU64::new(0),
+            slot: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds `n` at time `t`. Returns `false` if the add is older than the
     /// ring (its slot in this thread's row holds a later epoch).
-    #[inline]
-    pub(crate) fn add_epoch(&self, e: u64, n: u64) -> bool {
+    // Always: the fast path is a few loads and a store (the slow path is
+    // out of line), and a call would cost as much as the add.
+    #[inline(always)]
+    pub(crate) fn add(&self, t: u64, n: u64) -> bool {
         if n == 0 {
             return true;
         }
-        let slot = (e % self.slices as u64) as usize;
-        let row = self.rows.for_probe(probe::get());
-        let mut contended = false;
-        let added = row.cell(slot).add(e, n, self.slices as u64, &mut contended);
-        if contended {
-            self.contended();
+        let (row, writer) = self.rows.for_writer(|| self.row());
+        if writer == Writer::Sole
+            && t.wrapping_sub(row.start.load(Ordering::Relaxed)) < self.slice.get()
+        {
+            // The slice of the owner's latest add: its cell holds this
+            // epoch (the cache's invariant), only the room is left to check.
+            let slot = row.slot.load(Ordering::Relaxed) as usize;
+            // SAFETY: the cache holds a slot `e % S < S`, the row's length.
+            if unsafe { row.cells.cell_unchecked(slot) }.try_add_current(n) {
+                return true;
+            }
         }
-        added == Added::Recorded
+        self.add_slow(row, writer, t, n)
     }
 
-    #[cold]
-    fn contended(&self) {
-        probe::rehash();
-        let slices = self.slices;
-        self.rows.grow(|| Row::new(slices));
+    /// Any other add: a new slice, a shared row, a late or saturated add.
+    #[inline(never)]
+    fn add_slow(&self, row: &Row, writer: Writer, t: u64, n: u64) -> bool {
+        let e = t / self.slice;
+        let slot = e - (t / self.window) * self.slices as u64;
+        let cell = row.cells.cell(slot as usize);
+        let mut contended = false;
+        let added = if cell.try_add_as(writer, e, n, &mut contended) {
+            Added::Recorded
+        } else {
+            cell.add_as(writer, e, n, self.slices as u64, &mut contended)
+        };
+        let start = e * self.slice.get(); // <= t: no overflow
+        if writer == Writer::Sole
+            && added == Added::Recorded
+            && start > row.start.load(Ordering::Relaxed)
+        {
+            // Cell `slot` now holds `e` with its tag, and no later epoch
+            // was cached: keep the cache on the newest slice.
+            row.start.store(start, Ordering::Relaxed);
+            row.slot.store(slot, Ordering::Relaxed);
+        }
+        if contended {
+            self.rows.contended(|| self.row());
+        }
+        added == Added::Recorded
     }
 
     /// Calls `f(epoch, count)` for every cell of every row.
@@ -139,7 +202,7 @@ impl Ring {
     pub(crate) fn for_each_cell(&self, mut f: impl FnMut(u64, u64)) {
         for row in self.rows.iter() {
             for slot in 0..self.slices {
-                let (e, c) = row.cell(slot).read();
+                let (e, c) = row.cells.cell(slot).read();
                 f(e, c);
             }
         }
@@ -174,9 +237,7 @@ impl Ring {
     /// Bytes this ring holds now (rows and header), excluding the clock.
     pub(crate) fn memory_bytes(&self) -> usize {
         let row = std::mem::size_of::<Row>() + CellRow::heap_bytes(self.slices);
-        std::mem::size_of::<Ring>()
-            + (self.rows.cap() - 1) * std::mem::size_of::<usize>()
-            + self.rows.len() * row
+        std::mem::size_of::<Ring>() + self.rows.header_bytes() + self.rows.len() * row
     }
 }
 
@@ -190,7 +251,7 @@ impl Ring {
 /// let clock = ManualClock::new();
 /// // The last 10 seconds, in 10 slices of 1 second.
 /// let w = SlidingWindow::with_clock(Duration::from_secs(10), 10, clock.clone())?;
-/// w.add(3);
+/// assert!(w.add(3)); // counted
 /// clock.advance(Duration::from_secs(4));
 /// w.add(2);
 /// assert_eq!(w.sum(), 5);
@@ -237,25 +298,41 @@ impl<C: Clock> SlidingWindow<C> {
         })
     }
 
-    /// Adds `n` now.
-    #[inline]
-    pub fn add(&self, n: u64) {
-        self.add_at(self.clock.now(), n);
+    /// Loom models only: every thread adds to shared rows (written by
+    /// CAS), as threads beyond the owned rows do, so that a model can race
+    /// writers on one row.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __loom_shared(mut self) -> Self {
+        self.ring.rows.share_all();
+        self
     }
 
-    /// Adds one now.
+    /// Adds `n` now. Returns whether the add was counted, as
+    /// [`add_at`](Self::add_at) (always, unless the clock stepped back by
+    /// more than the ring).
     #[inline]
-    pub fn increment(&self) {
+    pub fn add(&self, n: u64) -> bool {
+        self.add_at(self.clock.now(), n)
+    }
+
+    /// Adds one now; returns whether it was counted (see
+    /// [`add`](Self::add)).
+    #[inline]
+    pub fn increment(&self) -> bool {
         self.add(1)
     }
 
     /// Adds `n` at time `now` (nanoseconds on this window's clock). Returns
     /// `false` if the add was dropped because it is older than the ring (its
-    /// slot already holds an epoch at least `slices` later); `true` if it was
-    /// recorded (an add of 0 is trivially recorded).
-    #[inline]
+    /// slot already holds an epoch at least `slices` later); `true` if it was recorded
+    /// (an add of 0 is trivially recorded). It reads nothing else: a sum is
+    /// [`sum_at`](Self::sum_at).
+    // Always: the fast path is a few loads and a store (the slow path is
+    // out of line), and a call would cost as much as the add.
+    #[inline(always)]
     pub fn add_at(&self, now: u64, n: u64) -> bool {
-        self.ring.add_epoch(self.ring.epoch(now), n)
+        self.ring.add(now, n)
     }
 
     /// The window's total now.

@@ -284,9 +284,15 @@ fn extreme_times_do_not_overflow() {
 #[test]
 fn idle_size_is_documented() {
     let w = SlidingWindow::new(Duration::from_secs(10), 16).unwrap();
-    // 16 slices x 16 bytes = 256 bytes of row plus a small fixed header.
-    assert!(w.memory_bytes() >= 256);
-    assert!(w.memory_bytes() <= 256 + 512, "{}", w.memory_bytes());
+    // No row before the first add: a header and 20 bytes per possible
+    // stripe; then 16 slices x 16 bytes = 256 bytes of row per writing
+    // thread (plus the row header: its handle and slice cache, 32 bytes).
+    let header = w.memory_bytes();
+    assert!(header <= 256 + 20 * 256, "{header}");
+    assert_eq!(w.stripes(), 0);
+    assert!(w.add(1));
+    assert_eq!(w.stripes(), 1);
+    assert_eq!(w.memory_bytes(), header + 256 + 32);
 }
 
 /// Threads add at explicit times, all within `slices - 1` epochs of each

@@ -1,7 +1,8 @@
-//! Baselines for stripecount's benchmarks and report: the designs it
-//! replaces (some deliberately racy, see each type), and [`harness`], which
-//! runs one operation on N threads sharing one instance with the timer
-//! started after a barrier and the threads created outside the timed region.
+//! What stripecount is measured against, and how: the designs it replaces
+//! (some deliberately racy, see each type), the crates' shared measuring
+//! [`harness`] (N parked threads sharing one instance, timed after a
+//! barrier), the one skewed key stream ([`zipf`]) and the op time stamps
+//! ([`stamp`]) used by both the criterion benches and the report.
 #![warn(missing_docs)]
 
 pub mod counters;
@@ -9,3 +10,5 @@ pub mod harness;
 pub mod keyed;
 pub mod limiters;
 pub mod rings;
+pub mod stamp;
+pub mod zipf;

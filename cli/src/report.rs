@@ -3,7 +3,8 @@
 //!
 //! Every implementation (see [`rows`]) is measured at each thread count with
 //! all threads sharing ONE instance: the threads are created once, before any
-//! timed region ([`pool`]), released together by a barrier, run for a warm-up
+//! timed region (`stripecount_baselines::harness`, the criterion benches'
+//! harness too), released together by a barrier, run for a warm-up
 //! and then for [`output::SAMPLES`] samples of a fixed time each (the point
 //! is their median), each thread counting the operations it completed in
 //! batches. The table on standard output gives, per thread
@@ -16,17 +17,15 @@
 mod args;
 mod output;
 mod plot;
-mod pool;
 mod rows;
-mod zipf;
 
 use args::Options;
 use output::{fmt_ops, Point, Report, RowResult};
-use pool::Pool;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use stripecount_baselines::harness::{Panicked, Pool};
 
 /// Exit code of a usage error (as clap uses).
 const USAGE: u8 = 2;
@@ -167,11 +166,11 @@ fn measure(
     setup: &rows::Setup,
     warm_up: Duration,
     duration: Duration,
-) -> Result<Point, pool::Panicked> {
+) -> Result<Point, Panicked> {
     let job = (row.make)(setup, pool.threads());
-    pool.run(&job, warm_up)?;
+    pool.run_for(&job, warm_up)?;
     let samples = (0..output::SAMPLES)
-        .map(|_| pool.run(&job, duration / output::SAMPLES as u32))
+        .map(|_| pool.run_for(&job, duration / output::SAMPLES as u32))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Point::new(pool.threads(), samples))
 }

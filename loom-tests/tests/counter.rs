@@ -1,6 +1,8 @@
-//! Loom models of `StripedCounter`: striped add, cell growth on contention,
-//! sum and sum_and_reset; and the naive "read then zero" reset, which loom
-//! must catch losing an add.
+//! Loom models of `StripedCounter`: owned cells (one writer, plain stores)
+//! and shared cells (CAS, `__loom_shared`) racing sums and resets; a cell
+//! passing from an exiting thread to the next holder of its token; and the
+//! naive resets loom must catch: "read then zero" losing an add, and
+//! `swap(0)` on a single-writer cell counting one twice.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicU64, Ordering};
@@ -72,6 +74,70 @@ fn sum_racing_growth_sees_whole_adds() {
             h.join().unwrap();
         }
         assert_eq!(c.sum(), 11);
+    });
+}
+
+/// The same models on shared cells: every add is a CAS.
+#[test]
+fn shared_cells_racing_adds_and_resets_are_exact() {
+    model(|| {
+        let c = Arc::new(StripedCounter::with_max_stripes(2).__loom_shared());
+        let hs: Vec<_> = [1u64, 10]
+            .into_iter()
+            .map(|n| {
+                let c = c.clone();
+                thread::spawn(move || {
+                    c.add(n);
+                    c.add(n);
+                })
+            })
+            .collect();
+        let first = c.sum_and_reset();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(first + c.sum_and_reset(), 22);
+        assert_eq!(c.sum(), 0);
+    });
+}
+
+/// A thread adds, exits (giving its token back) and, from a later
+/// thread-local destructor, adds again; another thread adds meanwhile and
+/// may take the token, and with it the first thread's cell. The exited
+/// thread's last add must not write that cell: nothing is lost.
+#[test]
+fn a_cell_passes_whole_to_the_next_holder_of_its_token() {
+    model(|| {
+        let c = Arc::new(StripedCounter::with_max_stripes(2));
+        let (ca, cb) = (c.clone(), c.clone());
+        let a = thread::spawn(move || {
+            ca.add(1);
+            stripecount::__loom_exit_thread();
+            ca.add(2); // no token now: a shared cell
+        });
+        let b = thread::spawn(move || cb.add(10));
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(c.sum(), 13);
+    });
+}
+
+/// The naive reset of a single-writer cell: `swap(0)`. The owner's add is a
+/// load and a store, so a swap between the two is undone by the store and
+/// the swapped-out count is counted again. Loom must find it.
+#[test]
+fn naive_swap_reset_of_a_single_writer_cell_doubles_an_add() {
+    expect_failure("swap(0) on a single-writer cell", || {
+        let cell = Arc::new(AtomicU64::new(1));
+        let c2 = cell.clone();
+        let owner = thread::spawn(move || {
+            let v = c2.load(Ordering::Relaxed);
+            c2.store(v + 1, Ordering::Release);
+        });
+        let first = cell.swap(0, Ordering::AcqRel);
+        owner.join().unwrap();
+        let second = cell.load(Ordering::Acquire);
+        assert_eq!(first + second, 2, "an add was counted twice (or lost)");
     });
 }
 

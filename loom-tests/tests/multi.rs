@@ -1,9 +1,11 @@
 #![cfg(loom)]
-//! Loom models of `MultiWindow`: adds racing a roll at two levels at once
-//! lose nothing at either level, a late add racing a roll is never filed
-//! under the new epoch, and a reader racing a fold (a count moving from a
-//! finer ring into a coarser one, two rings deep) sees every count exactly
-//! once. The naive designs are kept as counter-examples loom must catch:
+//! Loom models of `MultiWindow`. On shared rows (every writer CASes,
+//! `__loom_shared`): adds racing a roll at two levels at once lose nothing
+//! at either level, a late add racing a roll is never filed under the new
+//! epoch, and a reader racing a fold (a count moving from a finer ring into
+//! a coarser one, two rings deep) sees every count exactly once. On owned
+//! rows (one writer, plain stores): a reader racing the owner's fold, one
+//! and two rings deep, sees every count exactly once. The naive designs are kept as counter-examples loom must catch:
 //! "publish the new epoch, then zero the count", and a fold that readers do
 //! not check ("take, then add" lets them miss the count, "add, then take"
 //! count it twice).
@@ -32,7 +34,7 @@ const LEVELS3: [(Duration, usize); 3] = [
 const L2: Duration = Duration::from_nanos(8);
 
 fn window_with_old_count() -> Arc<MultiWindow> {
-    let w = MultiWindow::new(&LEVELS).unwrap();
+    let w = MultiWindow::new(&LEVELS).unwrap().__loom_shared();
     w.add_at(0, 5); // epoch 0 at both levels, slot 0 at both levels
     Arc::new(w)
 }
@@ -127,7 +129,7 @@ fn a_read_after_an_add_sees_it_at_both_levels_during_a_roll() {
 /// rolled ring 0's slot 0 from epoch 0 to 4 and folded the 5 into ring 1's
 /// epoch 0 (slot 0). Now ring 0 holds (4: 3) and ring 1 holds (0: 5).
 fn window_with_a_fold_done(levels: &[(Duration, usize)]) -> Arc<MultiWindow> {
-    let w = MultiWindow::new(levels).unwrap();
+    let w = MultiWindow::new(levels).unwrap().__loom_shared();
     w.add_at(0, 5);
     w.add_at(4, 3);
     assert_eq!(w.sum_over_at(1, levels[1].0), 5); // level 1's epoch 0
@@ -210,6 +212,65 @@ fn a_late_add_racing_a_fold_is_counted_once_at_the_coarse_level() {
         a.join().unwrap();
         assert_eq!(w.sum_over_at(1, L1), 12);
         assert_eq!(w.sum_over_at(4, L0), 1);
+    });
+}
+
+/// The owner adds 5 at t = 0, then adds at t = 4, which rolls its ring-0
+/// slot and folds the 5 into ring 1, while a reader of level 1 (on its own
+/// thread) runs: once the 5 is in, the reader sees it exactly once.
+#[test]
+fn a_reader_racing_the_owners_fold_sees_the_count_exactly_once() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(MultiWindow::new(&LEVELS).unwrap());
+        let in_ = Arc::new(AtomicU64::new(0));
+        let (w2, in2) = (Arc::clone(&w), Arc::clone(&in_));
+        let owner = thread::spawn(move || {
+            w2.add_at(0, 5);
+            in2.store(1, Ordering::Release);
+            w2.add_at(4, 1); // folds the 5 into ring 1
+        });
+        let (w3, in3) = (Arc::clone(&w), Arc::clone(&in_));
+        let reader = thread::spawn(move || {
+            let seen = in3.load(Ordering::Acquire) == 1;
+            let s = w3.sum_over_at(1, L1); // level 1's epoch 0
+            if seen {
+                assert_eq!(s, 5, "racing read of the folded epoch");
+            }
+        });
+        owner.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(w.sum_over_at(1, L1), 5);
+        assert_eq!(w.sum_over_at(4, L1), 1);
+    });
+}
+
+/// The owner's add at t = 6 folds its 3 from ring 0 into ring 1, which
+/// rolls and folds its 5 into ring 2, while a reader of level 2 runs: it
+/// sees 5 and 3 exactly once each, with or without the new add.
+#[test]
+fn a_reader_racing_the_owners_two_ring_fold_sees_every_count_once() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(MultiWindow::new(&LEVELS3).unwrap());
+        let in_ = Arc::new(AtomicU64::new(0));
+        let (w2, in2) = (Arc::clone(&w), Arc::clone(&in_));
+        let owner = thread::spawn(move || {
+            w2.add_at(0, 5);
+            w2.add_at(4, 3); // folds the 5 into ring 1
+            in2.store(1, Ordering::Release);
+            w2.add_at(6, 1); // two rings deep
+        });
+        let (w3, in3) = (Arc::clone(&w), Arc::clone(&in_));
+        let reader = thread::spawn(move || {
+            let seen = in3.load(Ordering::Acquire) == 1;
+            let s = w3.sum_over_at(6, L2);
+            if seen {
+                assert!(s == 8 || s == 9, "racing read of level 2: {s}");
+            }
+        });
+        owner.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(w.sum_over_at(6, L2), 9);
+        assert_eq!(w.sum_over_at(6, LEVELS3[0].0), 1);
     });
 }
 

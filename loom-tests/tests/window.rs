@@ -1,7 +1,17 @@
-//! Loom models of `SlidingWindow`'s epoch-tagged slices: adds racing the
+//! Loom models of `SlidingWindow`'s epoch-tagged slices.
+//!
+//! Shared rows (every writer CASes; `__loom_shared`): adds racing the
 //! recycle of a slot, adds racing a too-old add, a sum racing adds, and a
-//! jump by a multiple of the 16-bit tag space. Then the naive rings of the
-//! published leap arrays, which loom must catch losing an add.
+//! jump by a multiple of the 16-bit tag space.
+//!
+//! Owned rows (one writer per row, plain stores): the owner recycling a
+//! slot, jumping by the tag space, and adding through its slice cache while
+//! a reader (on its own thread) sums; and threads with rows of their own
+//! adding at once.
+//!
+//! Then the naive rings of the published leap arrays, which loom must catch
+//! losing an add, and a single writer that publishes a slot's new epoch
+//! before clearing its count, which loom must catch being read wrong.
 //!
 //! Times are explicit (`add_at`); the window is 2 slices of 10 ns, so
 //! epochs 0 and 2 share slot 0, epochs 1 and 3 share slot 1.
@@ -16,7 +26,13 @@ use stripecount_loom_tests::{expect_failure, model};
 
 const L: u64 = 10;
 
+/// A window whose every writer CASes a shared row.
 fn window() -> SlidingWindow<ManualClock> {
+    owned_window().__loom_shared()
+}
+
+/// A window whose writers each own a row.
+fn owned_window() -> SlidingWindow<ManualClock> {
     SlidingWindow::with_clock(Duration::from_nanos(2 * L), 2, ManualClock::new()).unwrap()
 }
 
@@ -116,6 +132,108 @@ fn jump_by_tag_space_multiple_does_not_alias() {
             h.join().unwrap();
         }
         assert_eq!(w.sum_at(far), 3);
+    });
+}
+
+/// The owner recycles slot 1 (epoch 1, count 5, to epoch 3) and adds
+/// again through its slice cache while a reader sums: the reader sees the
+/// old count only in windows that hold epoch 1, the new adds whole, never
+/// both.
+#[test]
+fn owner_recycle_racing_a_reader_counts_each_add_once() {
+    model(|| {
+        let w = Arc::new(owned_window());
+        let w2 = w.clone();
+        let writer = thread::spawn(move || {
+            assert!(w2.add_at(L, 5)); // epoch 1, slot 1
+            assert!(w2.add_at(3 * L, 1)); // recycles slot 1
+            assert!(w2.add_at(3 * L + 1, 2)); // the slice cache's fast path
+        });
+        let w3 = w.clone();
+        let reader = thread::spawn(move || {
+            let at3 = w3.sum_at(3 * L); // window {2, 3}: 0, 1 or 3; never 5
+            assert!([0, 1, 3].contains(&at3), "at3 = {at3}");
+            let at2 = w3.sum_at(2 * L); // window {1, 2}: 0 or 5
+            assert!(at2 == 0 || at2 == 5, "at2 = {at2}");
+        });
+        writer.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(w.sum_at(3 * L), 3);
+        assert_eq!(w.slice_counts_at(3 * L), vec![0, 3]);
+    });
+}
+
+/// The owner jumps slot 0 by exactly 2^16 ring laps (same 16-bit tag) while
+/// a reader sums at the far epoch: the old count is never read as the new
+/// epoch's.
+#[test]
+fn owner_jump_by_tag_space_racing_a_reader_does_not_alias() {
+    model(|| {
+        let w = Arc::new(owned_window());
+        let far = (1u64 << 16) * 2 * L; // epoch 2^17: slot 0, tag of epoch 0
+        let w2 = w.clone();
+        let writer = thread::spawn(move || {
+            assert!(w2.add_at(0, 9));
+            assert!(w2.add_at(far, 1));
+        });
+        let w3 = w.clone();
+        let reader = thread::spawn(move || {
+            let s = w3.sum_at(far);
+            assert!(s == 0 || s == 1, "sum at far = {s}");
+        });
+        writer.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(w.sum_at(far), 1);
+    });
+}
+
+/// Two threads with rows of their own recycle slots of their rows and add
+/// through their slice caches while a third adds at an old epoch: every
+/// total is exact, each in its own epoch's slice.
+#[test]
+fn owners_adding_at_once_are_exact() {
+    model(|| {
+        let w = Arc::new(owned_window());
+        let hs: Vec<_> = [(2 * L, 1u64), (3 * L, 10)]
+            .into_iter()
+            .map(|(t, n)| {
+                let w = w.clone();
+                thread::spawn(move || {
+                    assert!(w.add_at(t, n));
+                    assert!(w.add_at(t + 1, n));
+                })
+            })
+            .collect();
+        assert!(w.add_at(0, 100)); // epoch 0: expired at epoch 3
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(w.slice_counts_at(3 * L), vec![2, 20]);
+        assert_eq!(w.sum_at(L), 100);
+    });
+}
+
+/// A single writer that keeps a slot's epoch and count in two words and,
+/// to recycle, stores the new epoch and then a zero count: a reader that
+/// reads the epoch and then the count can pair the new epoch with the
+/// expired count. (The cell's tag in the count word is what lets a reader
+/// tell the two apart.) Loom must find it.
+#[test]
+fn naive_single_writer_publish_then_clear_is_read_wrong() {
+    expect_failure("single writer: publish epoch, then clear", || {
+        let epoch = Arc::new(AtomicU64::new(0));
+        let count = Arc::new(AtomicU64::new(5)); // epoch 0's count
+        let (e2, c2) = (epoch.clone(), count.clone());
+        let reader = thread::spawn(move || {
+            let e = e2.load(Ordering::Acquire);
+            (e, c2.load(Ordering::Acquire))
+        });
+        epoch.store(2, Ordering::Release);
+        count.store(1, Ordering::Release); // epoch 2's first add
+        let (e, c) = reader.join().unwrap();
+        if e == 2 {
+            assert_ne!(c, 5, "the expired count was read as epoch 2's");
+        }
     });
 }
 

@@ -1,10 +1,10 @@
 //! The measured points, and their table and CSV.
 
-use super::pool::Measured;
 use super::rows::Row;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::time::Duration;
+use stripecount_baselines::harness::Measured;
 
 /// Measured samples per point. The point's throughput is their median: one
 /// sample hit by a scheduling stall (common on a shared 2-core VM) does not

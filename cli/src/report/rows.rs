@@ -10,7 +10,7 @@
 //!   measurement (a window that never rolls measures only the easy path).
 //!   `MultiWindow` adds a 1 min / 60 and a 1 h / 60 level to that window.
 //! - "caller time" rows read `MonotonicClock` once per batch of
-//!   [`BATCH`](super::pool::BATCH) operations and pass it to `add_at`, as a
+//!   [`BATCH`](stripecount_baselines::harness::BATCH) operations and pass it to `add_at`, as a
 //!   service that stamps each request once does. The `add` rows read their
 //!   clock on every operation.
 //! - Limiters: the admitting quota is 1e9 per second (above any rate reached
@@ -23,15 +23,13 @@
 //!   60 times the quota: `MultiLimiter` (one CAS a grant, all or nothing)
 //!   and two governor limiters checked in turn (what governor users do).
 //! - Keyed rows: one key for all threads ("one hot key"), or the Zipf stream
-//!   of [`super::zipf`] (1M keys, s = 1), each thread starting at its own
+//!   of `stripecount_baselines::zipf` (1M keys, s = 1), each thread starting at its own
 //!   offset. The detector uses the windows' settings, `CoarseClock` and a
 //!   threshold of [`HOT_THRESHOLD`]; governor keyed gets the admitting
 //!   quota; the map of atomics is a `DashMap` (the map governor itself uses).
 //! - `fast-counter` is sized as its docs suggest, one cell per core.
 
 use super::args::cores;
-use super::pool::{batches, batches_at, Job};
-use super::zipf::ZipfStream;
 use dashmap::DashMap;
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -43,7 +41,9 @@ use stripecount::{
     MultiWindow, SlidingWindow, SlidingWindowLimiter, StripedCounter,
 };
 use stripecount_baselines::counters::AtomicCounter;
+use stripecount_baselines::harness::{batches, batches_at, Job};
 use stripecount_baselines::rings::{MutexRing, NaiveAtomicRing};
+use stripecount_baselines::zipf::ZipfStream;
 
 /// The length of every window in the report.
 pub const WINDOW: Duration = Duration::from_secs(1);
@@ -296,12 +296,20 @@ fn window_add_at(_: &Setup, _: usize) -> Job {
 
 fn window_add_coarse(_: &Setup, _: usize) -> Job {
     let w = Arc::new(window(CoarseClock::new()));
-    Arc::new(move |_, stop| batches(stop, || w.add(1)))
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(w.add(1));
+        })
+    })
 }
 
 fn window_add_monotonic(_: &Setup, _: usize) -> Job {
     let w = Arc::new(window(MonotonicClock));
-    Arc::new(move |_, stop| batches(stop, || w.add(1)))
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(w.add(1));
+        })
+    })
 }
 
 /// The multi-resolution levels: the report's 1 s window, then 1 min and 1 h
@@ -314,7 +322,11 @@ pub const MULTI_LEVELS: [(Duration, usize); 3] = [
 
 fn multi_add_at(_: &Setup, _: usize) -> Job {
     let w = Arc::new(MultiWindow::new(&MULTI_LEVELS).expect("valid levels"));
-    Arc::new(move |_, stop| batches_at(stop, caller_now, |t| w.add_at(t, 1)))
+    Arc::new(move |_, stop| {
+        batches_at(stop, caller_now, |t| {
+            black_box(w.add_at(t, 1));
+        })
+    })
 }
 
 fn mutex_ring(_: &Setup, _: usize) -> Job {
@@ -510,10 +522,10 @@ fn governor_keyed_zipf(setup: &Setup, threads: usize) -> Job {
 
 #[cfg(test)]
 mod tests {
-    use super::super::pool::BATCH;
     use super::*;
     use std::collections::HashSet;
     use std::sync::atomic::AtomicBool;
+    use stripecount_baselines::harness::BATCH;
 
     #[test]
     fn names_are_unique_and_the_reference_is_first() {
