@@ -96,7 +96,12 @@ fn cells_outlive_their_threads_and_pass_to_the_next() {
         .unwrap();
         assert_eq!(c.sum(), 1000 * (round + 1) * (round + 2) / 2);
     }
-    assert!(c.stripes() <= 4, "{}", c.stripes());
+    // 4 owned cells; the test harness runs other tests' threads at the same
+    // time, which take tokens too, so a thread here may find its slot owned
+    // by a token now held by a thread that never touches `c` and use a
+    // shared cell instead: at most 4 of those. Without the hand-over, 50
+    // threads would leave up to 50 claims behind.
+    assert!(c.stripes() <= 8, "{}", c.stripes());
     assert_eq!(c.sum_and_reset(), 1000 * 50 * 51 / 2);
     assert_eq!(c.sum(), 0);
 }
