@@ -1,22 +1,30 @@
-//! Per-key adds: `KeyedWindows` and `HotKeyDetector` against a concurrent
-//! map of `AtomicU64` (no windows: `scc::HashIndex` and `DashMap`) and
-//! governor's keyed limiter, on a Zipf-distributed stream over 1M keys and
-//! on one hot key, at 1, 2, 4 and 8 threads sharing one instance.
+//! Per-key adds (issue 10): `KeyedWindows` and `HotKeyDetector` against a
+//! `DashMap<u64, AtomicU64>` (no window: the floor of a keyed count) and
+//! governor's keyed limiter, at 1, 2, 4 and 8 threads sharing one instance.
 //!
-//! The hot-key group also runs one instance per thread (nothing shared):
-//! the scaling ceiling of the machine at the time of the run, against which
-//! the shared-instance numbers are read.
+//! Every row walks the one Zipf stream of `stripecount_baselines::zipf`
+//! (Zipf(1.0) over 1M `u64` keys, the stream the contention report walks),
+//! each thread from its own offset, with time advancing 1 ms every 4096
+//! adds (10 s windows of 10 slices, so a slice sees about 4M adds and the
+//! warm keys have counts in several slices, as in a running service).
 //!
-//! Before the timed runs it prints the memory held per key (counted by a
-//! global allocator wrapper) for each structure.
+//! Groups:
+//! - `keyed_zipf_preinserted`: every key inserted beforehand by one untimed
+//!   pass (the steady state).
+//! - `keyed_zipf_cold`: each measurement starts from an empty structure and
+//!   walks the stream from its start (first sightings insert).
+//! - `keyed_one_hot_key`: every thread adds to one key, with every add
+//!   method, and one instance per thread as the machine's ceiling.
+//!
+//! Before the timed runs it prints heap bytes per key for 1M keys each
+//! added once (counted by a global allocator wrapper, map included) and
+//! what a key with adds in all 10 slices costs.
 
 mod common;
 
 use common::{bench_threads, config, THREADS};
-use criterion::Criterion;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -25,7 +33,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
 use stripecount_baselines::harness::Pool;
-use stripecount_baselines::keyed::{AtomicMap, DashCounter};
+use stripecount_baselines::keyed::DashCounter;
+use stripecount_baselines::zipf::ZipfStream;
 
 /// Counts live heap bytes, to measure memory per key.
 struct Counting;
@@ -60,201 +69,238 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-const KEYS: usize = 1_000_000;
-const SAMPLES: usize = 1 << 21;
-/// Adds are stamped 1 s into the clock's timeline (pure add cost).
-const NOW: u64 = 1_000_000_000;
+/// Time starts 1 s into the clock's timeline.
+const START: u64 = 1_000_000_000;
+/// Adds per millisecond of time.
+const ADDS_PER_MS: u64 = 4096;
+/// The hot-key detector's threshold (adds in a window).
+const THRESHOLD: u64 = 1000;
+/// The key of the one-hot-key rows.
+const HOT_KEY: u64 = 7;
 
 fn window() -> Duration {
     Duration::from_secs(10)
 }
 
-/// A Zipf(s = 1) stream over `KEYS` keys: inverse CDF by binary search.
-fn zipf_stream() -> Arc<Vec<u64>> {
-    let mut cdf = Vec::with_capacity(KEYS);
-    let mut acc = 0.0f64;
-    for i in 0..KEYS {
-        acc += 1.0 / (i + 1) as f64;
-        cdf.push(acc);
+/// The time of op `i`: 1 ms more every [`ADDS_PER_MS`] ops.
+#[inline(always)]
+fn now_of(i: u64) -> u64 {
+    START + (i / ADDS_PER_MS) * 1_000_000
+}
+
+fn windows() -> KeyedWindows<u64, ManualClock> {
+    KeyedWindows::with_clock(window(), 10, ManualClock::new()).expect("a valid window")
+}
+
+fn detector() -> HotKeyDetector<u64, ManualClock> {
+    HotKeyDetector::with_clock(window(), 10, THRESHOLD, ManualClock::new())
+        .expect("a valid detector")
+}
+
+type Governor = governor::DefaultKeyedRateLimiter<u64>;
+
+fn governor() -> Governor {
+    RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX))
+}
+
+/// The structures of the Zipf rows, each with its add.
+trait Subject: Send + Sync + 'static {
+    fn make() -> Self;
+    fn add(&self, key: u64, now: u64);
+}
+
+struct Kw(KeyedWindows<u64, ManualClock>);
+impl Subject for Kw {
+    fn make() -> Self {
+        Kw(windows())
     }
-    let mut rng = StdRng::seed_from_u64(42);
-    Arc::new(
-        (0..SAMPLES)
-            .map(|_| {
-                let u = rng.random::<f64>() * acc;
-                cdf.partition_point(|&c| c < u) as u64
-            })
-            .collect(),
-    )
+    #[inline(always)]
+    fn add(&self, key: u64, now: u64) {
+        black_box(self.0.add_at(&key, now, 1));
+    }
 }
 
-/// Each thread walks the stream from its own offset.
-#[inline]
-fn key_at(keys: &[u64], t: usize, i: u64) -> u64 {
-    keys[(t * 7919 * 64 + i as usize) & (SAMPLES - 1)]
+struct KwSum(KeyedWindows<u64, ManualClock>);
+impl Subject for KwSum {
+    fn make() -> Self {
+        KwSum(windows())
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, now: u64) {
+        black_box(self.0.add_and_sum_at(&key, now, 1));
+    }
 }
 
-fn per_key_bytes<T>(make: impl FnOnce() -> T, fill: impl Fn(&T, u64)) -> f64 {
-    const N: u64 = 200_000;
+struct Hk(HotKeyDetector<u64, ManualClock>);
+impl Subject for Hk {
+    fn make() -> Self {
+        Hk(detector())
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, now: u64) {
+        black_box(self.0.add_at(&key, now, 1));
+    }
+}
+
+struct Dm(DashCounter<u64>);
+impl Subject for Dm {
+    fn make() -> Self {
+        Dm(DashCounter::new())
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, _: u64) {
+        black_box(self.0.add(&key, 1));
+    }
+}
+
+struct Gv(Governor);
+impl Subject for Gv {
+    fn make() -> Self {
+        Gv(governor())
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, _: u64) {
+        let _ = black_box(self.0.check_key(&key));
+    }
+}
+
+/// Heap bytes per key for every key of the distribution added once, and
+/// the same structure's count with one of them holding adds in every slice.
+fn per_key_bytes<S: Subject>(z: &ZipfStream) -> f64 {
     let before = LIVE.load(Ordering::Relaxed);
-    let s = make();
-    for k in 0..N {
-        fill(&s, k);
+    let s = S::make();
+    let mut n = 0u64;
+    for k in z.all_keys() {
+        s.add(k, START);
+        n += 1;
     }
     let after = LIVE.load(Ordering::Relaxed);
-    // Not dropped: maps with deferred reclamation would free it during a
-    // later measurement.
-    std::mem::forget(s);
-    (after - before) as f64 / N as f64
+    drop(s);
+    (after - before) as f64 / n as f64
 }
 
-fn memory_report() {
-    let kw = per_key_bytes(
-        || KeyedWindows::<u64, _>::with_clock(window(), 10, ManualClock::new()).unwrap(),
-        |w, k| {
-            w.add_at(&k, NOW, 1);
-        },
+fn memory_report(z: &ZipfStream) {
+    let kw = per_key_bytes::<Kw>(z);
+    let hk = per_key_bytes::<Hk>(z);
+    let dm = per_key_bytes::<Dm>(z);
+    let gv = per_key_bytes::<Gv>(z);
+    let w = windows();
+    for s in 0..10u64 {
+        w.add_at(&HOT_KEY, START + s * 1_000_000_000, 1);
+    }
+    let ten = w.key_memory_bytes(&HOT_KEY);
+    println!("heap bytes per key, 1M u64 keys each added once (map included):");
+    println!(
+        "  KeyedWindows (10 slices): {kw:.1} B/key; a key with adds in all 10 slices: + {ten} B"
     );
-    let am = per_key_bytes(AtomicMap::<u64>::new, |m, k| {
-        m.add(&k, 1);
-    });
-    let dm = per_key_bytes(DashCounter::<u64>::new, |m, k| {
-        m.add(&k, 1);
-    });
-    let gv = per_key_bytes(
-        || RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX)),
-        |l, k| {
-            let _ = l.check_key(&k);
-        },
-    );
-    let w = KeyedWindows::<u64, _>::with_clock(window(), 10, ManualClock::new()).unwrap();
-    w.add_at(&1, NOW, 1);
-    w.add_at(&1, NOW + 1_000_000_000, 1);
-    let window_bytes = w.key_memory_bytes(&1);
-    println!("memory per key (u64 keys, 200k keys, heap bytes incl. the map):");
-    println!("  KeyedWindows (10 slices): {kw:.0} B/key (a key with counts in several slices adds {window_bytes} B)");
-    println!("  AtomicMap (scc HashIndex<u64, Arc<AtomicU64>>): {am:.0} B/key");
-    println!("  DashMap<u64, AtomicU64>: {dm:.0} B/key");
-    println!("  governor keyed limiter: {gv:.0} B/key");
+    println!("  HotKeyDetector (10 slices): {hk:.1} B/key");
+    println!("  DashMap<u64, AtomicU64>: {dm:.1} B/key");
+    println!("  governor keyed limiter: {gv:.1} B/key");
 }
 
-fn keyed(c: &mut Criterion) {
-    let keys = zipf_stream();
-    for (group, hot) in [("keyed_zipf_1M", false), ("keyed_one_hot_key", true)] {
+/// One Zipf row: `S` walks the stream from thread `t`'s offset.
+fn zipf_row<S: Subject>(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    pool: &Pool,
+    z: &Arc<ZipfStream>,
+    name: &str,
+    preinsert: bool,
+) {
+    let threads = pool.threads();
+    if preinsert {
+        let s = S::make();
+        for k in z.all_keys() {
+            s.add(k, START);
+        }
+        bench_threads(g, pool, name, Arc::new((s, z.clone())), move |s, t, i| {
+            let z = &s.1;
+            s.0.add(z.key(z.offset(t, threads) + i as usize), now_of(i));
+        });
+        return;
+    }
+    // Cold: a fresh structure for every measurement, time from START.
+    g.throughput(Throughput::Elements(1));
+    g.bench_with_input(BenchmarkId::new(name, threads), &threads, |b, _| {
+        b.iter_custom(|iters| {
+            let s = Arc::new((S::make(), z.clone()));
+            let run = s.clone();
+            let elapsed = pool.run_ops(iters, move |t, i| {
+                let z = &run.1;
+                run.0
+                    .add(z.key(z.offset(t, threads) + i as usize), now_of(i));
+            });
+            // Dropped outside the timed region.
+            drop(s);
+            elapsed / threads as u32
+        })
+    });
+}
+
+fn zipf(c: &mut Criterion, z: &Arc<ZipfStream>) {
+    for (group, preinsert) in [("keyed_zipf_preinserted", true), ("keyed_zipf_cold", false)] {
         let mut g = c.benchmark_group(group);
-        let pick = move |keys: &[u64], t: usize, i: u64| if hot { 7 } else { key_at(keys, t, i) };
-        // The Zipf runs measure maps that already hold every key (the
-        // steady state), not the inserts of a warming map.
-        let filled = move |add: &dyn Fn(u64)| {
-            if !hot {
-                (0..KEYS as u64).for_each(add);
-            }
-        };
         for threads in THREADS {
             let pool = Pool::new(threads);
-            let kw =
-                || KeyedWindows::<u64, _>::with_clock(window(), 10, ManualClock::new()).unwrap();
-            let w = kw();
-            filled(&|key| {
-                w.add_at(&key, NOW, 1);
-            });
-            bench_threads(
-                &mut g,
-                &pool,
-                "KeyedWindows::add_at",
-                Arc::new((w, keys.clone())),
-                move |s, t, i| {
-                    black_box(s.0.add_at(&pick(&s.1, t, i), NOW, black_box(1)));
-                },
-            );
-            if hot {
-                // The ceiling: every thread its own instance (nothing
-                // shared), measured in the same run.
-                let own: Vec<_> = (0..threads).map(|_| kw()).collect();
-                bench_threads(
-                    &mut g,
-                    &pool,
-                    "KeyedWindows-per-thread(ideal)",
-                    Arc::new((own, keys.clone())),
-                    move |s, t, _| {
-                        black_box(s.0[t].add_at(&7, NOW, black_box(1)));
-                    },
-                );
-            }
-            let w = kw();
-            filled(&|key| {
-                w.add_at(&key, NOW, 1);
-            });
-            bench_threads(
-                &mut g,
-                &pool,
-                "KeyedWindows::add_and_sum_at",
-                Arc::new((w, keys.clone())),
-                move |s, t, i| {
-                    black_box(s.0.add_and_sum_at(&pick(&s.1, t, i), NOW, black_box(1)));
-                },
-            );
-            let d = HotKeyDetector::<u64, _>::with_clock(window(), 10, 1000, ManualClock::new())
-                .unwrap();
-            filled(&|key| {
-                d.add_at(&key, NOW, 1);
-            });
-            bench_threads(
-                &mut g,
-                &pool,
-                "HotKeyDetector::add_at",
-                Arc::new((d, keys.clone())),
-                move |s, t, i| {
-                    black_box(s.0.add_at(&pick(&s.1, t, i), NOW, black_box(1)));
-                },
-            );
-            let m = AtomicMap::<u64>::new();
-            filled(&|key| {
-                m.add(&key, 1);
-            });
-            bench_threads(
-                &mut g,
-                &pool,
-                "AtomicMap(scc)",
-                Arc::new((m, keys.clone())),
-                move |s, t, i| {
-                    black_box(s.0.add(&pick(&s.1, t, i), black_box(1)));
-                },
-            );
-            let m = DashCounter::<u64>::new();
-            filled(&|key| {
-                m.add(&key, 1);
-            });
-            bench_threads(
-                &mut g,
-                &pool,
-                "DashMap<AtomicU64>",
-                Arc::new((m, keys.clone())),
-                move |s, t, i| {
-                    black_box(s.0.add(&pick(&s.1, t, i), black_box(1)));
-                },
-            );
-            let l = RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX));
-            filled(&|key| {
-                let _ = l.check_key(&key);
-            });
-            bench_threads(
-                &mut g,
-                &pool,
-                "governor::keyed",
-                Arc::new((l, keys.clone())),
-                move |s, t, i| {
-                    let _ = black_box(s.0.check_key(&pick(&s.1, t, i)));
-                },
-            );
+            zipf_row::<Kw>(&mut g, &pool, z, "KeyedWindows::add_at", preinsert);
+            zipf_row::<Hk>(&mut g, &pool, z, "HotKeyDetector::add_at", preinsert);
+            zipf_row::<KwSum>(&mut g, &pool, z, "KeyedWindows::add_and_sum_at", preinsert);
+            zipf_row::<Dm>(&mut g, &pool, z, "DashMap<u64,AtomicU64>", preinsert);
+            zipf_row::<Gv>(&mut g, &pool, z, "governor::keyed", preinsert);
         }
         g.finish();
     }
 }
 
+fn one_hot_key(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed_one_hot_key");
+    for threads in THREADS {
+        let pool = Pool::new(threads);
+        let s = Arc::new(windows());
+        bench_threads(&mut g, &pool, "KeyedWindows::add_at", s, |w, _, i| {
+            black_box(w.add_at(&HOT_KEY, now_of(i), 1));
+        });
+        let s = Arc::new(windows());
+        bench_threads(
+            &mut g,
+            &pool,
+            "KeyedWindows::add_and_sum_at",
+            s,
+            |w, _, i| {
+                black_box(w.add_and_sum_at(&HOT_KEY, now_of(i), 1));
+            },
+        );
+        let s = Arc::new(detector());
+        bench_threads(&mut g, &pool, "HotKeyDetector::add_at", s, |d, _, i| {
+            black_box(d.add_at(&HOT_KEY, now_of(i), 1));
+        });
+        // The ceiling: every thread its own instance (nothing shared).
+        let own = Arc::new((0..threads).map(|_| windows()).collect::<Vec<_>>());
+        bench_threads(
+            &mut g,
+            &pool,
+            "KeyedWindows-per-thread(ideal)",
+            own,
+            |o, t, i| {
+                black_box(o[t].add_at(&HOT_KEY, now_of(i), 1));
+            },
+        );
+        let s = Arc::new(Dm::make());
+        bench_threads(&mut g, &pool, "DashMap<u64,AtomicU64>", s, |m, _, i| {
+            m.add(HOT_KEY, now_of(i));
+        });
+        let s = Arc::new(Gv::make());
+        bench_threads(&mut g, &pool, "governor::keyed", s, |l, _, i| {
+            l.add(HOT_KEY, now_of(i));
+        });
+    }
+    g.finish();
+}
+
 fn main() {
-    memory_report();
+    let z = Arc::new(ZipfStream::new());
+    memory_report(&z);
     let mut c = config();
-    keyed(&mut c);
+    zipf(&mut c, &z);
+    one_hot_key(&mut c);
     c.final_summary();
 }

@@ -44,12 +44,12 @@ pub mod prometheus;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
-pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyRef, KeyedWindows};
 /// Loom models only (`--cfg loom`): the per-key state's protocols, one call
 /// each (see `loom-tests/`).
 #[cfg(loom)]
 #[doc(hidden)]
 pub use keyed::model as __loom_keyed;
+pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyRef, KeyedWindows};
 pub use limiter::{
     Decision, Denied, Fixed, FixedWindowLimiter, Limiter, Multi, MultiLimiter, OneLimit, Shape,
     Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,

@@ -22,13 +22,13 @@ pub(crate) use loom::sync::atomic::{
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 
+#[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
 /// The per-key map's shard locks (see `keyed/map.rs`): taken only to change
 /// a shard's structure (inserting or removing a key, moving its keys to a
 /// bigger table), never by an add on a key the map holds.
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
-#[cfg(loom)]
-pub(crate) use loom::sync::Mutex;
 
 /// Std atomics for process-wide statics (the coarse clock's ticker, the
 /// probe seed). Loom cannot model a `static`, and these never take part in a

@@ -528,7 +528,11 @@ fn long_idle_gaps_follow_the_model() {
                 *newest = (*newest).max(e);
                 refs[k].add_at(t, n);
             }
-            assert_eq!(w.add_at(&(k as u32), t, n), counted, "S={slices} step {i} e={e}");
+            assert_eq!(
+                w.add_at(&(k as u32), t, n),
+                counted,
+                "S={slices} step {i} e={e}"
+            );
             for key in 0..3usize {
                 let q = now * SLICE + rng.random_range(0..SLICE * 3);
                 let qe = q / SLICE;
@@ -569,7 +573,11 @@ fn same_tag_after_a_gap_is_not_aliased() {
             let far = start + k * TAG;
             // Nothing was added since: the window at `far` is empty.
             assert_eq!(w.sum_at(&1u8, far), 0, "S={slices} start {start} k {k}");
-            assert_eq!(w.add_and_sum_at(&1u8, far, 1), 1, "S={slices} start {start} k {k}");
+            assert_eq!(
+                w.add_and_sum_at(&1u8, far, 1),
+                1,
+                "S={slices} start {start} k {k}"
+            );
             // The old epoch is older than the window of the newest add now.
             assert!(!w.add_at(&1u8, start, 1));
             assert_eq!(w.sum_at(&1u8, far), 1);
@@ -699,7 +707,11 @@ fn moves_under_concurrent_adds_lose_nothing() {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     for k in 0..64u32 {
                         let s = w.sum_at(&k, 0);
-                        assert!(s >= last[k as usize], "key {k}: {s} after {}", last[k as usize]);
+                        assert!(
+                            s >= last[k as usize],
+                            "key {k}: {s} after {}",
+                            last[k as usize]
+                        );
                         last[k as usize] = s;
                     }
                 }

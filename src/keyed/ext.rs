@@ -73,14 +73,25 @@ fn retired(s: u64) -> u64 {
 /// Pins a guard; `false` if it is retired.
 #[inline]
 fn pin(guard: &AtomicU64) -> bool {
+    pin_noting(guard, &mut false)
+}
+
+/// [`pin`], setting `*contended` if a CAS failed (another writer pinned or
+/// unpinned the row in between): a striped writer then moves to another
+/// row, as after a failed cell CAS.
+#[inline]
+fn pin_noting(guard: &AtomicU64, contended: &mut bool) -> bool {
     let mut s = guard.load(Ordering::Acquire);
     loop {
         if s & RETIRED != 0 {
             return false;
         }
-        match guard.compare_exchange_weak(s, s + PIN, Ordering::AcqRel, Ordering::Acquire) {
+        match guard.compare_exchange(s, s + PIN, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => return true,
-            Err(actual) => s = actual,
+            Err(actual) => {
+                *contended = true;
+                s = actual;
+            }
         }
     }
 }
@@ -272,14 +283,14 @@ impl Ext {
     pub(crate) fn add_striped(&self, e: u64, n: u64, slices: usize) -> Option<Write> {
         let s = self.stripes()?;
         let row = &s.rows[probe::get() as usize & (s.rows.len() - 1)];
-        if !pin(&row.guard) {
+        let mut contended = false;
+        if !pin_noting(&row.guard, &mut contended) {
             return Some(Write::Refused);
         }
-        let mut contended = false;
-        let added = row
-            .cells
-            .cell((e % slices as u64) as usize)
-            .add(e, n, slices as u64, &mut contended);
+        let added =
+            row.cells
+                .cell((e % slices as u64) as usize)
+                .add(e, n, slices as u64, &mut contended);
         unpin(&row.guard);
         if contended {
             probe::rehash();
@@ -418,8 +429,7 @@ impl Ext {
             return false; // stripes were installed meanwhile
         }
         for (i, (g, &s)) in guards.iter().zip(snaps).enumerate() {
-            if g
-                .compare_exchange(s, retired(s), Ordering::AcqRel, Ordering::Acquire)
+            if g.compare_exchange(s, retired(s), Ordering::AcqRel, Ordering::Acquire)
                 .is_err()
             {
                 self.restore(&snaps[..i]);

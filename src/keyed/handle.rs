@@ -64,7 +64,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyHandle<'_, K, C, S> {
         let guard = Guard::pin(w.map.graveyard());
         matches!(
             w.add_in(self.hash, &self.key, w.epoch(now), n, &guard),
-            Some((_, super::state::Outcome::Head(_) | super::state::Outcome::Elsewhere))
+            Some((
+                _,
+                super::state::Outcome::Head(_) | super::state::Outcome::Elsewhere
+            ))
         )
     }
 
@@ -158,8 +161,7 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyHandle<'_, K, C, S> {
         let sum = w.read_at(&self.key, w.epoch(now));
         let guard = Guard::pin(w.map.graveyard());
         sum >= d.threshold
-            && w
-                .map
+            && w.map
                 .get(self.hash, |k| *k == self.key, &guard)
                 .is_some_and(|st| is_hot(st, sum, d.threshold))
     }

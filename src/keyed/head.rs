@@ -306,7 +306,12 @@ impl Head {
             }
             if self
                 .word
-                .compare_exchange(w, word(tag(ew), LIVE, 0), Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(
+                    w,
+                    word(tag(ew), LIVE, 0),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_ok()
             {
                 return Some((ew, count(w)));
@@ -410,7 +415,16 @@ mod tests {
     fn single_threaded_adds_are_never_contended() {
         let h = Head::new();
         let mut f = Log::default();
-        for (e, n) in [(0, 1), (0, 2), (1, 1), (3, 5), (3, 1), (2, 1), (40, 1), (40, 9)] {
+        for (e, n) in [
+            (0, 1),
+            (0, 2),
+            (1, 1),
+            (3, 5),
+            (3, 1),
+            (2, 1),
+            (40, 1),
+            (40, 9),
+        ] {
             let mut k = false;
             h.add(e, n, 10, &mut k, &mut f);
             assert!(!k, "add at {e}");

@@ -93,8 +93,7 @@ pub(super) fn exact_step(
         Read::Moved => return Err(Moved),
     };
     let before = after.saturating_sub(n);
-    Ok(x
-        .hot_transition(e, before, after, threshold)
+    Ok(x.hot_transition(e, before, after, threshold)
         .then_some(after))
 }
 
@@ -267,8 +266,7 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyDetector<K, C, S> {
         let guard = Guard::pin(w.map.graveyard());
         let sum = w.read_at(key, w.epoch(now));
         sum >= self.threshold
-            && w
-                .map
+            && w.map
                 .get(w.map.hash(key), |k| key.is(k), &guard)
                 .is_some_and(|st| is_hot(st, sum, self.threshold))
     }

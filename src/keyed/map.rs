@@ -101,8 +101,13 @@ pub(crate) trait Value: Send + Sync + 'static {
     /// Retires the state if the key is idle at epoch `now`: `true` if it
     /// is now dead (the map then removes its slot). Runs under the shard
     /// lock.
-    fn try_retire(&self, now: u64, cfg: &Self::Cfg, guard: &Guard<'_>, graveyard: &Graveyard)
-        -> bool;
+    fn try_retire(
+        &self,
+        now: u64,
+        cfg: &Self::Cfg,
+        guard: &Guard<'_>,
+        graveyard: &Graveyard,
+    ) -> bool;
 
     /// Whether the state was retired (an add that finds it so inserts the
     /// key afresh).
@@ -185,7 +190,6 @@ where
         self.sweep_per_epoch = shards.min(SHARDS);
     }
 
-
     /// The hash every lookup of `key` uses (a borrowed form hashes as its
     /// owned key: `Borrow`'s contract).
     #[inline]
@@ -265,12 +269,10 @@ where
         for attempt in 0..2 {
             let mut c = self.len.load(Ordering::Acquire);
             while c < self.max_keys {
-                match self.len.compare_exchange_weak(
-                    c,
-                    c + 1,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
+                match self
+                    .len
+                    .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Acquire)
+                {
                     Ok(_) => return true,
                     Err(actual) => c = actual,
                 }
@@ -458,7 +460,8 @@ where
     /// Bytes held by the tables and the states' heap parts.
     pub(crate) fn memory_bytes(&self, cfg: &V::Cfg) -> usize {
         let mut b = std::mem::size_of::<Self>()
-            + SHARDS * (std::mem::size_of::<Ptrs<K, V>>() + std::mem::size_of::<Mutex<ShardState>>());
+            + SHARDS
+                * (std::mem::size_of::<Ptrs<K, V>>() + std::mem::size_of::<Mutex<ShardState>>());
         for i in 0..SHARDS {
             let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: as in `get_or_insert`.

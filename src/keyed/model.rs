@@ -92,7 +92,8 @@ impl ModelKey {
     /// `KeyState::move_into` (as a table rebuild would, holding the lock).
     pub fn move_into(&self, to: &ModelKey) {
         let guard = Guard::pin(&self.graveyard);
-        self.st.move_into(&to.st, &self.cfg, &guard, &self.graveyard);
+        self.st
+            .move_into(&to.st, &self.cfg, &guard, &self.graveyard);
     }
 
     /// `KeyState::take`: the total taken (as a flush would, holding the

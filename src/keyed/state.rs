@@ -327,7 +327,9 @@ impl KeyState {
                 open: None,
             };
             let mut contended = false;
-            let r = self.head.add(e, n, cfg.slices as u64, &mut contended, &mut f);
+            let r = self
+                .head
+                .add(e, n, cfg.slices as u64, &mut contended, &mut f);
             drop(f);
             let o = match r {
                 HeadAdd::Added { after } => {
@@ -466,12 +468,9 @@ impl KeyState {
                     if tighten && x & STRIPED == 0 && row0 < u && u != u64::MAX {
                         // The protocol of `tighten`: `ended`, `up`, the
                         // cells, `begun`, then a CAS from the `up` read.
-                        let _ = self.up.compare_exchange(
-                            u,
-                            row0,
-                            Ordering::AcqRel,
-                            Ordering::Relaxed,
-                        );
+                        let _ =
+                            self.up
+                                .compare_exchange(u, row0, Ordering::AcqRel, Ordering::Relaxed);
                     }
                     return Read::Sum(sum);
                 }

@@ -17,10 +17,10 @@ use crate::stripes::default_cap;
 use crate::sync::{AtomicU64, Ordering};
 use crate::window::slice_nanos;
 use std::collections::hash_map::RandomState;
-use strength_reduce::StrengthReducedU64;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::time::Duration;
+use strength_reduce::StrengthReducedU64;
 
 /// Sliding windows per key, with bounded memory.
 ///
@@ -135,8 +135,11 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
     /// [`evict_idle_at`](Self::evict_idle_at) themselves, e.g. when adds
     /// arrive with times from sources that lag each other.
     pub fn with_auto_evict(mut self, on: bool) -> Self {
-        self.map
-            .set_sweep_per_epoch(if on { sweep_per_epoch(self.cfg.slices) } else { 0 });
+        self.map.set_sweep_per_epoch(if on {
+            sweep_per_epoch(self.cfg.slices)
+        } else {
+            0
+        });
         self
     }
 
@@ -413,7 +416,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
     /// what is taken or in what stays, never both, never neither. For
     /// callers that ship counts elsewhere (a flush), one shard at a time.
     pub fn take_all(&self, mut f: impl FnMut(&K, u64, u64)) {
-        self.map.for_each(|key, st| st.take(&self.cfg, &mut |e, c| f(key, e, c)));
+        self.map
+            .for_each(|key, st| st.take(&self.cfg, &mut |e, c| f(key, e, c)));
     }
 
     /// [`take_all`](Self::take_all) for one key.

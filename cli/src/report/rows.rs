@@ -37,8 +37,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use stripecount::{
-    Clock, CoarseClock, FixedWindowLimiter, HotKeyDetector, MonotonicClock, MultiLimiter,
-    MultiWindow, SlidingWindow, SlidingWindowLimiter, StripedCounter,
+    Clock, CoarseClock, FixedWindowLimiter, HotKeyDetector, KeyedWindows, MonotonicClock,
+    MultiLimiter, MultiWindow, SlidingWindow, SlidingWindowLimiter, StripedCounter,
 };
 use stripecount_baselines::counters::AtomicCounter;
 use stripecount_baselines::harness::{batches, batches_at, Job};
@@ -229,6 +229,13 @@ pub fn all() -> Vec<Row> {
     let keyed = group(
         Group::Keyed,
         &[
+            ("KeyedWindows add, one hot key", Ours, windows_hot),
+            ("KeyedWindows add, Zipf keys", Ours, windows_zipf),
+            (
+                "KeyedWindows add_and_sum, one hot key",
+                Ours,
+                windows_sum_hot,
+            ),
             ("HotKeyDetector, one hot key", Ours, detector_hot),
             ("HotKeyDetector, Zipf keys", Ours, detector_zipf),
             ("DashMap<u64,AtomicU64>, one hot key", Peer, dashmap_hot),
@@ -432,6 +439,38 @@ fn governor_refusing(_: &Setup, _: usize) -> Job {
 
 // ---- keyed ------------------------------------------------------------------
 
+/// The per-key windows of the keyed rows: the report's window, on
+/// `CoarseClock`.
+fn windows() -> KeyedWindows<u64, CoarseClock> {
+    KeyedWindows::with_clock(WINDOW, SLICES, CoarseClock::new()).expect("a valid window")
+}
+
+fn windows_hot(_: &Setup, _: usize) -> Job {
+    let w = Arc::new(windows());
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(w.add(&HOT_KEY, 1));
+        })
+    })
+}
+
+/// The add that returns the key's exact window sum: on a hot key shared by
+/// threads it reads every thread's stripe (its documented cost).
+fn windows_sum_hot(_: &Setup, _: usize) -> Job {
+    let w = Arc::new(windows());
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(w.add_and_sum(&HOT_KEY, 1));
+        })
+    })
+}
+
+fn windows_zipf(setup: &Setup, threads: usize) -> Job {
+    zipf_job(setup, threads, windows(), |w, k| {
+        black_box(w.add(&k, 1));
+    })
+}
+
 /// The detector of the keyed rows: the report's window, on `CoarseClock`.
 fn detector() -> HotKeyDetector<u64, CoarseClock> {
     HotKeyDetector::with_clock(WINDOW, SLICES, HOT_THRESHOLD, CoarseClock::new())
@@ -548,10 +587,12 @@ mod tests {
             .collect();
         assert_eq!(striped.len(), 1);
         assert_eq!(striped[0].name, "StripedCounter add");
-        assert!(rows
-            .iter()
-            .filter(|r| r.matches("windows"))
-            .all(|r| r.group == Group::Windows));
+        // "windows" names a group, and is part of the KeyedWindows rows'
+        // names: it selects exactly those.
+        for r in &rows {
+            let expected = r.group == Group::Windows || r.name.contains("KeyedWindows");
+            assert_eq!(r.matches("windows"), expected, "{}", r.name);
+        }
     }
 
     /// Requests one permit `n` times; returns how many were granted.
