@@ -4,7 +4,7 @@
 //! itself is the map's, lock-free, and follows the key wherever the map
 //! moves or re-inserts it.
 
-use super::hot::{hot_step_following, is_hot};
+use super::hot::{hot_step_following, is_hot, HotAdd};
 use super::key::Key;
 use super::reclaim::Guard;
 use super::windows::KeyedWindows;
@@ -138,7 +138,18 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyHandle<'_, K, C, S> {
         let e = w.epoch(now);
         let guard = Guard::pin(w.map.graveyard());
         let (st, o) = w.add_in(self.hash, &self.key, e, n, &guard)?;
-        hot_step_following(w, self.hash, |k| *k == self.key, st, o, e, n, d.threshold)
+        hot_step_following(
+            w,
+            self.hash,
+            |k| *k == self.key,
+            st,
+            o,
+            HotAdd {
+                e,
+                n,
+                threshold: d.threshold,
+            },
+        )
     }
 
     /// Adds `n` at `now`; `true` if this add made the key hot.

@@ -97,6 +97,15 @@ pub(super) fn exact_step(
         .then_some(after))
 }
 
+/// One counted add, as the hot step sees it: `n` at epoch `e`, against
+/// `threshold`.
+#[derive(Clone, Copy)]
+pub(super) struct HotAdd {
+    pub(super) e: u64,
+    pub(super) n: u64,
+    pub(super) threshold: u64,
+}
+
 /// [`hot_step`], following the key if it moves: runs the exact step again
 /// on the key's new state (the add itself was counted before the move, and
 /// the move carried it).
@@ -107,10 +116,9 @@ pub(super) fn hot_step_following<K: Key, C: Clock, S: BuildHasher>(
     is: impl Fn(&K) -> bool,
     st: &KeyState,
     o: Outcome,
-    e: u64,
-    n: u64,
-    threshold: u64,
+    add: HotAdd,
 ) -> Option<u64> {
+    let HotAdd { e, n, threshold } = add;
     let mut r = hot_step(st, o, e, n, threshold, &w.cfg);
     while r.is_err() {
         let guard = Guard::pin(w.map.graveyard());
@@ -256,7 +264,18 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyDetector<K, C, S> {
         let guard = Guard::pin(w.map.graveyard());
         let hash = w.map.hash(key);
         let (st, o) = w.add_in(hash, key, e, n, &guard)?;
-        hot_step_following(w, hash, |k| key.is(k), st, o, e, n, self.threshold)
+        hot_step_following(
+            w,
+            hash,
+            |k| key.is(k),
+            st,
+            o,
+            HotAdd {
+                e,
+                n,
+                threshold: self.threshold,
+            },
+        )
     }
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at
