@@ -3,7 +3,7 @@
 //! that `loom-tests/` can race them directly. Nothing here is a protocol
 //! of its own; each method forwards to the code it names.
 
-use super::hot::{hot_step, Moved};
+use super::hot::hot_step;
 use super::map::Value;
 use super::reclaim::{Graveyard, Guard};
 use super::state::{Cfg, KeyState, Outcome, Read};
@@ -76,10 +76,8 @@ impl ModelKey {
     /// this add made the key hot. A move during the step reads as `None`.
     pub fn hot_add(&self, e: u64, n: u64, threshold: u64) -> Option<u64> {
         let o = self.st.add(e, n, &self.cfg);
-        match hot_step(&self.st, o, e, n, threshold, &self.cfg) {
-            Ok(r) => r,
-            Err(Moved) => None,
-        }
+        // A move during the step (`Err(Moved)`) reads as `None`.
+        hot_step(&self.st, o, e, n, threshold, &self.cfg).unwrap_or_default()
     }
 
     /// `KeyState::try_retire` at epoch `now` (as a sweep would, holding the
