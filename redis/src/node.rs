@@ -192,7 +192,11 @@ impl<K: RedisKey> ClusterWindows<K> {
 
 impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     pub(crate) fn from_builder(b: Builder<K, C>) -> Result<Self, ClusterError> {
-        let mut windows = KeyedWindows::with_clock(b.window, b.slices, ServerTime::new(b.clock))?;
+        // Eviction runs right after a take (`stage`), never on its own: an
+        // automatic sweep would evict a key holding only counts older than
+        // the window before a take could count them as dropped.
+        let mut windows = KeyedWindows::with_clock(b.window, b.slices, ServerTime::new(b.clock))?
+            .with_auto_evict(false);
         if let Some(m) = b.max_keys {
             windows = windows.with_max_keys(m);
         }
@@ -477,8 +481,10 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         s: &mut Sender<K>,
         report: &mut FlushReport<K>,
     ) -> Result<(), ClusterError> {
-        let mut version = self.probe(s)?;
+        // Take first: even when Redis is unreachable the local counts move
+        // to the pending buffer, where they are held (and pruned) safely.
         self.stage();
+        let mut version = self.probe(s)?;
         loop {
             if s.outbox.is_none() {
                 let cut = write(&self.state)
@@ -502,7 +508,8 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// Takes the local windows' counts into the pending buffer, drops what
     /// left the window, and prunes the cache and hot set once an epoch.
     pub(crate) fn stage(&self) {
-        let e = self.time().now() / self.slice_nanos;
+        let now = self.time().now();
+        let e = now / self.slice_nanos;
         let s = self.slices as u64;
         let floor = e.saturating_sub(s);
         let mut full = 0u64;
@@ -516,6 +523,9 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let old = st.pending.prune(floor, e.saturating_add(s));
         let new_epoch = e != st.pruned_at;
         if new_epoch {
+            // Once a slice: drop the local keys the take emptied (an add
+            // racing the eviction is never lost: it inserts the key again).
+            self.windows.evict_idle_at(now);
             st.cache.retain(|_, r| r.newest() > floor);
             st.pruned_at = e;
         }
@@ -682,9 +692,22 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let mut b = Vec::new();
         k.write_key(&mut b);
         let mut req = Request::new(2);
-        req.arg(b"GET").arg2(&self.names.data, &b);
-        let v = s.link.request(&req.bytes)?;
-        let ring = match &v {
+        req.arg(b"GET").arg(&self.names.cfg);
+        let mut get = Request::new(2);
+        get.arg(b"GET").arg2(&self.names.data, &b);
+        req.bytes.extend_from_slice(&get.bytes);
+        let vs = s.link.pipeline(&req.bytes, 2)?;
+        // A ring filed by nodes of another shape would be misread.
+        if let Value::BulkString(cfg) = &vs[0] {
+            let ours = self.shape.config_string();
+            if cfg != ours.as_bytes() {
+                return Err(ClusterError::ShapeMismatch(format!(
+                    "the namespace is configured as {}, this node as {ours}",
+                    String::from_utf8_lossy(cfg)
+                )));
+            }
+        }
+        let ring = match &vs[1] {
             Value::Nil => Ring::default(),
             Value::BulkString(b) => Ring::decode(b)
                 .ok_or_else(|| ClusterError::Protocol("a key's value is not a ring".into()))?,

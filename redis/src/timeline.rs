@@ -109,7 +109,7 @@ struct Offset {
 /// // TIME answered 5_000 ns between node times 990 and 1_010.
 /// assert!(t.sample(990, 1_010, 5_000));
 /// assert_eq!(t.now(), 5_000);
-/// assert_eq!(t.uncertainty(), Some(10));
+/// assert_eq!(t.uncertainty(), Some(10 + 1_000)); // half the round trip + 1 us
 /// ```
 #[derive(Debug)]
 pub struct ServerTime<C> {
@@ -218,9 +218,10 @@ mod tests {
         // A slower sample right after is refused.
         assert!(!t.sample(10_000_000, 10_400_000, 60_000_000));
         assert_eq!(t.offset(), 50_000_000 - 10_100_000);
-        // Ten seconds later drift has widened the bound by 1 ms.
+        // Ten seconds later (less the 100 us since the sample's midpoint)
+        // drift has widened the bound by 100 ppm of that.
         c.advance(std::time::Duration::from_secs(10));
-        assert_eq!(t.uncertainty(), Some(101_000 + 1_000_000));
+        assert_eq!(t.uncertainty(), Some(101_000 + 999_990));
         let now = c.now();
         assert!(t.sample(now, now + 400_000, 70_000_000));
         assert_eq!(t.now(), 70_000_000 - 200_000);

@@ -177,6 +177,10 @@ fn a_node_with_another_window_shape_is_refused() {
         r => panic!("expected a shape mismatch, got {r:?}"),
     }
     assert_eq!(b.health().pending_counts, 1); // held, not applied
+    assert!(matches!(
+        b.fresh_sum("k"),
+        Err(ClusterError::ShapeMismatch(_))
+    ));
     assert_eq!(a.fresh_sum("k").unwrap(), 1);
 }
 

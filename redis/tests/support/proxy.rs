@@ -119,8 +119,16 @@ impl Drop for Proxy {
     }
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+/// Whether `needle` occurs in `tail ++ chunk` ending inside `chunk` (so
+/// bytes of an earlier request alone never match).
+fn found(tail: &[u8], chunk: &[u8], needle: &[u8]) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    let keep = tail.len().min(needle.len() - 1);
+    let mut hay = tail[tail.len() - keep..].to_vec();
+    hay.extend_from_slice(chunk);
+    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Pumps one connection both ways, applying the armed fault.
@@ -141,7 +149,7 @@ fn pipe(s: Arc<Shared>, client: TcpStream, server: TcpStream) {
         let drop_reply = Arc::clone(&drop_reply);
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 1 << 16];
-            // The tail of what came before, so a pattern split across two
+            // The end of what came before, so a pattern split across two
             // reads is still found.
             let mut tail: Vec<u8> = Vec::new();
             loop {
@@ -149,24 +157,25 @@ fn pipe(s: Arc<Shared>, client: TcpStream, server: TcpStream) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                tail.extend_from_slice(&buf[..n]);
+                let chunk = &buf[..n];
                 let mut fault = s.fault.lock().unwrap();
                 match fault.clone() {
-                    Some(Fault::DropRequest(p)) if contains(&tail, &p) => {
+                    Some(Fault::DropRequest(p)) if found(&tail, chunk, &p) => {
                         *fault = None;
                         s.fired.fetch_add(1, Ordering::AcqRel);
                         let _ = from.shutdown(Shutdown::Both);
                         let _ = to.shutdown(Shutdown::Both);
                         return;
                     }
-                    Some(Fault::DropReply(p)) if contains(&tail, &p) => {
+                    Some(Fault::DropReply(p)) if found(&tail, chunk, &p) => {
                         *fault = None;
                         drop_reply.store(true, Ordering::Release);
                     }
                     _ => {}
                 }
                 drop(fault);
-                let keep = tail.len().saturating_sub(512);
+                tail.extend_from_slice(chunk);
+                let keep = tail.len().saturating_sub(256);
                 tail.drain(..keep);
                 if to.write_all(&buf[..n]).is_err() {
                     break;
