@@ -199,7 +199,7 @@ impl<K: RedisKey, C: Clock> Builder<K, C> {
         let slice = self.window / self.slices as u32;
         if slice * self.slices as u32 != self.window
             || slice.is_zero()
-            || slice.as_nanos() % 1_000_000 != 0
+            || !slice.as_nanos().is_multiple_of(1_000_000)
         {
             return bad(format!(
                 "a window of {:?} in {} slices: the slice length must be a whole number of milliseconds",

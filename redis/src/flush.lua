@@ -21,13 +21,14 @@ local cfg = redis.call('GET', KEYS[2])
 if cfg and cfg ~= ARGV[7] then
   return redis.error_reply('SCFG the namespace is configured as ' .. cfg .. ', this node as ' .. ARGV[7])
 end
-local offs = {}
+local offs, ms = {}, {}
 local pos = 1
 for i = 1, n do
   if pos + 7 > #blob then return redis.error_reply('SBLOB short deltas') end
   local m = struct.unpack('<d', blob, pos)
   if m < 1 or m > 2 * S or m % 1 ~= 0 then return redis.error_reply('SBLOB bad delta count') end
   offs[i] = pos
+  ms[i] = m
   pos = pos + 8 + 16 * m
 end
 if pos ~= #blob + 1 then return redis.error_reply('SBLOB bad length') end
@@ -56,102 +57,125 @@ local function fmt(m)
   end
   return f
 end
+local heads = {}
+local function head(q)
+  local h = heads[q]
+  if not h then
+    h = struct.pack('<d', q)
+    heads[q] = h
+  end
+  return h
+end
 
+-- A key's ring is handled as one flat table x = { until, e1, c1, ... }
+-- with its q slices in increasing epoch order (see src/ring.rs).
 local out = {}
 local hot = {}
 local dropped = 0
 local ver = false
-for i = 1, n do
-  local k = KEYS[5 + i]
-  local v = redis.call('GET', k)
-  local until_e, es, cs, oldmax = 0, {}, {}, -1
-  if v then
-    local m0 = (#v - 8) / 16
-    local x = { struct.unpack(fmt(1 + 2 * m0), v) }
-    until_e = x[1]
-    local q = 0
-    for j = 1, m0 do
-      local e = x[2 * j]
-      if e > floor then
-        q = q + 1
-        es[q] = e
-        cs[q] = x[2 * j + 1]
-      end
-    end
-    if m0 > 0 then oldmax = x[2 * m0] end
-  end
-  if not replay then
-    local p = offs[i]
-    local m = struct.unpack('<d', blob, p)
-    local d = { struct.unpack(fmt(2 * m), blob, p + 8) }
-    for j = 1, m do
-      local e, c = d[2 * j - 1], d[2 * j]
-      if e > cur then e = cur end -- the server's time is the timeline
-      if e <= floor then
-        dropped = dropped + c
+local CHUNK = 512
+for base = 0, n - 1, CHUNK do
+  local last_i = math.min(n, base + CHUNK)
+  local vals = redis.call('MGET', unpack(KEYS, 6 + base, 5 + last_i))
+  for i = base + 1, last_i do
+    local k = KEYS[5 + i]
+    local v = vals[i - base]
+    if replay then
+      -- Answer with the ring as it is (the node ignores stale slices).
+      if v then
+        out[2 * i - 1] = head((#v - 8) / 16)
+        out[2 * i] = v
       else
-        local q = #es
-        local at = q + 1
-        for z = 1, q do
-          if es[z] >= e then
-            at = z
-            break
-          end
-        end
-        if es[at] == e then
-          cs[at] = cs[at] + c
-        else
-          table.insert(es, at, e)
-          table.insert(cs, at, c)
-        end
+        out[2 * i - 1] = head(0)
+        out[2 * i] = head(0)
       end
-    end
-    if thr > 0 then
-      local sum = 0
-      for z = 1, #es do sum = sum + cs[z] end
-      if sum >= thr then
-        -- The first epoch at which the sum falls below the threshold.
-        local rem, u = sum, 0
-        for z = 1, #es do
-          rem = rem - cs[z]
-          if rem < thr then
-            u = es[z] + S
-            break
-          end
-        end
-        -- Not hot before this batch: this batch made it hot (a crossing).
-        if until_e <= cur then hot[#hot + 1] = struct.pack('<dd', i, sum) end
-        if u ~= until_e then
-          if not ver then ver = redis.call('INCR', KEYS[5]) end
-          local member = string.sub(k, plen + 1)
-          redis.call('ZADD', KEYS[3], u, member)
-          redis.call('ZADD', KEYS[4], ver, member)
-          until_e = u
-        end
-      else
-        until_e = 0
-      end
-    end
-  end
-  local q = #es
-  local parts = { until_e }
-  for z = 1, q do
-    parts[2 * z] = es[z]
-    parts[2 * z + 1] = cs[z]
-  end
-  local nv = struct.pack(fmt(1 + 2 * q), unpack(parts))
-  if not replay then
-    if q == 0 then
-      if v then redis.call('DEL', k) end
-    elseif es[q] == oldmax then
-      redis.call('SET', k, nv, 'KEEPTTL')
     else
-      -- Expires when its newest slice leaves the window.
-      redis.call('SET', k, nv, 'PXAT', (es[q] + S) * slice_ms)
+      local x, q, oldmax
+      if v then
+        q = (#v - 8) / 16
+        x = { struct.unpack(fmt(1 + 2 * q), v) }
+        x[2 + 2 * q] = nil -- unpack's next position
+        oldmax = q > 0 and x[2 * q] or -1
+        if q > 0 and x[2] <= floor then
+          -- Drop the slices that left the window (at most once a slice).
+          local w = 0
+          for z = 1, q do
+            if x[2 * z] > floor then
+              w = w + 1
+              x[2 * w] = x[2 * z]
+              x[2 * w + 1] = x[2 * z + 1]
+            end
+          end
+          for z = 2 * w + 2, 2 * q + 1 do x[z] = nil end
+          q = w
+        end
+      else
+        x, q, oldmax = { 0 }, 0, -1
+      end
+      local p = offs[i] + 8
+      for _ = 1, ms[i] do
+        local e, c = struct.unpack('<dd', blob, p)
+        p = p + 16
+        if e > cur then e = cur end -- the server's time is the timeline
+        if e <= floor then
+          dropped = dropped + c
+        else
+          -- Deltas are mostly of the newest slice: search from the end.
+          local z = q
+          while z >= 1 and x[2 * z] > e do z = z - 1 end
+          if z >= 1 and x[2 * z] == e then
+            x[2 * z + 1] = x[2 * z + 1] + c
+          else
+            for w = q, z + 1, -1 do
+              x[2 * w + 2] = x[2 * w]
+              x[2 * w + 3] = x[2 * w + 1]
+            end
+            x[2 * z + 2] = e
+            x[2 * z + 3] = c
+            q = q + 1
+          end
+        end
+      end
+      if thr > 0 then
+        local until_e = x[1]
+        local sum = 0
+        for z = 1, q do sum = sum + x[2 * z + 1] end
+        if sum >= thr then
+          -- The first epoch at which the sum falls below the threshold.
+          local rem, u = sum, 0
+          for z = 1, q do
+            rem = rem - x[2 * z + 1]
+            if rem < thr then
+              u = x[2 * z] + S
+              break
+            end
+          end
+          -- Not hot before this batch: this batch made it hot.
+          if until_e <= cur then hot[#hot + 1] = struct.pack('<dd', i, sum) end
+          if u ~= until_e then
+            if not ver then ver = redis.call('INCR', KEYS[5]) end
+            local member = string.sub(k, plen + 1)
+            redis.call('ZADD', KEYS[3], u, member)
+            redis.call('ZADD', KEYS[4], ver, member)
+            x[1] = u
+          end
+        else
+          x[1] = 0
+        end
+      end
+      local nv = struct.pack(fmt(1 + 2 * q), unpack(x, 1, 1 + 2 * q))
+      if q == 0 then
+        if v then redis.call('DEL', k) end
+      elseif x[2 * q] == oldmax then
+        redis.call('SET', k, nv, 'KEEPTTL')
+      else
+        -- Expires when its newest slice leaves the window.
+        redis.call('SET', k, nv, 'PXAT', (x[2 * q] + S) * slice_ms)
+      end
+      out[2 * i - 1] = head(q)
+      out[2 * i] = nv
     end
   end
-  out[2 * i - 1] = struct.pack('<d', q)
-  out[2 * i] = nv
 end
 
 local hotblob

@@ -1,7 +1,7 @@
 //! # stripecount-redis
 //!
 //! Cluster-wide per-key sliding windows and hot keys on Redis, built on
-//! [stripecount](stripecount)'s [`KeyedWindows`](stripecount::KeyedWindows).
+//! [stripecount]'s [`KeyedWindows`](stripecount::KeyedWindows).
 //! Nodes (processes) that name the same Redis and namespace share each
 //! key's window: a client's rate over the whole fleet, a key's hotness
 //! across every cache node. The hot path stays local: an add is a

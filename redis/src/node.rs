@@ -538,13 +538,11 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     }
 
     fn encode(&self, order: &[K], deltas: &HashMap<K, Deltas>, seq: u64) -> Request {
-        let mut w = BatchWriter::new(order.len());
+        let mut w = BatchWriter::new(&self.flush_lua.sha, &self.names, order.len());
         for k in order {
-            let mut b = Vec::with_capacity(24);
-            k.write_key(&mut b);
-            w.key(b, &deltas[k].0);
+            w.key(&self.names, k, &deltas[k].0);
         }
-        w.finish(&self.flush_lua.sha, &self.names, &self.shape, seq)
+        w.finish(&self.names, &self.shape, seq)
     }
 
     /// Sends the batch in flight and files its reply; returns the hot
@@ -560,7 +558,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         }
         ob.sends += 1;
         let v = s.link.eval(&self.flush_lua, &ob.request.bytes)?;
-        let reply = FlushReply::decode(&v, ob.order.len())?;
+        let reply = FlushReply::decode(v, ob.order.len())?;
         let ob = s.outbox.take().expect("a batch in flight");
         let e = self.time().now() / self.slice_nanos;
         let mut crossings = Vec::with_capacity(reply.crossings.len());
@@ -569,13 +567,28 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         }
         let mut hot = Vec::new();
         let batch = {
-            let mut st = write(&self.state);
+            let mut guard = write(&self.state);
+            let st = &mut *guard;
             let batch = st.pending.acknowledge(ob.seq);
-            for (k, ring) in ob.order.into_iter().zip(reply.rings) {
-                if ring.until() > e {
-                    hot.push((k.clone(), ring.until()));
+            for (k, &(at, len)) in ob.order.into_iter().zip(&reply.rings) {
+                // Validated by `decode`. Into the key's cached ring, reusing
+                // its buffer.
+                let bytes = &reply.blob[at..at + len];
+                let until = match st.cache.get_mut(&k) {
+                    Some(r) => {
+                        r.decode_into(bytes);
+                        r.until()
+                    }
+                    None => {
+                        let r = Ring::decode(bytes).unwrap_or_default();
+                        let u = r.until();
+                        st.cache.insert(k.clone(), r);
+                        u
+                    }
+                };
+                if until > e {
+                    hot.push((k, until));
                 }
-                st.cache.insert(k, ring);
             }
             batch
         };
@@ -634,7 +647,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         req.arg(b"TIME");
         let mut get = Request::new(2);
         get.arg(b"GET").arg(&self.names.hotver);
-        req.bytes.extend_from_slice(&get.bytes);
+        req.then(&get);
         let t0 = self.time().node_clock().now();
         let vs = s.link.pipeline(&req.bytes, 2)?;
         self.sample(t0, &vs[0])?;
@@ -695,7 +708,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         req.arg(b"GET").arg(&self.names.cfg);
         let mut get = Request::new(2);
         get.arg(b"GET").arg2(&self.names.data, &b);
-        req.bytes.extend_from_slice(&get.bytes);
+        req.then(&get);
         let vs = s.link.pipeline(&req.bytes, 2)?;
         // A ring filed by nodes of another shape would be misread.
         if let Value::BulkString(cfg) = &vs[0] {

@@ -31,20 +31,44 @@ pub struct Ring {
 impl Ring {
     /// Decodes a stored value (`None` if it is not one).
     pub(crate) fn decode(bytes: &[u8]) -> Option<Ring> {
-        if bytes.len() < 8 || (bytes.len() - 8) % 16 != 0 {
-            return None;
+        let mut r = Ring::default();
+        r.decode_into(bytes).then_some(r)
+    }
+
+    /// Whether `bytes` are a stored value.
+    pub(crate) fn is_valid(bytes: &[u8]) -> bool {
+        bytes.len() >= 8
+            && (bytes.len() - 8).is_multiple_of(16)
+            && bytes.chunks_exact(8).all(|w| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(w);
+                to_u64(f64::from_le_bytes(a)).is_some()
+            })
+    }
+
+    /// Decodes a stored value into `self`, reusing its buffer; `false`
+    /// (and `self` unspecified) if `bytes` are not one.
+    pub(crate) fn decode_into(&mut self, bytes: &[u8]) -> bool {
+        self.slots.clear();
+        if bytes.len() < 8 || !(bytes.len() - 8).is_multiple_of(16) {
+            return false;
         }
         let mut words = bytes.chunks_exact(8).map(|w| {
             let mut a = [0u8; 8];
             a.copy_from_slice(w);
             f64::from_le_bytes(a)
         });
-        let until = to_u64(words.next()?)?;
-        let mut slots = Vec::with_capacity((bytes.len() - 8) / 16);
+        let Some(until) = words.next().and_then(to_u64) else {
+            return false;
+        };
+        self.until = until;
         while let (Some(e), Some(c)) = (words.next(), words.next()) {
-            slots.push((to_u64(e)?, to_u64(c)?));
+            match (to_u64(e), to_u64(c)) {
+                (Some(e), Some(c)) => self.slots.push((e, c)),
+                _ => return false,
+            }
         }
-        Some(Ring { until, slots })
+        true
     }
 
     /// The window sum at epoch `e` of a window of `slices` slices: the

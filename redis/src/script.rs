@@ -39,6 +39,7 @@
 //! set).
 
 use crate::error::ClusterError;
+use crate::key::RedisKey;
 use crate::ring::{put_f64, Ring};
 use redis::Value;
 
@@ -111,26 +112,40 @@ pub(crate) struct Request {
     pub(crate) bytes: Vec<u8>,
 }
 
+/// Appends `n` in decimal.
+fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut d = [0u8; 20];
+    let mut i = d.len();
+    loop {
+        i -= 1;
+        d[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&d[i..]);
+}
+
 impl Request {
     pub(crate) fn new(args: usize) -> Request {
         let mut bytes = Vec::with_capacity(64);
         bytes.push(b'*');
-        bytes.extend_from_slice(args.to_string().as_bytes());
+        decimal(&mut bytes, args as u64);
         bytes.extend_from_slice(b"\r\n");
         Request { bytes }
     }
 
     pub(crate) fn arg(&mut self, a: &[u8]) -> &mut Self {
-        self.bulk_header(a.len());
-        self.bytes.extend_from_slice(a);
-        self.bytes.extend_from_slice(b"\r\n");
-        self
+        self.arg2(a, &[])
     }
 
-    /// A bulk string of `parts` joined (a key name from its prefix and
-    /// the key's bytes, without an intermediate buffer).
+    /// A bulk string of `a` then `b` (a key name from its prefix and the
+    /// key's bytes, without an intermediate buffer).
     pub(crate) fn arg2(&mut self, a: &[u8], b: &[u8]) -> &mut Self {
-        self.bulk_header(a.len() + b.len());
+        self.bytes.push(b'$');
+        decimal(&mut self.bytes, (a.len() + b.len()) as u64);
+        self.bytes.extend_from_slice(b"\r\n");
         self.bytes.extend_from_slice(a);
         self.bytes.extend_from_slice(b);
         self.bytes.extend_from_slice(b"\r\n");
@@ -138,33 +153,49 @@ impl Request {
     }
 
     pub(crate) fn num(&mut self, n: u64) -> &mut Self {
-        self.arg(n.to_string().as_bytes())
+        let mut d = Vec::with_capacity(20);
+        decimal(&mut d, n);
+        self.arg(&d)
     }
 
-    fn bulk_header(&mut self, len: usize) {
-        self.bytes.push(b'$');
-        self.bytes.extend_from_slice(len.to_string().as_bytes());
-        self.bytes.extend_from_slice(b"\r\n");
+    /// Appends another request (a pipeline).
+    pub(crate) fn then(&mut self, other: &Request) -> &mut Self {
+        self.bytes.extend_from_slice(&other.bytes);
+        self
     }
 }
 
-/// The encoded keys and deltas of one batch, in batch order.
+/// Writes the `EVALSHA` of one batch: its keys go straight into the
+/// request, its deltas into the blob that follows them.
 pub(crate) struct BatchWriter {
-    keys: Vec<Vec<u8>>,
+    req: Request,
     blob: Vec<u8>,
+    scratch: Vec<u8>,
 }
 
 impl BatchWriter {
-    pub(crate) fn new(capacity: usize) -> BatchWriter {
+    /// A batch of `n` keys.
+    pub(crate) fn new(sha: &str, names: &Names, n: usize) -> BatchWriter {
+        let mut req = Request::new(3 + 5 + n + 8);
+        req.bytes.reserve(n * (names.data.len() + 24));
+        req.arg(b"EVALSHA").arg(sha.as_bytes()).num((5 + n) as u64);
+        req.arg(&names.record)
+            .arg(&names.cfg)
+            .arg(&names.hot)
+            .arg(&names.hotv)
+            .arg(&names.hotver);
         BatchWriter {
-            keys: Vec::with_capacity(capacity),
-            blob: Vec::with_capacity(capacity * 24),
+            req,
+            blob: Vec::with_capacity(n * 24),
+            scratch: Vec::with_capacity(32),
         }
     }
 
-    /// One key (its bytes, after the namespace prefix) and its deltas.
-    pub(crate) fn key(&mut self, key: Vec<u8>, deltas: &[(u64, u64)]) {
-        self.keys.push(key);
+    /// One key and its deltas (`n` calls in all, in batch order).
+    pub(crate) fn key<K: RedisKey>(&mut self, names: &Names, key: &K, deltas: &[(u64, u64)]) {
+        self.scratch.clear();
+        key.write_key(&mut self.scratch);
+        self.req.arg2(&names.data, &self.scratch);
         put_f64(&mut self.blob, deltas.len() as u64);
         for &(e, c) in deltas {
             put_f64(&mut self.blob, e);
@@ -172,20 +203,10 @@ impl BatchWriter {
         }
     }
 
-    /// The `EVALSHA` request for batch `seq`.
-    pub(crate) fn finish(self, sha: &str, names: &Names, shape: &Shape, seq: u64) -> Request {
-        let n = self.keys.len();
-        let mut r = Request::new(3 + 5 + n + 8);
-        r.arg(b"EVALSHA").arg(sha.as_bytes()).num((5 + n) as u64);
-        r.arg(&names.record)
-            .arg(&names.cfg)
-            .arg(&names.hot)
-            .arg(&names.hotv)
-            .arg(&names.hotver);
-        for k in &self.keys {
-            r.arg2(&names.data, k);
-        }
-        r.num(seq)
+    /// The request for batch `seq`.
+    pub(crate) fn finish(mut self, names: &Names, shape: &Shape, seq: u64) -> Request {
+        self.req
+            .num(seq)
             .num(shape.slices as u64)
             .num(shape.slice_ms)
             .num(shape.threshold)
@@ -193,7 +214,7 @@ impl BatchWriter {
             .arg(&self.blob)
             .arg(shape.config_string().as_bytes())
             .num(names.data.len() as u64);
-        r
+        self.req
     }
 }
 
@@ -204,8 +225,10 @@ pub(crate) struct FlushReply {
     pub(crate) replayed: bool,
     /// Counts the script dropped as older than the window.
     pub(crate) dropped: u64,
-    /// Every key's ring after the batch, in batch order.
-    pub(crate) rings: Vec<Ring>,
+    /// Every key's ring after the batch, in batch order: `(offset, len)`
+    /// of its stored value in `blob`.
+    pub(crate) rings: Vec<(usize, usize)>,
+    pub(crate) blob: Vec<u8>,
     /// `(index in the batch, window sum)` of each key this batch made hot.
     pub(crate) crossings: Vec<(usize, u64)>,
     /// The hot version after the batch.
@@ -252,31 +275,33 @@ pub(crate) fn time_us(secs: &Value, micros: &Value) -> Result<u64, ClusterError>
 
 impl FlushReply {
     /// Reads the reply to a batch of `n` keys.
-    pub(crate) fn decode(v: &Value, n: usize) -> Result<FlushReply, ClusterError> {
-        let Value::Array(a) = v else {
+    pub(crate) fn decode(v: Value, n: usize) -> Result<FlushReply, ClusterError> {
+        let Value::Array(mut a) = v else {
             return Err(protocol("the flush reply is not an array"));
         };
         if a.len() != 7 {
             return Err(protocol("the flush reply has the wrong length"));
         }
-        let blob = bytes(&a[4])?;
+        let blob = match std::mem::take(&mut a[4]) {
+            Value::BulkString(b) => b,
+            _ => return Err(protocol("the rings are not a string")),
+        };
         let mut rings = Vec::with_capacity(n);
         let mut at = 0;
         while at < blob.len() {
-            let m = f64_at(blob, at).ok_or_else(|| protocol("short ring"))? as usize;
-            let len = 8 + 16 * m;
-            let ring = blob
-                .get(at + 8..at + 8 + len)
-                .and_then(Ring::decode)
-                .ok_or_else(|| protocol("bad ring"))?;
-            rings.push(ring);
+            let m = f64_at(&blob, at).ok_or_else(|| protocol("short ring"))?;
+            let len = 8 + 16 * (m as usize);
+            if at + 8 + len > blob.len() || !Ring::is_valid(&blob[at + 8..at + 8 + len]) {
+                return Err(protocol("bad ring"));
+            }
+            rings.push((at + 8, len));
             at += 8 + len;
         }
         if rings.len() != n {
             return Err(protocol("the flush reply has the wrong number of rings"));
         }
         let hb = bytes(&a[5])?;
-        if hb.len() % 16 != 0 {
+        if !hb.len().is_multiple_of(16) {
             return Err(protocol("bad crossings"));
         }
         let mut crossings = Vec::with_capacity(hb.len() / 16);
@@ -294,6 +319,7 @@ impl FlushReply {
             replayed: int(&a[0])? == 1,
             dropped: int(&a[3])?,
             rings,
+            blob,
             crossings,
             hot_version: int(&a[6])?,
         })
@@ -327,7 +353,7 @@ impl HotReply<'_> {
         let Value::Array(a) = v else {
             return Err(protocol("the hot reply is not an array"));
         };
-        if a.len() < 2 || a.len() % 2 != 0 {
+        if a.len() < 2 || !a.len().is_multiple_of(2) {
             return Err(protocol("the hot reply has the wrong length"));
         }
         let mut entries = Vec::with_capacity(a.len() / 2 - 1);
@@ -353,9 +379,16 @@ mod tests {
 
     #[test]
     fn requests_are_resp_arrays_of_bulk_strings() {
-        let mut r = Request::new(2);
-        r.arg(b"GET").arg2(b"ns:w:", b"k");
-        assert_eq!(r.bytes, b"*2\r\n$3\r\nGET\r\n$6\r\nns:w:k\r\n");
+        let mut r = Request::new(3);
+        r.arg(b"GET").arg2(b"ns:w:", b"k").num(1207);
+        assert_eq!(
+            r.bytes,
+            b"*3\r\n$3\r\nGET\r\n$6\r\nns:w:k\r\n$4\r\n1207\r\n"
+        );
+        let mut d = Vec::new();
+        decimal(&mut d, 0);
+        decimal(&mut d, u64::MAX);
+        assert_eq!(d, b"018446744073709551615");
     }
 
     #[test]

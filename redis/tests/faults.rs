@@ -154,7 +154,7 @@ fn nodes_under_random_cuts_sum_exactly() {
                 if !proxy.armed() {
                     i += 1;
                     let p = b"storm:n:".to_vec();
-                    proxy.arm(if i % 2 == 0 {
+                    proxy.arm(if i.is_multiple_of(2) {
                         Fault::DropReply(p)
                     } else {
                         Fault::DropRequest(p)
