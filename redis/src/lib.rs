@@ -84,8 +84,8 @@
 //! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
 //!
 //! # Modules
-//! `node.rs` the node ([`ClusterWindows`]) and the flush; `flusher.rs` its
-//! thread; `link.rs` the connection and backoff; `timeline.rs` server time;
+//! `node.rs` the node ([`ClusterWindows`]), its adds and reads; `flush.rs`
+//! the flush; `flusher.rs` its thread; `link.rs` the connection and backoff; `timeline.rs` server time;
 //! `script.rs` and `flush.lua`, `hot_read.lua` the scripts and their
 //! protocol; `pending.rs` counts taken and not yet acknowledged; `ring.rs`
 //! a key's stored window; `hot.rs` the cluster hot set; `health.rs` health
@@ -94,6 +94,7 @@
 
 mod config;
 mod error;
+mod flush;
 mod flusher;
 mod health;
 mod hot;

@@ -6,13 +6,13 @@
 //! A node sends its batches one at a time, numbered `1, 2, ...` (its flush
 //! sequence; the node's id is random per process, so a restarted node
 //! starts a new sequence under a new id). Redis keeps, per node, a record
-//! `(last applied sequence, the crossings that batch reported)`. The
-//! script, atomically:
+//! `(last applied sequence, the counts that batch dropped as too old, the
+//! crossings it reported)`. The script, atomically:
 //! - `seq > last` (or no record): applies the batch and stores `seq` and its
 //!   crossings in the record;
 //! - `seq == last`: the batch was applied and its reply lost: changes
-//!   nothing and answers again, with the stored crossings and the keys'
-//!   current rings;
+//!   nothing and answers again, with the stored drops and crossings and
+//!   the keys' current rings;
 //! - `seq < last`: refuses (`SSEQ`; a node never does this).
 //!
 //! The node keeps a batch until a reply acknowledges it and resends the
