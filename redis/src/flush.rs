@@ -42,12 +42,11 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// the local ring never reuses a slot that holds unflushed counts),
     /// then flush unless another flush is running or the backoff says wait.
     pub(crate) fn tick(&self) {
-        self.stage();
-        let Ok(mut s) = self.sender.try_lock() else {
-            return;
-        };
-        if s.link.backoff.ready(Instant::now()) {
-            let _ = self.flush_locked(&mut s);
+        match self.sender.try_lock() {
+            Ok(mut s) if s.link.backoff.ready(Instant::now()) => {
+                let _ = self.flush_locked(&mut s); // takes first
+            }
+            _ => self.stage(),
         }
     }
 
