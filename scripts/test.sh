@@ -3,7 +3,11 @@
 #
 #   bash scripts/test.sh
 #
-# 1. `cargo test --workspace`: unit, integration, CLI and doc tests.
+# 0. The Redis layer's tests (redis/) start real redis-servers: install
+#    Debian's redis-server package when it is missing and we are root with
+#    apt-get; otherwise stop and say so (never skip those tests).
+# 1. `cargo test --workspace`: unit, integration, CLI and doc tests, the
+#    Redis layer's included.
 # 1b. The integration features (metrics, prometheus): their tests and doc
 #    tests, and the README's doc tests (which use them). Only those targets,
 #    so the rest of the workspace is not rebuilt with the features.
@@ -15,6 +19,20 @@
 #    a preemption bound of 2. Deeper: LOOM_MAX_PREEMPTIONS=3 bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing redis-server (the Redis layer's tests run against a real server)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    else
+        echo "error: redis-server is not installed. The tests of redis/ (stripecount-redis) run" >&2
+        echo "against a real redis-server; install it (Debian/Ubuntu: apt-get install" >&2
+        echo "redis-server, as root) and run this script again." >&2
+        exit 1
+    fi
+fi
+redis-server --version
 
 echo "== cargo test --workspace"
 cargo test --workspace

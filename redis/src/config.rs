@@ -1,0 +1,229 @@
+//! [`Builder`]: a node's configuration, validated by
+//! [`build`](Builder::build).
+
+use crate::error::ClusterError;
+use crate::key::RedisKey;
+use crate::node::ClusterWindows;
+use crate::timeline::WallClock;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+use stripecount::Clock;
+
+/// The most slices a cluster window may have (the flush script handles a
+/// key's slices as Lua values on its stack).
+pub const MAX_CLUSTER_SLICES: usize = 1024;
+
+/// Called with each crossing this node reports: the key and its cluster
+/// window sum after the batch that made it hot.
+pub type HotCallback<K> = Arc<dyn Fn(&K, u64) + Send + Sync>;
+
+/// Builds a [`ClusterWindows`] node. Every node of a namespace must use the
+/// same window and slice count (checked by Redis: a node whose shape
+/// differs gets [`ClusterError::ShapeMismatch`] from its flushes).
+///
+/// ```
+/// use stripecount_redis::ClusterWindows;
+/// use std::time::Duration;
+///
+/// // No Redis needed to build: the node connects when it flushes (here it
+/// // tries once and records the failure in its health).
+/// let node = ClusterWindows::<String>::builder("redis://127.0.0.1:1/", "doc")
+///     .window(Duration::from_secs(60), 12)
+///     .flush_interval(None) // explicit flushes only
+///     .hot_threshold(1_000)
+///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+///     .build()?;
+/// assert!(node.add("alice", 2));
+/// assert_eq!(node.sum("alice"), 2); // local, unflushed
+/// assert!(node.flush().is_err()); // nothing listens on port 1: held, not lost
+/// assert_eq!(node.sum("alice"), 2);
+/// # Ok::<(), stripecount_redis::ClusterError>(())
+/// ```
+pub struct Builder<K, C = WallClock> {
+    pub(crate) url: String,
+    pub(crate) namespace: String,
+    pub(crate) window: Duration,
+    pub(crate) slices: usize,
+    pub(crate) flush_interval: Option<Duration>,
+    pub(crate) hot_threshold: Option<u64>,
+    pub(crate) on_hot: Option<HotCallback<K>>,
+    pub(crate) max_keys: Option<usize>,
+    pub(crate) max_pending_keys: usize,
+    pub(crate) max_batch_keys: usize,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) io_timeout: Duration,
+    pub(crate) backoff: (Duration, Duration),
+    pub(crate) clock: C,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K: RedisKey> Builder<K> {
+    pub(crate) fn new(url: &str, namespace: &str) -> Self {
+        Builder {
+            url: url.to_owned(),
+            namespace: namespace.to_owned(),
+            window: Duration::from_secs(10),
+            slices: 10,
+            flush_interval: Some(Duration::from_millis(100)),
+            hot_threshold: None,
+            on_hot: None,
+            max_keys: None,
+            max_pending_keys: 1 << 20,
+            max_batch_keys: 1024,
+            connect_timeout: Duration::from_millis(500),
+            io_timeout: Duration::from_secs(1),
+            backoff: (Duration::from_millis(50), Duration::from_secs(5)),
+            clock: WallClock::new(),
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K: RedisKey, C: Clock> Builder<K, C> {
+    /// The window and its slice count (default 10 s in 10 slices). The
+    /// slice length must be a whole number of milliseconds (Redis time and
+    /// expiry are in milliseconds), and at most [`MAX_CLUSTER_SLICES`].
+    pub fn window(mut self, window: Duration, slices: usize) -> Self {
+        self.window = window;
+        self.slices = slices;
+        self
+    }
+
+    /// How often the background flusher flushes (default 100 ms); `None`
+    /// starts no flusher (flush with [`ClusterWindows::flush`]). The
+    /// interval plus both timeouts must fit in the window less one slice,
+    /// so that the flusher takes every count from the local ring before
+    /// the ring could reuse its slot.
+    pub fn flush_interval(mut self, every: Option<Duration>) -> Self {
+        self.flush_interval = every;
+        self
+    }
+
+    /// Detect cluster hot keys: a key whose cluster window sum reaches
+    /// `threshold` (at least 1). Off by default.
+    pub fn hot_threshold(mut self, threshold: u64) -> Self {
+        self.hot_threshold = Some(threshold);
+        self
+    }
+
+    /// Calls `f(key, sum)` for each crossing this node reports (from the
+    /// flushing thread; `f` must not flush). Each crossing is reported by
+    /// exactly one node of the cluster.
+    pub fn on_hot_crossing(mut self, f: impl Fn(&K, u64) + Send + Sync + 'static) -> Self {
+        self.on_hot = Some(Arc::new(f));
+        self
+    }
+
+    /// Bounds the keys the local windows hold (see
+    /// [`KeyedWindows::with_max_keys`](stripecount::KeyedWindows::with_max_keys)).
+    pub fn max_keys(mut self, n: usize) -> Self {
+        self.max_keys = Some(n);
+        self
+    }
+
+    /// Bounds the keys held for Redis while it is unreachable (default
+    /// 2^20); counts of further keys are dropped and counted
+    /// ([`Stats::dropped_full`](crate::Stats::dropped_full)).
+    pub fn max_pending_keys(mut self, n: usize) -> Self {
+        self.max_pending_keys = n;
+        self
+    }
+
+    /// The most keys one flush round trip carries (default 1024): Redis
+    /// runs a batch as one script, so this bounds how long it is busy.
+    pub fn max_batch_keys(mut self, n: usize) -> Self {
+        self.max_batch_keys = n;
+        self
+    }
+
+    /// The connect timeout and the per-request I/O timeout (defaults 500
+    /// ms and 1 s).
+    pub fn timeouts(mut self, connect: Duration, io: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.io_timeout = io;
+        self
+    }
+
+    /// The flusher's backoff between failed attempts: from `min`, doubling
+    /// up to `max`, ±25% jitter (defaults 50 ms and 5 s).
+    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff = (min, max);
+        self
+    }
+
+    /// The node clock, read as Unix nanoseconds (default [`WallClock`]).
+    /// Epochs come from Redis time once sampled; this clock only measures
+    /// the time since the sample (and stands in for Redis time before the
+    /// first one).
+    pub fn clock<C2: Clock>(self, clock: C2) -> Builder<K, C2> {
+        Builder {
+            url: self.url,
+            namespace: self.namespace,
+            window: self.window,
+            slices: self.slices,
+            flush_interval: self.flush_interval,
+            hot_threshold: self.hot_threshold,
+            on_hot: self.on_hot,
+            max_keys: self.max_keys,
+            max_pending_keys: self.max_pending_keys,
+            max_batch_keys: self.max_batch_keys,
+            connect_timeout: self.connect_timeout,
+            io_timeout: self.io_timeout,
+            backoff: self.backoff,
+            clock,
+            _k: PhantomData,
+        }
+    }
+
+    /// Validates the configuration and builds the node: tries to connect
+    /// and sample the server's time once (a failure is recorded in its
+    /// [`health`](ClusterWindows::health), not returned), and starts the
+    /// flusher. Errors only on an invalid configuration.
+    pub fn build(self) -> Result<ClusterWindows<K, C>, ClusterError> {
+        self.validate()?;
+        ClusterWindows::from_builder(self)
+    }
+
+    fn validate(&self) -> Result<(), ClusterError> {
+        let bad = |m: String| Err(ClusterError::Config(m));
+        if self.namespace.is_empty() {
+            return bad("the namespace is empty".into());
+        }
+        if self.slices == 0 || self.slices > MAX_CLUSTER_SLICES {
+            return bad(format!(
+                "{} slices: a cluster window has 1 to {MAX_CLUSTER_SLICES}",
+                self.slices
+            ));
+        }
+        let slice = self.window / self.slices as u32;
+        if slice * self.slices as u32 != self.window
+            || slice.is_zero()
+            || !slice.as_nanos().is_multiple_of(1_000_000)
+        {
+            return bad(format!(
+                "a window of {:?} in {} slices: the slice length must be a whole number of milliseconds",
+                self.window, self.slices
+            ));
+        }
+        if self.max_batch_keys == 0 {
+            return bad("max_batch_keys is 0".into());
+        }
+        if self.hot_threshold == Some(0) {
+            return bad("the hot threshold must be at least 1".into());
+        }
+        if self.backoff.0.is_zero() || self.backoff.0 > self.backoff.1 {
+            return bad("the backoff needs 0 < min <= max".into());
+        }
+        if let Some(every) = self.flush_interval {
+            let slack = self.window - slice;
+            if every.is_zero() || every + self.connect_timeout + self.io_timeout > slack {
+                return bad(format!(
+                    "a flush interval of {every:?} plus the timeouts ({:?}, {:?}) must be > 0 and fit in the window less a slice ({slack:?})",
+                    self.connect_timeout, self.io_timeout
+                ));
+            }
+        }
+        Ok(())
+    }
+}

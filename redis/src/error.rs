@@ -1,0 +1,95 @@
+//! [`ClusterError`]: why a cluster operation failed, typed.
+
+use std::fmt;
+
+/// Why a node could not be built, or a flush or read failed. A failed
+/// flush loses nothing: its counts stay held and are sent again.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The node's configuration is invalid (the message says why).
+    Config(String),
+    /// Redis could not be reached, or the connection failed or timed out
+    /// mid-request (retried by the next flush, after a backoff for the
+    /// background flusher).
+    Connection(redis::RedisError),
+    /// Redis answered with an error (e.g. `LOADING` while it reads its
+    /// append-only file, or `BUSY`).
+    Server(redis::RedisError),
+    /// This node's window shape differs from the one the namespace's other
+    /// nodes use (`slices:slice_ms`): counts would be filed in different
+    /// slices. Nothing was applied.
+    ShapeMismatch(String),
+    /// Redis answered something this crate did not expect.
+    Protocol(String),
+    /// The node was shut down.
+    Closed,
+}
+
+impl ClusterError {
+    /// Whether retrying later may succeed (connection and server errors).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClusterError::Connection(_) | ClusterError::Server(_))
+    }
+
+    /// A short name of the kind of error (for logs and metrics labels).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClusterError::Config(_) => "config",
+            ClusterError::Connection(_) => "connection",
+            ClusterError::Server(_) => "server",
+            ClusterError::ShapeMismatch(_) => "shape_mismatch",
+            ClusterError::Protocol(_) => "protocol",
+            ClusterError::Closed => "closed",
+        }
+    }
+
+    /// Sorts a redis-rs error: an error reply from the server keeps the
+    /// connection usable; anything else (I/O, timeout, parse) does not.
+    pub(crate) fn from_redis(e: redis::RedisError) -> ClusterError {
+        if e.code() == Some("SCFG") {
+            return ClusterError::ShapeMismatch(e.detail().unwrap_or_default().to_owned());
+        }
+        if is_reply(&e) {
+            ClusterError::Server(e)
+        } else {
+            ClusterError::Connection(e)
+        }
+    }
+}
+
+/// Whether Redis answered with an error reply (the connection is in sync).
+pub(crate) fn is_reply(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    )
+}
+
+impl fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterError::Config(m) => write!(f, "invalid configuration: {m}"),
+            ClusterError::Connection(e) => write!(f, "redis connection failed: {e}"),
+            ClusterError::Server(e) => write!(f, "redis answered an error: {e}"),
+            ClusterError::ShapeMismatch(m) => write!(f, "window shape mismatch: {m}"),
+            ClusterError::Protocol(m) => write!(f, "unexpected reply from redis: {m}"),
+            ClusterError::Closed => write!(f, "the node was shut down"),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClusterError::Connection(e) | ClusterError::Server(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<stripecount::ConfigError> for ClusterError {
+    fn from(e: stripecount::ConfigError) -> Self {
+        ClusterError::Config(e.to_string())
+    }
+}

@@ -1,0 +1,203 @@
+#!lua
+-- stripecount-redis: apply one node's batch of per-slice deltas, exactly once.
+-- The protocol is described in src/script.rs; the stored value in src/ring.rs.
+--
+-- KEYS: 1 node record, 2 namespace config, 3 hot set (score: until epoch),
+--       4 hot changes (score: change version), 5 hot version, 6.. data keys.
+-- ARGV: 1 batch sequence, 2 slices, 3 slice ms, 4 hot threshold (0: off),
+--       5 record ttl ms, 6 deltas, 7 config string, 8 data key prefix length.
+local seq = tonumber(ARGV[1])
+local S = tonumber(ARGV[2])
+local slice_ms = tonumber(ARGV[3])
+local thr = tonumber(ARGV[4])
+local ttl = tonumber(ARGV[5])
+local blob = ARGV[6]
+local plen = tonumber(ARGV[8])
+local n = #KEYS - 5
+
+-- Every check before the first write: a script that fails after a write
+-- keeps that write.
+local cfg = redis.call('GET', KEYS[2])
+if cfg and cfg ~= ARGV[7] then
+  return redis.error_reply('SCFG the namespace is configured as ' .. cfg .. ', this node as ' .. ARGV[7])
+end
+local offs, ms = {}, {}
+local pos = 1
+for i = 1, n do
+  if pos + 7 > #blob then return redis.error_reply('SBLOB short deltas') end
+  local m = struct.unpack('<d', blob, pos)
+  if m < 1 or m > 2 * S or m % 1 ~= 0 then return redis.error_reply('SBLOB bad delta count') end
+  offs[i] = pos
+  ms[i] = m
+  pos = pos + 8 + 16 * m
+end
+if pos ~= #blob + 1 then return redis.error_reply('SBLOB bad length') end
+-- The node's record: the last batch applied, the counts it dropped as too
+-- old and the crossings it reported.
+local rec = redis.call('GET', KEYS[1])
+local last = -1
+if rec then last = struct.unpack('<d', rec) end
+if seq < last then
+  return redis.error_reply('SSEQ batch ' .. seq .. ' is older than the last applied, ' .. last)
+end
+-- The batch was applied and its reply lost: answer again, change nothing.
+local replay = seq == last
+
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = (now_ms - now_ms % slice_ms) / slice_ms
+local floor = cur - S
+
+local fmts = {}
+local function fmt(m)
+  local f = fmts[m]
+  if not f then
+    f = '<' .. string.rep('d', m)
+    fmts[m] = f
+  end
+  return f
+end
+local heads = {}
+local function head(q)
+  local h = heads[q]
+  if not h then
+    h = struct.pack('<d', q)
+    heads[q] = h
+  end
+  return h
+end
+
+-- A key's ring is handled as one flat table x = { until, e1, c1, ... }
+-- with its q slices in increasing epoch order (see src/ring.rs).
+local out = {}
+local hot = {}
+local dropped = 0
+local ver = false
+local CHUNK = 512
+for base = 0, n - 1, CHUNK do
+  local last_i = math.min(n, base + CHUNK)
+  local vals = redis.call('MGET', unpack(KEYS, 6 + base, 5 + last_i))
+  for i = base + 1, last_i do
+    local k = KEYS[5 + i]
+    local v = vals[i - base]
+    if replay then
+      -- Answer with the ring as it is (the node ignores stale slices).
+      if v then
+        out[2 * i - 1] = head((#v - 8) / 16)
+        out[2 * i] = v
+      else
+        out[2 * i - 1] = head(0)
+        out[2 * i] = head(0)
+      end
+    else
+      local x, q, oldmax
+      if v then
+        q = (#v - 8) / 16
+        x = { struct.unpack(fmt(1 + 2 * q), v) }
+        x[2 + 2 * q] = nil -- unpack's next position
+        oldmax = q > 0 and x[2 * q] or -1
+        if q > 0 and x[2] <= floor then
+          -- Drop the slices that left the window (at most once a slice).
+          local w = 0
+          for z = 1, q do
+            if x[2 * z] > floor then
+              w = w + 1
+              x[2 * w] = x[2 * z]
+              x[2 * w + 1] = x[2 * z + 1]
+            end
+          end
+          for z = 2 * w + 2, 2 * q + 1 do x[z] = nil end
+          q = w
+        end
+      else
+        x, q, oldmax = { 0 }, 0, -1
+      end
+      local p = offs[i] + 8
+      for _ = 1, ms[i] do
+        local e, c = struct.unpack('<dd', blob, p)
+        p = p + 16
+        if e > cur then e = cur end -- the server's time is the timeline
+        if e <= floor then
+          dropped = dropped + c
+        else
+          -- Deltas are mostly of the newest slice: search from the end.
+          local z = q
+          while z >= 1 and x[2 * z] > e do z = z - 1 end
+          if z >= 1 and x[2 * z] == e then
+            x[2 * z + 1] = x[2 * z + 1] + c
+          else
+            for w = q, z + 1, -1 do
+              x[2 * w + 2] = x[2 * w]
+              x[2 * w + 3] = x[2 * w + 1]
+            end
+            x[2 * z + 2] = e
+            x[2 * z + 3] = c
+            q = q + 1
+          end
+        end
+      end
+      if thr > 0 then
+        local until_e = x[1]
+        local sum = 0
+        for z = 1, q do sum = sum + x[2 * z + 1] end
+        if sum >= thr then
+          -- The first epoch at which the sum falls below the threshold.
+          local rem, u = sum, 0
+          for z = 1, q do
+            rem = rem - x[2 * z + 1]
+            if rem < thr then
+              u = x[2 * z] + S
+              break
+            end
+          end
+          -- Not hot before this batch: this batch made it hot.
+          if until_e <= cur then hot[#hot + 1] = struct.pack('<dd', i, sum) end
+          if u ~= until_e then
+            if not ver then ver = redis.call('INCR', KEYS[5]) end
+            local member = string.sub(k, plen + 1)
+            redis.call('ZADD', KEYS[3], u, member)
+            redis.call('ZADD', KEYS[4], ver, member)
+            x[1] = u
+          end
+        else
+          x[1] = 0
+        end
+      end
+      local nv = struct.pack(fmt(1 + 2 * q), unpack(x, 1, 1 + 2 * q))
+      if q == 0 then
+        if v then redis.call('DEL', k) end
+      elseif x[2 * q] == oldmax then
+        redis.call('SET', k, nv, 'KEEPTTL')
+      else
+        -- Expires when its newest slice leaves the window.
+        redis.call('SET', k, nv, 'PXAT', (x[2 * q] + S) * slice_ms)
+      end
+      out[2 * i - 1] = head(q)
+      out[2 * i] = nv
+    end
+  end
+end
+
+local hotblob
+if replay then
+  dropped = struct.unpack('<d', rec, 9)
+  hotblob = string.sub(rec, 17)
+else
+  hotblob = table.concat(hot)
+  redis.call('SET', KEYS[1], struct.pack('<dd', seq, dropped) .. hotblob, 'PX', ttl)
+  redis.call('SET', KEYS[2], ARGV[7], 'PX', ttl)
+  if thr > 0 then
+    local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', cur, 'LIMIT', 0, 256)
+    if #gone > 0 then
+      redis.call('ZREM', KEYS[3], unpack(gone))
+      redis.call('ZREM', KEYS[4], unpack(gone))
+    end
+    if ver then
+      redis.call('PEXPIRE', KEYS[3], ttl)
+      redis.call('PEXPIRE', KEYS[4], ttl)
+      redis.call('PEXPIRE', KEYS[5], ttl)
+    end
+  end
+end
+if not ver then ver = tonumber(redis.call('GET', KEYS[5]) or '0') end
+return { replay and 1 or 0, t[1], t[2], dropped, table.concat(out), hotblob, ver }

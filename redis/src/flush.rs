@@ -1,0 +1,344 @@
+//! The flush: how a node's counts get to Redis and back (the methods of
+//! the node's shared state that [`ClusterWindows`](crate::ClusterWindows)
+//! and the flusher thread call).
+//!
+//! # One flush
+//! 1. **Take** (`stage`): the local windows' counts move into the pending
+//!    buffer under the state lock; slices that left the window are dropped
+//!    and counted; once a slice, the emptied local keys are evicted and the
+//!    cache and hot set pruned. This runs before any I/O, so counts move
+//!    out of the local ring even while Redis is unreachable.
+//! 2. **Probe**: connect if needed (three `TIME` samples on a new
+//!    connection), then one round trip of `TIME` (a sample) and the hot
+//!    version.
+//! 3. **Batches**: resend the batch in flight if there is one, else cut the
+//!    next from the pending buffer; each reply acknowledges its batch
+//!    (pending out, rings into the cache, in one critical section) and
+//!    carries its crossings. Any failure ends the flush with the batch kept.
+//! 4. **Hot set**: if the hot version moved, read the changes.
+//!
+//! Every outcome is recorded in the health counters and the backoff
+//! (`settle`).
+
+use crate::error::ClusterError;
+use crate::health::bump;
+use crate::key::RedisKey;
+use crate::node::{read, write, FlushReport, Inner, Outbox, Sender};
+use crate::pending::Deltas;
+use crate::ring::Ring;
+use crate::script::{hot_read_request, int, time_us, BatchWriter, FlushReply, HotReply, Request};
+use crate::timeline::ServerTime;
+use redis::Value;
+use std::collections::HashMap;
+use std::time::Instant;
+use stripecount::{Clock, KeyRef};
+
+impl<K: RedisKey, C: Clock> Inner<K, C> {
+    pub(crate) fn time(&self) -> &ServerTime<C> {
+        self.windows.clock()
+    }
+
+    /// The background flusher's step: take the local counts (always, so
+    /// the local ring never reuses a slot that holds unflushed counts),
+    /// then flush unless another flush is running or the backoff says wait.
+    pub(crate) fn tick(&self) {
+        match self.sender.try_lock() {
+            Ok(mut s) if s.link.backoff.ready(Instant::now()) => {
+                let _ = self.flush_locked(&mut s); // takes first
+            }
+            _ => self.stage(),
+        }
+    }
+
+    pub(crate) fn flush_locked(&self, s: &mut Sender<K>) -> Result<FlushReport<K>, ClusterError> {
+        let mut report = FlushReport::new();
+        let r = self.try_flush(s, &mut report);
+        self.settle(s, &r);
+        match r {
+            Ok(()) => {
+                self.counters.flushed();
+                let mut stash = std::mem::take(&mut s.stash);
+                stash.append(&mut report.crossings);
+                report.crossings = stash;
+                Ok(report)
+            }
+            Err(e) => {
+                bump(&self.counters.flush_errors, 1);
+                s.stash.append(&mut report.crossings);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records the outcome of a round trip in the health and the backoff.
+    pub(crate) fn settle<T>(&self, s: &mut Sender<K>, r: &Result<T, ClusterError>) {
+        match r {
+            Ok(_) => {
+                self.counters.up();
+                s.link.backoff.succeeded();
+            }
+            Err(e) => {
+                self.counters.down(e);
+                s.link.backoff.failed(Instant::now());
+            }
+        }
+    }
+
+    fn try_flush(
+        &self,
+        s: &mut Sender<K>,
+        report: &mut FlushReport<K>,
+    ) -> Result<(), ClusterError> {
+        // Take first: even when Redis is unreachable the local counts move
+        // to the pending buffer, where they are held (and pruned) safely.
+        self.stage();
+        let mut version = self.probe(s)?;
+        loop {
+            if s.outbox.is_none() {
+                let cut = write(&self.state)
+                    .pending
+                    .cut(self.max_batch_keys, |o, d, seq| self.encode(o, d, seq));
+                let Some((seq, order, request)) = cut else {
+                    break;
+                };
+                s.outbox = Some(Outbox {
+                    seq,
+                    order,
+                    request,
+                    sends: 0,
+                });
+            }
+            version = self.send_outbox(s, report)?;
+        }
+        self.read_hot_if(s, version)
+    }
+
+    /// Takes the local windows' counts into the pending buffer, drops what
+    /// left the window, and prunes the cache and hot set once an epoch.
+    pub(crate) fn stage(&self) {
+        let now = self.time().now();
+        let e = now / self.slice_nanos;
+        let s = self.slices as u64;
+        let floor = e.saturating_sub(s);
+        let mut full = 0u64;
+        let mut guard = write(&self.state);
+        let st = &mut *guard;
+        self.windows.take_all(|k, ep, c| {
+            if !st.pending.stage(k, ep, c) {
+                full = full.saturating_add(c);
+            }
+        });
+        let old = st.pending.prune(floor, e.saturating_add(s));
+        let new_epoch = e != st.pruned_at;
+        if new_epoch {
+            // Once a slice: drop the local keys the take emptied (an add
+            // racing the eviction is never lost: it inserts the key again).
+            self.windows.evict_idle_at(now);
+            st.cache.retain(|_, r| r.newest() > floor);
+            st.pruned_at = e;
+        }
+        drop(guard);
+        if new_epoch {
+            write(&self.hot).prune(e);
+        }
+        bump(&self.counters.dropped_full, full);
+        bump(&self.counters.dropped_old, old);
+    }
+
+    fn encode(&self, order: &[K], deltas: &HashMap<K, Deltas>, seq: u64) -> Request {
+        let mut w = BatchWriter::new(&self.flush_lua.sha, &self.names, order.len());
+        for k in order {
+            w.key(&self.names, k, &deltas[k].0);
+        }
+        w.finish(&self.names, &self.shape, seq)
+    }
+
+    /// Sends the batch in flight and files its reply; returns the hot
+    /// version the reply carries.
+    fn send_outbox(
+        &self,
+        s: &mut Sender<K>,
+        report: &mut FlushReport<K>,
+    ) -> Result<u64, ClusterError> {
+        let ob = s.outbox.as_mut().expect("a batch in flight");
+        if ob.sends > 0 {
+            bump(&self.counters.resends, 1);
+        }
+        ob.sends += 1;
+        let v = s.link.eval(&self.flush_lua, &ob.request.bytes)?;
+        let reply = FlushReply::decode(v, ob.order.len())?;
+        let ob = s.outbox.take().expect("a batch in flight");
+        let e = self.time().now() / self.slice_nanos;
+        let mut crossings = Vec::with_capacity(reply.crossings.len());
+        for &(i, sum) in &reply.crossings {
+            crossings.push((ob.order[i].clone(), sum));
+        }
+        let mut hot = Vec::new();
+        let batch = {
+            let mut guard = write(&self.state);
+            let st = &mut *guard;
+            let batch = st.pending.acknowledge(ob.seq);
+            for (k, &(at, len)) in ob.order.into_iter().zip(&reply.rings) {
+                // Validated by `decode`. Into the key's cached ring, reusing
+                // its buffer.
+                let bytes = &reply.blob[at..at + len];
+                let until = match st.cache.get_mut(&k) {
+                    Some(r) => {
+                        r.decode_into(bytes);
+                        r.until()
+                    }
+                    None => {
+                        let r = Ring::decode(bytes).unwrap_or_default();
+                        let u = r.until();
+                        st.cache.insert(k.clone(), r);
+                        u
+                    }
+                };
+                if until > e {
+                    hot.push((k, until));
+                }
+            }
+            batch
+        };
+        let Some(batch) = batch else {
+            return Err(ClusterError::Protocol(
+                "acknowledged a batch that was not in flight".into(),
+            ));
+        };
+        if !hot.is_empty() {
+            let mut h = write(&self.hot);
+            for (k, u) in hot {
+                h.insert(k, u);
+            }
+        }
+        let c = &self.counters;
+        if reply.replayed {
+            bump(&c.batches_replayed, 1);
+            report.replayed += 1;
+        } else {
+            bump(&c.batches_applied, 1);
+        }
+        let counts = batch.counts.saturating_sub(reply.dropped);
+        bump(&c.key_deltas_flushed, batch.key_deltas);
+        bump(&c.counts_flushed, counts);
+        bump(&c.dropped_old, reply.dropped);
+        bump(&c.hot_crossings, crossings.len() as u64);
+        report.batches += 1;
+        report.key_deltas += batch.key_deltas;
+        report.counts += counts;
+        report.dropped_old += reply.dropped;
+        if let Some(f) = &self.on_hot {
+            for (k, sum) in &crossings {
+                f(k, *sum);
+            }
+        }
+        report.crossings.extend(crossings);
+        Ok(reply.hot_version)
+    }
+
+    /// Connects if needed (sampling the server's time three times on a new
+    /// connection), then one round trip: `TIME` (a sample) and the hot
+    /// version.
+    pub(crate) fn probe(&self, s: &mut Sender<K>) -> Result<u64, ClusterError> {
+        if s.link.ensure()? {
+            bump(&self.counters.connects, 1);
+            self.time().reset_bound();
+            let mut t = Request::new(1);
+            t.arg(b"TIME");
+            for _ in 0..3 {
+                let t0 = self.time().node_clock().now();
+                let v = s.link.request(&t.bytes)?;
+                self.sample(t0, &v)?;
+            }
+        }
+        let mut req = Request::new(1);
+        req.arg(b"TIME");
+        let mut get = Request::new(2);
+        get.arg(b"GET").arg(&self.names.hotver);
+        req.then(&get);
+        let t0 = self.time().node_clock().now();
+        let vs = s.link.pipeline(&req.bytes, 2)?;
+        self.sample(t0, &vs[0])?;
+        match &vs[1] {
+            Value::Nil => Ok(0),
+            v => int(v),
+        }
+    }
+
+    /// Files a `TIME` reply received now for a request sent at `t0`.
+    fn sample(&self, t0: u64, v: &Value) -> Result<(), ClusterError> {
+        let t1 = self.time().node_clock().now();
+        let Value::Array(a) = v else {
+            return Err(ClusterError::Protocol("TIME is not an array".into()));
+        };
+        if a.len() != 2 {
+            return Err(ClusterError::Protocol("TIME has the wrong length".into()));
+        }
+        let us = time_us(&a[0], &a[1])?;
+        if self.time().sample(t0, t1, us.saturating_mul(1_000)) {
+            bump(&self.counters.time_samples, 1);
+        }
+        Ok(())
+    }
+
+    /// Reads the hot set's changes if Redis's version differs from ours.
+    pub(crate) fn read_hot_if(&self, s: &mut Sender<K>, version: u64) -> Result<(), ClusterError> {
+        if self.shape.threshold == 0 {
+            return Ok(());
+        }
+        let since = read(&self.hot).version();
+        if version == since {
+            return Ok(());
+        }
+        let req = hot_read_request(&self.hot_lua.sha, &self.names, since);
+        let v = s.link.eval(&self.hot_lua, &req.bytes)?;
+        let r = HotReply::decode(&v)?;
+        write(&self.hot).apply(&r);
+        Ok(())
+    }
+
+    /// Reads `key`'s ring from Redis into the cache (after resolving the
+    /// batch in flight, whose counts the ring may already hold).
+    pub(crate) fn fresh_ring<Q>(&self, s: &mut Sender<K>, key: &Q) -> Result<(), ClusterError>
+    where
+        Q: KeyRef<K> + ?Sized,
+    {
+        self.probe(s)?;
+        if s.outbox.is_some() {
+            let mut report = FlushReport::new();
+            self.send_outbox(s, &mut report)?;
+            s.stash.append(&mut report.crossings);
+        }
+        let k = key.to_key();
+        let mut b = Vec::new();
+        k.write_key(&mut b);
+        let mut req = Request::new(2);
+        req.arg(b"GET").arg(&self.names.cfg);
+        let mut get = Request::new(2);
+        get.arg(b"GET").arg2(&self.names.data, &b);
+        req.then(&get);
+        let vs = s.link.pipeline(&req.bytes, 2)?;
+        // A ring filed by nodes of another shape would be misread.
+        if let Value::BulkString(cfg) = &vs[0] {
+            let ours = self.shape.config_string();
+            if cfg != ours.as_bytes() {
+                return Err(ClusterError::ShapeMismatch(format!(
+                    "the namespace is configured as {}, this node as {ours}",
+                    String::from_utf8_lossy(cfg)
+                )));
+            }
+        }
+        let ring = match &vs[1] {
+            Value::Nil => Ring::default(),
+            Value::BulkString(b) => Ring::decode(b)
+                .ok_or_else(|| ClusterError::Protocol("a key's value is not a ring".into()))?,
+            _ => {
+                return Err(ClusterError::Protocol(
+                    "a key's value is not a string".into(),
+                ))
+            }
+        };
+        write(&self.state).cache.insert(k, ring);
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+//! The background flusher: one thread per node that, every interval,
+//! takes the local counts and flushes them (see `Inner::tick`).
+//!
+//! It waits on a condition variable with a timeout, so a stop request
+//! wakes it at once; it is joined when the node is dropped or shut down.
+//! While Redis is unreachable it keeps taking the local counts every
+//! interval (the local ring must not reuse a slot that holds unflushed
+//! counts) and retries after the link's backoff.
+
+use crate::key::RedisKey;
+use crate::node::Inner;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use stripecount::Clock;
+
+/// A running flusher thread.
+pub(crate) struct Flusher {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Flusher {
+    pub(crate) fn start<K: RedisKey, C: Clock>(
+        inner: Arc<Inner<K, C>>,
+        every: Duration,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let s = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("stripecount-redis-flusher".into())
+            .spawn(move || loop {
+                {
+                    let (m, cv) = &*s;
+                    let g = m.lock().unwrap_or_else(|p| p.into_inner());
+                    let (g, _) = cv
+                        .wait_timeout_while(g, every, |stopped| !*stopped)
+                        .unwrap_or_else(|p| p.into_inner());
+                    if *g {
+                        return;
+                    }
+                }
+                inner.tick();
+            })?;
+        Ok(Flusher {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the thread and waits for it (a flush in progress finishes).
+    pub(crate) fn stop(&mut self) {
+        *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.stop.1.notify_all();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,197 @@
+//! [`Health`] and [`Stats`]: what a node's link to Redis is doing, and
+//! what its flushes have done.
+
+use crate::error::ClusterError;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The state of a node's connection to Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// No connection attempt has succeeded yet.
+    NeverConnected,
+    /// The last request succeeded.
+    Connected,
+    /// The last attempt failed; the flusher retries with backoff. Adds are
+    /// held locally (see [`Health::pending_counts`]).
+    Disconnected,
+}
+
+/// A snapshot of a node's health ([`ClusterWindows::health`](crate::ClusterWindows::health)).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Health {
+    /// The connection's state.
+    pub state: LinkState,
+    /// Failed attempts since the last success.
+    pub consecutive_failures: u64,
+    /// The last error (kept after a success, for the record).
+    pub last_error: Option<ClusterError>,
+    /// Time since the last successful flush (`None`: never).
+    pub since_last_flush: Option<Duration>,
+    /// Counts taken from the local windows and not yet acknowledged by
+    /// Redis (the local windows' own unflushed counts are not included).
+    pub pending_counts: u64,
+    /// Keys staged for the next batch.
+    pub staged_keys: usize,
+    /// Whether a batch awaits its acknowledgement (it is resent as is).
+    pub batch_in_flight: bool,
+    /// The bound on the node's error against the server's time (`None`:
+    /// not sampled yet).
+    pub time_uncertainty: Option<Duration>,
+}
+
+/// Counters of a node's flushes since it was built
+/// ([`ClusterWindows::stats`](crate::ClusterWindows::stats)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Flushes that ended with nothing left to send.
+    pub flushes: u64,
+    /// Flushes that failed (their counts are held and sent again).
+    pub flush_errors: u64,
+    /// Batches Redis applied.
+    pub batches_applied: u64,
+    /// Batches Redis had already applied when they were resent (their
+    /// first reply was lost): acknowledged, not applied again.
+    pub batches_replayed: u64,
+    /// Sends of a batch after its first.
+    pub resends: u64,
+    /// `(key, slice)` deltas acknowledged.
+    pub key_deltas_flushed: u64,
+    /// Counts acknowledged (applied once, replays included once).
+    pub counts_flushed: u64,
+    /// Counts dropped because their slice left the window before Redis had
+    /// them: by the node while held (e.g. during an outage) or by the
+    /// script (a batch that arrived late). No window includes them.
+    pub dropped_old: u64,
+    /// Counts dropped because the staging buffer held its maximum of keys.
+    pub dropped_full: u64,
+    /// Connections opened.
+    pub connects: u64,
+    /// Hot crossings this node reported (each crossing is reported by
+    /// exactly one node of the cluster).
+    pub hot_crossings: u64,
+    /// `TIME` samples accepted.
+    pub time_samples: u64,
+}
+
+const NEVER: u8 = 0;
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+/// The node's live counters and state.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    state: AtomicU8,
+    failures: AtomicU64,
+    last_error: Mutex<Option<ClusterError>>,
+    last_flush: Mutex<Option<Instant>>,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) flush_errors: AtomicU64,
+    pub(crate) batches_applied: AtomicU64,
+    pub(crate) batches_replayed: AtomicU64,
+    pub(crate) resends: AtomicU64,
+    pub(crate) key_deltas_flushed: AtomicU64,
+    pub(crate) counts_flushed: AtomicU64,
+    pub(crate) dropped_old: AtomicU64,
+    pub(crate) dropped_full: AtomicU64,
+    pub(crate) connects: AtomicU64,
+    pub(crate) hot_crossings: AtomicU64,
+    pub(crate) time_samples: AtomicU64,
+}
+
+/// Adds `n` to a counter.
+#[inline]
+pub(crate) fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Counters {
+    pub(crate) fn new() -> Counters {
+        let z = || AtomicU64::new(0);
+        Counters {
+            state: AtomicU8::new(NEVER),
+            failures: z(),
+            last_error: Mutex::new(None),
+            last_flush: Mutex::new(None),
+            flushes: z(),
+            flush_errors: z(),
+            batches_applied: z(),
+            batches_replayed: z(),
+            resends: z(),
+            key_deltas_flushed: z(),
+            counts_flushed: z(),
+            dropped_old: z(),
+            dropped_full: z(),
+            connects: z(),
+            hot_crossings: z(),
+            time_samples: z(),
+        }
+    }
+
+    /// A request succeeded.
+    pub(crate) fn up(&self) {
+        self.state.store(UP, Ordering::Relaxed);
+        self.failures.store(0, Ordering::Relaxed);
+    }
+
+    /// A request or connection failed with `e`.
+    pub(crate) fn down(&self, e: &ClusterError) {
+        if e.is_transient() {
+            self.state.store(DOWN, Ordering::Relaxed);
+        }
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+    }
+
+    /// A flush ended with nothing left to send.
+    pub(crate) fn flushed(&self) {
+        bump(&self.flushes, 1);
+        *self.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    pub(crate) fn health(&self) -> Health {
+        Health {
+            state: match self.state.load(Ordering::Relaxed) {
+                NEVER => LinkState::NeverConnected,
+                UP => LinkState::Connected,
+                _ => LinkState::Disconnected,
+            },
+            consecutive_failures: self.failures.load(Ordering::Relaxed),
+            last_error: self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            since_last_flush: self
+                .last_flush
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .map(|t| t.elapsed()),
+            pending_counts: 0,
+            staged_keys: 0,
+            batch_in_flight: false,
+            time_uncertainty: None,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Stats {
+            flushes: l(&self.flushes),
+            flush_errors: l(&self.flush_errors),
+            batches_applied: l(&self.batches_applied),
+            batches_replayed: l(&self.batches_replayed),
+            resends: l(&self.resends),
+            key_deltas_flushed: l(&self.key_deltas_flushed),
+            counts_flushed: l(&self.counts_flushed),
+            dropped_old: l(&self.dropped_old),
+            dropped_full: l(&self.dropped_full),
+            connects: l(&self.connects),
+            hot_crossings: l(&self.hot_crossings),
+            time_samples: l(&self.time_samples),
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! # stripecount-redis
+//!
+//! Cluster-wide per-key sliding windows and hot keys on Redis, built on
+//! [stripecount]'s [`KeyedWindows`](stripecount::KeyedWindows).
+//! Nodes (processes) that name the same Redis and namespace share each
+//! key's window: a client's rate over the whole fleet, a key's hotness
+//! across every cache node. The hot path stays local: an add is a
+//! `KeyedWindows` add, lock-free, with no I/O.
+//!
+//! ```no_run
+//! use stripecount_redis::ClusterWindows;
+//! use std::time::Duration;
+//!
+//! let node = ClusterWindows::<String>::builder("redis://127.0.0.1:6379/", "api")
+//!     .window(Duration::from_secs(10), 10)
+//!     .flush_interval(Some(Duration::from_millis(100)))
+//!     .hot_threshold(50_000)
+//!     .on_hot_crossing(|key, sum| eprintln!("{key} is hot across the fleet ({sum})"))
+//!     .build()?;
+//! node.add("client-42", 1);
+//! let fleet_rate = node.sum("client-42");
+//! # Ok::<(), stripecount_redis::ClusterError>(())
+//! ```
+//!
+//! # Guarantees
+//! - **Adds never wait.** An add writes the node's local windows only;
+//!   a background flusher (every `flush_interval`, 100 ms by default) and
+//!   [`ClusterWindows::flush`] send each key's per-slice deltas to Redis in
+//!   batches of up to `max_batch_keys` keys, one round trip each (a Lua
+//!   script run by `EVALSHA`).
+//! - **Exactly once.** Each batch carries the node's flush sequence; the
+//!   script applies a sequence once and answers a resent one without
+//!   applying it; the node keeps a batch until a reply acknowledges it and
+//!   resends it unchanged after any failure (`script.rs` has the
+//!   protocol). Whatever fails and when (the request lost, the reply lost,
+//!   Redis killed and restarted from an `appendfsync always` file), every
+//!   add is counted once in Redis, or dropped *and counted* in
+//!   [`Stats::dropped_old`] when it left the window before Redis could
+//!   have it (no window includes it then).
+//! - **One timeline.** Epochs (slice numbers) come from Redis server time:
+//!   each node samples `TIME` (on connect and at every flush) and keeps the
+//!   offset to its own clock ([`ServerTime`]), so a node whose clock is off
+//!   files its counts in the same slices as every other node, and the
+//!   script files anything stamped later than its own time in its current
+//!   slice. The node's error against server time is at most half the
+//!   round trip of its best recent sample plus 100 ppm drift since
+//!   ([`ServerTime::uncertainty`]); a count lands in another slice than
+//!   server time would give only within that bound of a slice edge.
+//! - **Freshness.** An add is in the cluster's sums in Redis within one
+//!   flush interval plus a round trip (plus the backoff while Redis is
+//!   unreachable). [`ClusterWindows::sum`] needs no round trip: the
+//!   cluster ring Redis returned with the node's last flush of the key,
+//!   plus the node's own unflushed counts ([`SumParts`]);
+//!   [`ClusterWindows::fresh_sum`] reads Redis.
+//! - **Cluster hot keys.** With a threshold, the flush script decides
+//!   hotness on the cluster window: the batch that takes a key to the
+//!   threshold reports the crossing (to its node's
+//!   [`on_hot_crossing`](Builder::on_hot_crossing) callback and
+//!   [`FlushReport::crossings`]), exactly once across the cluster per
+//!   crossing, even when its reply is lost and it is resent. Every node
+//!   learns the hot set at its next flush ([`ClusterWindows::cluster_hot_keys`]).
+//! - **Outages.** Adds go on; counts are held locally (bounded: counts of
+//!   slices that left the window are dropped and counted, and at most
+//!   `max_pending_keys` keys are staged); the flusher reconnects with
+//!   exponential backoff; errors are typed ([`ClusterError`]) and
+//!   visible ([`ClusterWindows::health`], [`ClusterWindows::stats`]).
+//!
+//! # What a Redis restart loses
+//! With `appendonly yes` and `appendfsync always`, Redis writes a batch's
+//! effects to its file before it replies, so an acknowledged batch is never
+//! lost, and a batch whose reply was lost is either in the file (the resend
+//! is answered as a replay) or not (the resend applies it): nothing is lost
+//! or doubled. With persistence off, a restart loses every count flushed
+//! before it, the node records and the hot set: the cluster sums start over
+//! from what nodes flush afterwards (nothing is doubled; the nodes notice
+//! only a reconnect, and their hot sets are replaced at the next read since
+//! the server's hot version went back).
+//!
+//! # Redis keys of a namespace `ns`
+//! `ns:w:<key>` one string per key: its slices in the window and its hot
+//! horizon (`ring.rs`), expiring when its newest slice leaves the window;
+//! `ns:n:<node id>` a node's last applied batch; `ns:cfg` the window shape
+//! every node must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set.
+//! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
+//!
+//! # Modules
+//! `node.rs` the node ([`ClusterWindows`]), its adds and reads; `flush.rs`
+//! the flush; `flusher.rs` its thread; `link.rs` the connection and backoff; `timeline.rs` server time;
+//! `script.rs` and `flush.lua`, `hot_read.lua` the scripts and their
+//! protocol; `pending.rs` counts taken and not yet acknowledged; `ring.rs`
+//! a key's stored window; `hot.rs` the cluster hot set; `health.rs` health
+//! and counters; `config.rs` the builder; `key.rs` how keys are written.
+#![warn(missing_docs)]
+
+mod config;
+mod error;
+mod flush;
+mod flusher;
+mod health;
+mod hot;
+mod key;
+mod link;
+mod node;
+mod pending;
+mod ring;
+mod script;
+mod timeline;
+
+pub use config::{Builder, HotCallback, MAX_CLUSTER_SLICES};
+pub use error::ClusterError;
+pub use health::{Health, LinkState, Stats};
+pub use key::RedisKey;
+pub use node::{ClusterWindows, FlushReport, SumParts};
+pub use ring::Ring;
+pub use timeline::{ServerTime, WallClock, DRIFT_PPM};

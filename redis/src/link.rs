@@ -1,0 +1,173 @@
+//! [`Link`]: the node's connection to Redis, reconnected with backoff.
+//!
+//! One sync connection per node, used by one caller at a time (the node
+//! holds it in a mutex that also serializes flushes). A request either gets
+//! its reply, or the connection is dropped: after an I/O error or a timeout
+//! the stream may still carry the late reply, so it is never reused. An
+//! error *reply* leaves the connection in sync and it is kept.
+//!
+//! Scripts run by `EVALSHA`; on `NOSCRIPT` (a restarted or flushed server)
+//! the script is loaded and the same request sent again. `NOSCRIPT` means
+//! the script did not run, so the resend cannot apply a batch twice.
+
+use crate::error::{is_reply, ClusterError};
+use crate::script::Lua;
+use rand::Rng;
+use redis::{ConnectionLike, Value};
+use std::time::{Duration, Instant};
+
+/// Exponential backoff with jitter between failed attempts.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    min: Duration,
+    max: Duration,
+    next: Duration,
+    until: Option<Instant>,
+}
+
+impl Backoff {
+    pub(crate) fn new(min: Duration, max: Duration) -> Backoff {
+        Backoff {
+            min,
+            max,
+            next: min,
+            until: None,
+        }
+    }
+
+    /// Whether an attempt may be made at `now`.
+    pub(crate) fn ready(&self, now: Instant) -> bool {
+        self.until.is_none_or(|u| now >= u)
+    }
+
+    /// An attempt failed at `now`: wait `next` (±25%), then double it.
+    pub(crate) fn failed(&mut self, now: Instant) {
+        let jitter = rand::rng().random_range(0.75..1.25);
+        self.until = Some(now + self.next.mul_f64(jitter));
+        self.next = (self.next * 2).min(self.max);
+    }
+
+    /// An attempt succeeded.
+    pub(crate) fn succeeded(&mut self) {
+        self.next = self.min;
+        self.until = None;
+    }
+}
+
+/// A connection to Redis, opened on demand.
+pub(crate) struct Link {
+    client: redis::Client,
+    conn: Option<redis::Connection>,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+    pub(crate) backoff: Backoff,
+}
+
+impl Link {
+    pub(crate) fn new(
+        url: &str,
+        connect_timeout: Duration,
+        io_timeout: Duration,
+        backoff: Backoff,
+    ) -> Result<Link, ClusterError> {
+        let client = redis::Client::open(url)
+            .map_err(|e| ClusterError::Config(format!("bad redis url {url:?}: {e}")))?;
+        Ok(Link {
+            client,
+            conn: None,
+            connect_timeout,
+            io_timeout,
+            backoff,
+        })
+    }
+
+    /// Opens a connection if none is open; `true` if it opened one.
+    pub(crate) fn ensure(&mut self) -> Result<bool, ClusterError> {
+        if self.conn.is_some() {
+            return Ok(false);
+        }
+        let c = self
+            .client
+            .get_connection_with_timeout(self.connect_timeout)
+            .map_err(ClusterError::Connection)?;
+        c.set_read_timeout(Some(self.io_timeout))
+            .and_then(|()| c.set_write_timeout(Some(self.io_timeout)))
+            .map_err(ClusterError::Connection)?;
+        self.conn = Some(c);
+        Ok(true)
+    }
+
+    /// Sends one encoded request and reads its reply. An error reply is a
+    /// `Server` (or `ShapeMismatch`) error and keeps the connection; any
+    /// other failure drops it.
+    pub(crate) fn request(&mut self, req: &[u8]) -> Result<Value, ClusterError> {
+        self.ensure()?;
+        let conn = self.conn.as_mut().expect("ensured");
+        match conn.req_packed_command(req).and_then(Value::extract_error) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if !is_reply(&e) {
+                    self.conn = None;
+                }
+                Err(ClusterError::from_redis(e))
+            }
+        }
+    }
+
+    /// Sends `n` encoded requests at once (a pipeline) and reads their
+    /// replies.
+    pub(crate) fn pipeline(&mut self, req: &[u8], n: usize) -> Result<Vec<Value>, ClusterError> {
+        self.ensure()?;
+        let conn = self.conn.as_mut().expect("ensured");
+        let r = conn
+            .req_packed_commands(req, 0, n)
+            .and_then(|vs| vs.into_iter().map(Value::extract_error).collect());
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                // A pipeline's error may leave later replies unread.
+                self.conn = None;
+                Err(ClusterError::from_redis(e))
+            }
+        }
+    }
+
+    /// Runs a script by `EVALSHA` (`req` is the encoded `EVALSHA`),
+    /// loading it first if the server does not have it.
+    pub(crate) fn eval(&mut self, lua: &Lua, req: &[u8]) -> Result<Value, ClusterError> {
+        match self.request(req) {
+            Err(ClusterError::Server(e))
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                let mut load = crate::script::Request::new(3);
+                load.arg(b"SCRIPT").arg(b"LOAD").arg(lua.source.as_bytes());
+                self.request(&load.bytes)?;
+                self.request(req)
+            }
+            r => r,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_its_cap_and_resets() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(300));
+        let t = Instant::now();
+        assert!(b.ready(t));
+        b.failed(t);
+        assert!(!b.ready(t));
+        assert!(!b.ready(t + Duration::from_millis(74)));
+        assert!(b.ready(t + Duration::from_millis(125)));
+        b.failed(t);
+        assert!(!b.ready(t + Duration::from_millis(149)));
+        b.failed(t);
+        b.failed(t);
+        assert!(b.ready(t + Duration::from_millis(375)));
+        b.succeeded();
+        assert!(b.ready(t));
+    }
+}

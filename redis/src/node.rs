@@ -1,0 +1,438 @@
+//! [`ClusterWindows`]: per-key sliding windows shared by every node that
+//! names the same Redis and namespace.
+//!
+//! # Where a count is
+//! An add lands in the node's local [`KeyedWindows`] (lock-free, no I/O),
+//! stamped with server time ([`ServerTime`]). A flush *takes* the local
+//! counts into the pending buffer (`pending.rs`) and sends them to Redis in
+//! batches, one in flight at a time, each applied exactly once
+//! (`script.rs`). The reply carries every touched key's cluster ring, which
+//! the node caches. So each count is, at every instant, in exactly one of:
+//! the local windows, the pending buffer (staged or in flight), or Redis.
+//!
+//! # Reads
+//! `sum_at(key)` = the key's cached cluster ring (as Redis last returned it,
+//! counting this node's acknowledged counts) + its pending counts + its
+//! local counts. The take and the acknowledgement (which moves a batch from
+//! pending into the cache) hold the state lock for writing, and a read holds
+//! it for reading, so a read sees each count exactly once. Counts other
+//! nodes flushed after this node's last flush of the key are not included
+//! until its next flush of the key, or a [`fresh_sum`](ClusterWindows::fresh_sum).
+//!
+//! # Locks
+//! `sender` (the connection and the batch in flight) serializes flushes and
+//! fresh reads; it is held across round trips. `state` (pending and cache)
+//! and `hot` are held only for memory work, never across I/O. Order:
+//! `sender`, then `state`, then `hot`. Adds take none of them.
+
+use crate::config::{Builder, HotCallback};
+use crate::error::ClusterError;
+use crate::flusher::Flusher;
+use crate::health::{Counters, Health, Stats};
+use crate::hot::HotSet;
+use crate::key::RedisKey;
+use crate::link::{Backoff, Link};
+use crate::pending::Pending;
+use crate::ring::Ring;
+use crate::script::{Lua, Names, Request, Shape, FLUSH, HOT_READ};
+use crate::timeline::{ServerTime, WallClock};
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+use stripecount::{Clock, KeyRef, KeyedWindows};
+
+/// A node's share of cluster-wide per-key sliding windows on Redis.
+///
+/// Adds are local and lock-free (a [`KeyedWindows`] add, stamped with
+/// Redis server time); a background flusher (and [`flush`](Self::flush))
+/// sends each key's per-slice deltas to Redis, exactly once, and brings
+/// back the cluster sums of the keys it sent. See the crate docs for the
+/// guarantees and their bounds.
+///
+/// Dropping a node stops its flusher without a last flush: what it holds
+/// is lost with it. [`shutdown`](Self::shutdown) flushes first.
+///
+/// ```no_run
+/// use stripecount_redis::ClusterWindows;
+/// use std::time::Duration;
+///
+/// let node = ClusterWindows::<String>::builder("redis://127.0.0.1:6379/", "api")
+///     .window(Duration::from_secs(60), 60)
+///     .hot_threshold(10_000)
+///     .build()?;
+/// node.add("client-42", 1); // local: no round trip
+/// let cluster = node.sum("client-42"); // every node's counts, as of the last flush
+/// let exact = node.fresh_sum("client-42")?; // one round trip
+/// let hot = node.cluster_hot_keys();
+/// # Ok::<(), stripecount_redis::ClusterError>(())
+/// ```
+pub struct ClusterWindows<K: RedisKey, C: Clock = WallClock> {
+    inner: Arc<Inner<K, C>>,
+    flusher: Option<Flusher>,
+}
+
+/// The parts of a key's window sum as one node sees it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SumParts {
+    /// From the key's cluster ring as Redis last returned it to this node.
+    pub cluster: u64,
+    /// This node's counts taken by a flush and not yet acknowledged.
+    pub pending: u64,
+    /// This node's counts not yet taken by a flush.
+    pub local: u64,
+}
+
+impl SumParts {
+    /// The sum of the parts.
+    pub fn total(&self) -> u64 {
+        self.cluster
+            .saturating_add(self.pending)
+            .saturating_add(self.local)
+    }
+}
+
+/// What one [`flush`](ClusterWindows::flush) did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FlushReport<K> {
+    /// Batches acknowledged (applied now or, for `replayed`, earlier).
+    pub batches: u64,
+    /// Batches Redis had already applied (a lost reply, resent).
+    pub replayed: u64,
+    /// `(key, slice)` deltas acknowledged.
+    pub key_deltas: u64,
+    /// Counts acknowledged.
+    pub counts: u64,
+    /// Counts Redis dropped as older than the window.
+    pub dropped_old: u64,
+    /// Crossings this node reported: each key that a batch of this node
+    /// made hot in the cluster, with its cluster window sum then. A flush
+    /// that failed after some batches were acknowledged hands their
+    /// crossings to the next flush that succeeds.
+    pub crossings: Vec<(K, u64)>,
+}
+
+impl<K> FlushReport<K> {
+    pub(crate) fn new() -> Self {
+        FlushReport {
+            batches: 0,
+            replayed: 0,
+            key_deltas: 0,
+            counts: 0,
+            dropped_old: 0,
+            crossings: Vec::new(),
+        }
+    }
+}
+
+/// Everything a node shares with its flusher thread.
+pub(crate) struct Inner<K: 'static, C: Clock> {
+    /// Local unflushed counts; its clock is the node's [`ServerTime`].
+    pub(crate) windows: KeyedWindows<K, ServerTime<C>>,
+    pub(crate) slices: usize,
+    pub(crate) slice_nanos: u64,
+    pub(crate) max_batch_keys: usize,
+    pub(crate) shape: Shape,
+    pub(crate) names: Names,
+    pub(crate) flush_lua: Lua,
+    pub(crate) hot_lua: Lua,
+    pub(crate) node_id: String,
+    pub(crate) state: RwLock<State<K>>,
+    pub(crate) sender: Mutex<Sender<K>>,
+    pub(crate) hot: RwLock<HotSet<K>>,
+    pub(crate) counters: Counters,
+    pub(crate) on_hot: Option<HotCallback<K>>,
+}
+
+/// Pending counts and cached rings, read together.
+pub(crate) struct State<K> {
+    pub(crate) pending: Pending<K>,
+    pub(crate) cache: HashMap<K, Ring>,
+    /// The epoch the cache and hot set were last pruned at.
+    pub(crate) pruned_at: u64,
+}
+
+/// The connection and the batch in flight's request.
+pub(crate) struct Sender<K> {
+    pub(crate) link: Link,
+    pub(crate) outbox: Option<Outbox<K>>,
+    /// Crossings acknowledged by a flush that then failed.
+    pub(crate) stash: Vec<(K, u64)>,
+}
+
+/// The batch in flight, as sent: resent byte for byte until acknowledged.
+pub(crate) struct Outbox<K> {
+    pub(crate) seq: u64,
+    pub(crate) order: Vec<K>,
+    pub(crate) request: Request,
+    pub(crate) sends: u32,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+pub(crate) fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+pub(crate) fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<K: RedisKey> ClusterWindows<K> {
+    /// A builder for a node of namespace `namespace` on the Redis at `url`
+    /// (e.g. `redis://127.0.0.1:6379/0`).
+    pub fn builder(url: &str, namespace: &str) -> Builder<K> {
+        Builder::new(url, namespace)
+    }
+}
+
+impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
+    pub(crate) fn from_builder(b: Builder<K, C>) -> Result<Self, ClusterError> {
+        // Eviction runs right after a take (`stage`), never on its own: an
+        // automatic sweep would evict a key holding only counts older than
+        // the window before a take could count them as dropped.
+        let mut windows = KeyedWindows::with_clock(b.window, b.slices, ServerTime::new(b.clock))?
+            .with_auto_evict(false);
+        if let Some(m) = b.max_keys {
+            windows = windows.with_max_keys(m);
+        }
+        let slice_nanos = u64::try_from(windows.slice_len().as_nanos())
+            .map_err(|_| ClusterError::Config("the slice is too long".into()))?;
+        let slice_ms = slice_nanos / 1_000_000;
+        let window_ms = slice_ms * b.slices as u64;
+        let node_id = format!("{:032x}", rand::random::<u128>());
+        let link = Link::new(
+            &b.url,
+            b.connect_timeout,
+            b.io_timeout,
+            Backoff::new(b.backoff.0, b.backoff.1),
+        )?;
+        let inner = Arc::new(Inner {
+            windows,
+            slices: b.slices,
+            slice_nanos,
+            max_batch_keys: b.max_batch_keys,
+            shape: Shape {
+                slices: b.slices,
+                slice_ms,
+                threshold: b.hot_threshold.unwrap_or(0),
+                record_ttl_ms: window_ms + slice_ms + 300_000,
+            },
+            names: Names::new(&b.namespace, &node_id),
+            flush_lua: Lua::new(FLUSH),
+            hot_lua: Lua::new(HOT_READ),
+            node_id,
+            state: RwLock::new(State {
+                pending: Pending::new(b.max_pending_keys),
+                cache: HashMap::new(),
+                pruned_at: 0,
+            }),
+            sender: Mutex::new(Sender {
+                link,
+                outbox: None,
+                stash: Vec::new(),
+            }),
+            hot: RwLock::new(HotSet::new()),
+            counters: Counters::new(),
+            on_hot: b.on_hot,
+        });
+        {
+            let mut s = lock(&inner.sender);
+            let r = inner.probe(&mut s);
+            inner.settle(&mut s, &r);
+        }
+        let flusher = match b.flush_interval {
+            Some(every) => Some(
+                Flusher::start(Arc::clone(&inner), every)
+                    .map_err(|e| ClusterError::Config(format!("no flusher thread: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(ClusterWindows { inner, flusher })
+    }
+
+    /// Adds `n` to `key` now (server time); `true` if counted (see
+    /// [`KeyedWindows::add_at`]). Local and lock-free: no I/O, ever.
+    #[inline]
+    pub fn add<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> bool {
+        self.inner.windows.add(key, n)
+    }
+
+    /// Adds one to `key` now.
+    #[inline]
+    pub fn increment<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
+        self.add(key, 1)
+    }
+
+    /// Adds `n` to `key` at `now`, a time on the server timeline (see
+    /// [`now`](Self::now)): for callers that stamp many adds with one read.
+    #[inline]
+    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
+        self.inner.windows.add_at(key, now, n)
+    }
+
+    /// The server time now, as this node estimates it (Unix nanoseconds).
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.inner.time().now()
+    }
+
+    /// The key's cluster window sum now (see [`sum_parts_at`](Self::sum_parts_at)).
+    pub fn sum<Q>(&self, key: &Q) -> u64
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        self.sum_at(key, self.now())
+    }
+
+    /// The key's cluster window sum at `now` (server timeline).
+    pub fn sum_at<Q>(&self, key: &Q, now: u64) -> u64
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        self.sum_parts_at(key, now).total()
+    }
+
+    /// The key's window sum at `now` in its three parts: the cluster ring
+    /// Redis last returned to this node (every node's flushed counts as of
+    /// then, this node's acknowledged ones included), this node's pending
+    /// counts, and its local unflushed counts. Each of this node's counts is
+    /// in exactly one part. Needs no round trip.
+    pub fn sum_parts_at<Q>(&self, key: &Q, now: u64) -> SumParts
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        let i = &*self.inner;
+        let e = now / i.slice_nanos;
+        let floor = e.saturating_sub(i.slices as u64);
+        let st = read(&i.state);
+        SumParts {
+            cluster: st.cache.get(key).map_or(0, |r| r.sum_at(e, i.slices)),
+            pending: st.pending.sum(key, floor, e),
+            local: i.windows.sum_at(key, now),
+        }
+    }
+
+    /// The key's cluster window sum now, read from Redis (one round trip,
+    /// after resending the batch in flight if there is one): every count
+    /// any node had flushed by then, plus this node's unflushed counts.
+    pub fn fresh_sum<Q>(&self, key: &Q) -> Result<u64, ClusterError>
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        let i = &*self.inner;
+        let mut s = lock(&i.sender);
+        let r = i.fresh_ring(&mut s, key);
+        i.settle(&mut s, &r);
+        drop(s);
+        r?;
+        Ok(self.sum(key))
+    }
+
+    /// Sends everything this node holds to Redis, now: takes the local
+    /// counts and sends them in batches, each acknowledged before the next
+    /// (a batch in flight from an earlier failure goes first). On error the
+    /// counts not acknowledged stay held and are sent by the next flush;
+    /// none is lost or doubled.
+    pub fn flush(&self) -> Result<FlushReport<K>, ClusterError> {
+        let i = &*self.inner;
+        let mut s = lock(&i.sender);
+        i.flush_locked(&mut s)
+    }
+
+    /// Whether `key` is hot in the cluster now, as of this node's last
+    /// flush (see the crate docs on cluster hot keys).
+    pub fn is_cluster_hot<Q>(&self, key: &Q) -> bool
+    where
+        Q: Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        let e = self.now() / self.inner.slice_nanos;
+        read(&self.inner.hot).is_hot(key, e)
+    }
+
+    /// The keys hot in the cluster now, as of this node's last flush (in
+    /// unspecified order).
+    pub fn cluster_hot_keys(&self) -> Vec<K> {
+        let e = self.now() / self.inner.slice_nanos;
+        read(&self.inner.hot).keys_at(e)
+    }
+
+    /// Reads the cluster hot set's changes from Redis now (one or two
+    /// round trips) instead of waiting for the next flush.
+    pub fn refresh_hot(&self) -> Result<(), ClusterError> {
+        let i = &*self.inner;
+        let mut s = lock(&i.sender);
+        let r = i.probe(&mut s).and_then(|v| i.read_hot_if(&mut s, v));
+        i.settle(&mut s, &r);
+        r
+    }
+
+    /// The link's state, the last error, what is held for Redis and the
+    /// time bound.
+    pub fn health(&self) -> Health {
+        let i = &*self.inner;
+        let mut h = i.counters.health();
+        let st = read(&i.state);
+        h.pending_counts = st.pending.counts();
+        h.staged_keys = st.pending.staged_keys();
+        h.batch_in_flight = st.pending.in_flight();
+        h.time_uncertainty = i.time().uncertainty().map(Duration::from_nanos);
+        h
+    }
+
+    /// Counters of this node's flushes.
+    pub fn stats(&self) -> Stats {
+        self.inner.counters.stats()
+    }
+
+    /// The local windows (unflushed counts, on the server timeline).
+    pub fn local(&self) -> &KeyedWindows<K, ServerTime<C>> {
+        &self.inner.windows
+    }
+
+    /// The server timeline this node stamps its adds with.
+    pub fn time(&self) -> &ServerTime<C> {
+        self.inner.time()
+    }
+
+    /// The node's id in Redis (random per node: a restarted process is a
+    /// new node with a new flush sequence).
+    pub fn node_id(&self) -> &str {
+        &self.inner.node_id
+    }
+
+    /// The slice number of server time `now`.
+    pub fn epoch_at(&self, now: u64) -> u64 {
+        now / self.inner.slice_nanos
+    }
+
+    /// Stops the background flusher and flushes what is held (one
+    /// attempt: on error the counts not acknowledged are lost with the
+    /// node; call [`flush`](Self::flush) until it succeeds first to be sure).
+    pub fn shutdown(mut self) -> Result<FlushReport<K>, ClusterError> {
+        if let Some(mut f) = self.flusher.take() {
+            f.stop();
+        }
+        self.flush()
+    }
+}
+
+impl<K: RedisKey, C: Clock> fmt::Debug for ClusterWindows<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &*self.inner;
+        f.debug_struct("ClusterWindows")
+            .field("node_id", &i.node_id)
+            .field("slices", &i.slices)
+            .field("slice", &Duration::from_nanos(i.slice_nanos))
+            .field("flusher", &self.flusher.is_some())
+            .finish_non_exhaustive()
+    }
+}

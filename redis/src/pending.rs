@@ -1,0 +1,268 @@
+//! [`Pending`]: counts taken from the local windows and not yet
+//! acknowledged by Redis.
+//!
+//! A flush takes the local windows' counts into `staged` (merged per key
+//! and slice), then cuts batches from it. A batch gets the next flush
+//! sequence number and is *in flight* until a reply acknowledges it; it is
+//! resent unchanged (same sequence, same encoded request) after any
+//! failure. Only then is the next batch cut. So every count is, at every
+//! instant, in exactly one of: the local windows, `staged`, the batch in
+//! flight, or Redis (and the node's cached rings, once acknowledged).
+//!
+//! # Bounds
+//! Counts of slices that have left the window are dropped from `staged`
+//! (no window includes them) and added to `dropped_old`; a new key is not
+//! staged when `staged` holds `max_keys` keys (its counts are added to
+//! `dropped_full`). The batch in flight holds at most `max_batch_keys`.
+//! All of it is guarded by the node's state lock.
+
+use crate::ring::MAX_EXACT;
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// One key's counts per slice, oldest first, at most one entry a slice.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Deltas(pub(crate) Vec<(u64, u64)>);
+
+impl Deltas {
+    /// Adds `c` at epoch `e`.
+    pub(crate) fn add(&mut self, e: u64, c: u64) {
+        match self.0.binary_search_by_key(&e, |d| d.0) {
+            Ok(i) => self.0[i].1 = self.0[i].1.saturating_add(c).min(MAX_EXACT),
+            Err(i) => self.0.insert(i, (e, c.min(MAX_EXACT))),
+        }
+    }
+
+    /// The counts of slices `floor + 1 ..= e`.
+    pub(crate) fn sum(&self, floor: u64, e: u64) -> u64 {
+        self.0
+            .iter()
+            .filter(|d| d.0 > floor && d.0 <= e)
+            .fold(0u64, |s, d| s.saturating_add(d.1))
+    }
+
+    /// Drops the slices at or before `floor`; returns their counts.
+    fn prune(&mut self, floor: u64) -> u64 {
+        let keep = self.0.partition_point(|d| d.0 <= floor);
+        let gone = self.0[..keep]
+            .iter()
+            .fold(0u64, |s, d| s.saturating_add(d.1));
+        self.0.drain(..keep);
+        gone
+    }
+
+    /// Merges the slices after `cap` into `cap` (bounds a key's entries
+    /// when the node's time stepped back).
+    fn cap(&mut self, cap: u64) {
+        let over = self.0.partition_point(|d| d.0 <= cap);
+        if over < self.0.len() {
+            let c = self.0[over..]
+                .iter()
+                .fold(0u64, |s, d| s.saturating_add(d.1));
+            self.0.truncate(over);
+            self.add(cap, c);
+        }
+    }
+
+    /// The total count.
+    pub(crate) fn total(&self) -> u64 {
+        self.0.iter().fold(0u64, |s, d| s.saturating_add(d.1))
+    }
+}
+
+/// The batch in flight, as reads see it (its encoded request and key
+/// order live with the connection, see `node.rs`).
+pub(crate) struct Batch<K> {
+    pub(crate) seq: u64,
+    pub(crate) deltas: HashMap<K, Deltas>,
+    /// `(key, slice)` entries.
+    pub(crate) key_deltas: u64,
+    /// Sum of the counts.
+    pub(crate) counts: u64,
+}
+
+/// Taken, unacknowledged counts.
+pub(crate) struct Pending<K> {
+    staged: HashMap<K, Deltas>,
+    inflight: Option<Batch<K>>,
+    next_seq: u64,
+    max_keys: usize,
+}
+
+impl<K: Hash + Eq + Clone> Pending<K> {
+    pub(crate) fn new(max_keys: usize) -> Self {
+        Pending {
+            staged: HashMap::new(),
+            inflight: None,
+            next_seq: 1,
+            max_keys,
+        }
+    }
+
+    /// Stages a taken count; `false` if the key could not be staged
+    /// (`staged` is full).
+    pub(crate) fn stage(&mut self, key: &K, e: u64, c: u64) -> bool {
+        if let Some(d) = self.staged.get_mut(key) {
+            d.add(e, c);
+            return true;
+        }
+        if self.staged.len() >= self.max_keys {
+            return false;
+        }
+        let mut d = Deltas::default();
+        d.add(e, c);
+        self.staged.insert(key.clone(), d);
+        true
+    }
+
+    /// Drops staged slices at or before `floor` and merges those after
+    /// `cap` into `cap`; returns the counts dropped.
+    pub(crate) fn prune(&mut self, floor: u64, cap: u64) -> u64 {
+        let mut gone = 0u64;
+        self.staged.retain(|_, d| {
+            gone = gone.saturating_add(d.prune(floor));
+            d.cap(cap);
+            !d.0.is_empty()
+        });
+        gone
+    }
+
+    /// This node's unacknowledged counts of `key` in slices
+    /// `floor + 1 ..= e`.
+    pub(crate) fn sum<Q>(&self, key: &Q, floor: u64, e: u64) -> u64
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let s = self.staged.get(key).map_or(0, |d| d.sum(floor, e));
+        let f = self
+            .inflight
+            .as_ref()
+            .and_then(|b| b.deltas.get(key))
+            .map_or(0, |d| d.sum(floor, e));
+        s.saturating_add(f)
+    }
+
+    /// Keys staged.
+    pub(crate) fn staged_keys(&self) -> usize {
+        self.staged.len()
+    }
+
+    /// Counts staged or in flight.
+    pub(crate) fn counts(&self) -> u64 {
+        let s = self
+            .staged
+            .values()
+            .fold(0u64, |s, d| s.saturating_add(d.total()));
+        s.saturating_add(self.inflight.as_ref().map_or(0, |b| b.counts))
+    }
+
+    /// Whether a batch is in flight.
+    pub(crate) fn in_flight(&self) -> bool {
+        self.inflight.is_some()
+    }
+
+    /// Cuts the next batch from `staged` (at most `max` keys) unless one
+    /// is in flight or nothing is staged; `encode(order, deltas, seq)`
+    /// builds its request. Returns the new batch's sequence, key order and
+    /// request.
+    pub(crate) fn cut<R>(
+        &mut self,
+        max: usize,
+        encode: impl FnOnce(&[K], &HashMap<K, Deltas>, u64) -> R,
+    ) -> Option<(u64, Vec<K>, R)> {
+        if self.inflight.is_some() || self.staged.is_empty() {
+            return None;
+        }
+        let deltas = if self.staged.len() <= max {
+            std::mem::take(&mut self.staged)
+        } else {
+            let keys: Vec<K> = self.staged.keys().take(max).cloned().collect();
+            keys.into_iter()
+                .filter_map(|k| self.staged.remove_entry(&k))
+                .collect()
+        };
+        let order: Vec<K> = deltas.keys().cloned().collect();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let request = encode(&order, &deltas, seq);
+        let (key_deltas, counts) = deltas.values().fold((0u64, 0u64), |(n, c), d| {
+            (n + d.0.len() as u64, c.saturating_add(d.total()))
+        });
+        self.inflight = Some(Batch {
+            seq,
+            deltas,
+            key_deltas,
+            counts,
+        });
+        Some((seq, order, request))
+    }
+
+    /// The batch in flight was acknowledged: it leaves (the caller files
+    /// its rings in the same critical section).
+    pub(crate) fn acknowledge(&mut self, seq: u64) -> Option<Batch<K>> {
+        match &self.inflight {
+            Some(b) if b.seq == seq => self.inflight.take(),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_merge_per_slice_and_prune_by_the_window() {
+        let mut d = Deltas::default();
+        d.add(5, 1);
+        d.add(3, 2);
+        d.add(5, 4);
+        assert_eq!(d.0, vec![(3, 2), (5, 5)]);
+        assert_eq!(d.sum(3, 5), 5);
+        assert_eq!(d.sum(2, 4), 2);
+        assert_eq!(d.prune(3), 2);
+        assert_eq!(d.0, vec![(5, 5)]);
+        d.add(9, 1);
+        d.add(8, 1);
+        d.cap(7);
+        assert_eq!(d.0, vec![(5, 5), (7, 2)]);
+        d.add(1, u64::MAX);
+        assert_eq!(d.0[0], (1, MAX_EXACT));
+    }
+
+    #[test]
+    fn a_batch_stays_in_flight_until_acknowledged() {
+        let mut p: Pending<u32> = Pending::new(10);
+        for k in 0..5 {
+            assert!(p.stage(&k, 1, 1));
+        }
+        assert_eq!(p.sum(&3, 0, 1), 1);
+        let (seq, order, ()) = p
+            .cut(3, |o, d, s| assert_eq!((o.len(), d.len(), s), (3, 3, 1)))
+            .unwrap();
+        assert_eq!((seq, order.len()), (1, 3));
+        // In flight: counted by reads, and no new batch is cut.
+        assert_eq!((0..5).map(|k| p.sum(&k, 0, 1)).sum::<u64>(), 5);
+        assert!(p.in_flight());
+        assert!(p.cut(3, |_, _, _| unreachable!()).is_none());
+        assert!(p.acknowledge(2).is_none());
+        let b = p.acknowledge(1).unwrap();
+        assert_eq!((b.key_deltas, b.counts), (3, 3));
+        let (seq, order, ()) = p.cut(3, |_, _, _| ()).unwrap();
+        assert_eq!((seq, order.len()), (2, 2));
+        assert_eq!(p.counts(), 2);
+        assert_eq!(p.staged_keys(), 0);
+    }
+
+    #[test]
+    fn staging_is_bounded() {
+        let mut p: Pending<u32> = Pending::new(2);
+        assert!(p.stage(&1, 1, 1));
+        assert!(p.stage(&2, 1, 1));
+        assert!(!p.stage(&3, 1, 1));
+        assert!(p.stage(&1, 2, 1));
+        assert_eq!(p.prune(1, 10), 2);
+        assert_eq!(p.staged_keys(), 1);
+    }
+}

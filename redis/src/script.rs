@@ -1,0 +1,399 @@
+//! The flush script (`flush.lua`) and the hot-set read (`hot_read.lua`):
+//! the Redis keys a namespace uses, how a batch is encoded for the script,
+//! and how its reply is read.
+//!
+//! # The exactly-once protocol
+//! A node sends its batches one at a time, numbered `1, 2, ...` (its flush
+//! sequence; the node's id is random per process, so a restarted node
+//! starts a new sequence under a new id). Redis keeps, per node, a record
+//! `(last applied sequence, the counts that batch dropped as too old, the
+//! crossings it reported)`. The script, atomically:
+//! - `seq > last` (or no record): applies the batch and stores `seq` and its
+//!   crossings in the record;
+//! - `seq == last`: the batch was applied and its reply lost: changes
+//!   nothing and answers again, with the stored drops and crossings and
+//!   the keys' current rings;
+//! - `seq < last`: refuses (`SSEQ`; a node never does this).
+//!
+//! The node keeps a batch until a reply acknowledges it and resends the
+//! same batch (same sequence) after any failure, so every batch is applied
+//! exactly once. Every check runs before the first write (a script that
+//! fails midway keeps its earlier writes), and the script starts with
+//! `#!lua`, so Redis refuses it up front when out of memory rather than
+//! midway.
+//!
+//! The record expires after the window plus a slice plus 5 minutes (the
+//! record TTL). A batch resent after its record expired is applied again,
+//! but all of its counts are older than the window by then (a batch holds
+//! counts of slices that had begun when it was cut) and the script drops
+//! counts older than the window: still counted once in every window. Only
+//! its crossings, stored in the record, are then not reported a second
+//! time (they had been reported to no one: the reply was lost).
+//!
+//! # Keys of a namespace `ns`
+//! `ns:w:<key>` a key's ring (`ring.rs`), `ns:n:<node id>` a node's record,
+//! `ns:cfg` the window shape every node must share (`slices:slice_ms`),
+//! `ns:hot` the hot set (member: key, score: the epoch it cools at),
+//! `ns:hotv` (member: key, score: the hot version of its last change) and
+//! `ns:hotver` the hot version (bumped by each batch that changes the hot
+//! set).
+
+use crate::error::ClusterError;
+use crate::key::RedisKey;
+use crate::ring::{put_f64, Ring};
+use redis::Value;
+
+/// The flush script's source.
+pub(crate) const FLUSH: &str = include_str!("flush.lua");
+/// The hot-set read's source.
+pub(crate) const HOT_READ: &str = include_str!("hot_read.lua");
+
+/// A Lua script and its SHA1 (for `EVALSHA`).
+#[derive(Debug)]
+pub(crate) struct Lua {
+    pub(crate) source: &'static str,
+    pub(crate) sha: String,
+}
+
+impl Lua {
+    pub(crate) fn new(source: &'static str) -> Lua {
+        Lua {
+            source,
+            sha: redis::Script::new(source).get_hash().to_owned(),
+        }
+    }
+}
+
+/// The Redis key names of one namespace.
+#[derive(Debug, Clone)]
+pub(crate) struct Names {
+    /// `ns:w:`, the prefix of data keys.
+    pub(crate) data: Vec<u8>,
+    pub(crate) record: Vec<u8>,
+    pub(crate) cfg: Vec<u8>,
+    pub(crate) hot: Vec<u8>,
+    pub(crate) hotv: Vec<u8>,
+    pub(crate) hotver: Vec<u8>,
+}
+
+impl Names {
+    pub(crate) fn new(ns: &str, node_id: &str) -> Names {
+        let k = |s: &str| format!("{ns}:{s}").into_bytes();
+        Names {
+            data: k("w:"),
+            record: k(&format!("n:{node_id}")),
+            cfg: k("cfg"),
+            hot: k("hot"),
+            hotv: k("hotv"),
+            hotver: k("hotver"),
+        }
+    }
+}
+
+/// The shape of the windows and the script's fixed arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct Shape {
+    pub(crate) slices: usize,
+    pub(crate) slice_ms: u64,
+    /// 0: no hot detection.
+    pub(crate) threshold: u64,
+    pub(crate) record_ttl_ms: u64,
+}
+
+impl Shape {
+    /// What every node of a namespace must agree on.
+    pub(crate) fn config_string(&self) -> String {
+        format!("{}:{}", self.slices, self.slice_ms)
+    }
+}
+
+/// A RESP request being written: an array of bulk strings.
+pub(crate) struct Request {
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// Appends `n` in decimal.
+fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut d = [0u8; 20];
+    let mut i = d.len();
+    loop {
+        i -= 1;
+        d[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&d[i..]);
+}
+
+impl Request {
+    pub(crate) fn new(args: usize) -> Request {
+        let mut bytes = Vec::with_capacity(64);
+        bytes.push(b'*');
+        decimal(&mut bytes, args as u64);
+        bytes.extend_from_slice(b"\r\n");
+        Request { bytes }
+    }
+
+    pub(crate) fn arg(&mut self, a: &[u8]) -> &mut Self {
+        self.arg2(a, &[])
+    }
+
+    /// A bulk string of `a` then `b` (a key name from its prefix and the
+    /// key's bytes, without an intermediate buffer).
+    pub(crate) fn arg2(&mut self, a: &[u8], b: &[u8]) -> &mut Self {
+        self.bytes.push(b'$');
+        decimal(&mut self.bytes, (a.len() + b.len()) as u64);
+        self.bytes.extend_from_slice(b"\r\n");
+        self.bytes.extend_from_slice(a);
+        self.bytes.extend_from_slice(b);
+        self.bytes.extend_from_slice(b"\r\n");
+        self
+    }
+
+    pub(crate) fn num(&mut self, n: u64) -> &mut Self {
+        let mut d = Vec::with_capacity(20);
+        decimal(&mut d, n);
+        self.arg(&d)
+    }
+
+    /// Appends another request (a pipeline).
+    pub(crate) fn then(&mut self, other: &Request) -> &mut Self {
+        self.bytes.extend_from_slice(&other.bytes);
+        self
+    }
+}
+
+/// Writes the `EVALSHA` of one batch: its keys go straight into the
+/// request, its deltas into the blob that follows them.
+pub(crate) struct BatchWriter {
+    req: Request,
+    blob: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl BatchWriter {
+    /// A batch of `n` keys.
+    pub(crate) fn new(sha: &str, names: &Names, n: usize) -> BatchWriter {
+        let mut req = Request::new(3 + 5 + n + 8);
+        req.bytes.reserve(n * (names.data.len() + 24));
+        req.arg(b"EVALSHA").arg(sha.as_bytes()).num((5 + n) as u64);
+        req.arg(&names.record)
+            .arg(&names.cfg)
+            .arg(&names.hot)
+            .arg(&names.hotv)
+            .arg(&names.hotver);
+        BatchWriter {
+            req,
+            blob: Vec::with_capacity(n * 24),
+            scratch: Vec::with_capacity(32),
+        }
+    }
+
+    /// One key and its deltas (`n` calls in all, in batch order).
+    pub(crate) fn key<K: RedisKey>(&mut self, names: &Names, key: &K, deltas: &[(u64, u64)]) {
+        self.scratch.clear();
+        key.write_key(&mut self.scratch);
+        self.req.arg2(&names.data, &self.scratch);
+        put_f64(&mut self.blob, deltas.len() as u64);
+        for &(e, c) in deltas {
+            put_f64(&mut self.blob, e);
+            put_f64(&mut self.blob, c);
+        }
+    }
+
+    /// The request for batch `seq`.
+    pub(crate) fn finish(mut self, names: &Names, shape: &Shape, seq: u64) -> Request {
+        self.req
+            .num(seq)
+            .num(shape.slices as u64)
+            .num(shape.slice_ms)
+            .num(shape.threshold)
+            .num(shape.record_ttl_ms)
+            .arg(&self.blob)
+            .arg(shape.config_string().as_bytes())
+            .num(names.data.len() as u64);
+        self.req
+    }
+}
+
+/// What the flush script answered.
+#[derive(Debug)]
+pub(crate) struct FlushReply {
+    /// The batch had been applied already (its first reply was lost).
+    pub(crate) replayed: bool,
+    /// Counts the script dropped as older than the window.
+    pub(crate) dropped: u64,
+    /// Every key's ring after the batch, in batch order: `(offset, len)`
+    /// of its stored value in `blob`.
+    pub(crate) rings: Vec<(usize, usize)>,
+    pub(crate) blob: Vec<u8>,
+    /// `(index in the batch, window sum)` of each key this batch made hot.
+    pub(crate) crossings: Vec<(usize, u64)>,
+    /// The hot version after the batch.
+    pub(crate) hot_version: u64,
+}
+
+fn protocol(what: &str) -> ClusterError {
+    ClusterError::Protocol(what.to_owned())
+}
+
+pub(crate) fn int(v: &Value) -> Result<u64, ClusterError> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).map_err(|_| protocol("negative integer")),
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| protocol("not an integer")),
+        _ => Err(protocol("expected an integer")),
+    }
+}
+
+pub(crate) fn bytes(v: &Value) -> Result<&[u8], ClusterError> {
+    match v {
+        Value::BulkString(b) => Ok(b),
+        Value::Nil => Ok(&[]),
+        _ => Err(protocol("expected a string")),
+    }
+}
+
+fn f64_at(b: &[u8], at: usize) -> Option<f64> {
+    let w = b.get(at..at + 8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(w);
+    Some(f64::from_le_bytes(a))
+}
+
+/// The server time of a `TIME` reply (`[seconds, microseconds]`), or of
+/// the script's copy of it.
+pub(crate) fn time_us(secs: &Value, micros: &Value) -> Result<u64, ClusterError> {
+    Ok(int(secs)?
+        .saturating_mul(1_000_000)
+        .saturating_add(int(micros)?))
+}
+
+impl FlushReply {
+    /// Reads the reply to a batch of `n` keys.
+    pub(crate) fn decode(v: Value, n: usize) -> Result<FlushReply, ClusterError> {
+        let Value::Array(mut a) = v else {
+            return Err(protocol("the flush reply is not an array"));
+        };
+        if a.len() != 7 {
+            return Err(protocol("the flush reply has the wrong length"));
+        }
+        let blob = match std::mem::take(&mut a[4]) {
+            Value::BulkString(b) => b,
+            _ => return Err(protocol("the rings are not a string")),
+        };
+        let mut rings = Vec::with_capacity(n);
+        let mut at = 0;
+        while at < blob.len() {
+            let m = f64_at(&blob, at).ok_or_else(|| protocol("short ring"))?;
+            let len = 8 + 16 * (m as usize);
+            if at + 8 + len > blob.len() || !Ring::is_valid(&blob[at + 8..at + 8 + len]) {
+                return Err(protocol("bad ring"));
+            }
+            rings.push((at + 8, len));
+            at += 8 + len;
+        }
+        if rings.len() != n {
+            return Err(protocol("the flush reply has the wrong number of rings"));
+        }
+        let hb = bytes(&a[5])?;
+        if !hb.len().is_multiple_of(16) {
+            return Err(protocol("bad crossings"));
+        }
+        let mut crossings = Vec::with_capacity(hb.len() / 16);
+        for c in hb.chunks_exact(16) {
+            let (Some(i), Some(s)) = (f64_at(c, 0), f64_at(c, 8)) else {
+                unreachable!("16-byte chunk")
+            };
+            let i = i as usize;
+            if i == 0 || i > n {
+                return Err(protocol("crossing outside the batch"));
+            }
+            crossings.push((i - 1, s as u64));
+        }
+        Ok(FlushReply {
+            replayed: int(&a[0])? == 1,
+            dropped: int(&a[3])?,
+            rings,
+            blob,
+            crossings,
+            hot_version: int(&a[6])?,
+        })
+    }
+}
+
+/// The `EVALSHA` request of the hot-set read: changes since `since`.
+pub(crate) fn hot_read_request(sha: &str, names: &Names, since: u64) -> Request {
+    let mut r = Request::new(7);
+    r.arg(b"EVALSHA")
+        .arg(sha.as_bytes())
+        .num(3)
+        .arg(&names.hot)
+        .arg(&names.hotv)
+        .arg(&names.hotver)
+        .num(since);
+    r
+}
+
+/// What the hot-set read answered.
+pub(crate) struct HotReply<'a> {
+    pub(crate) version: u64,
+    /// The changes are the whole set (replace, do not merge).
+    pub(crate) full: bool,
+    /// `(key bytes, until epoch)`.
+    pub(crate) entries: Vec<(&'a [u8], u64)>,
+}
+
+impl HotReply<'_> {
+    pub(crate) fn decode(v: &Value) -> Result<HotReply<'_>, ClusterError> {
+        let Value::Array(a) = v else {
+            return Err(protocol("the hot reply is not an array"));
+        };
+        if a.len() < 2 || !a.len().is_multiple_of(2) {
+            return Err(protocol("the hot reply has the wrong length"));
+        }
+        let mut entries = Vec::with_capacity(a.len() / 2 - 1);
+        for kv in a[2..].chunks_exact(2) {
+            let until = std::str::from_utf8(bytes(&kv[1])?)
+                .ok()
+                .and_then(|s| s.parse::<f64>().ok())
+                .filter(|u| *u >= 0.0)
+                .ok_or_else(|| protocol("bad hot score"))?;
+            entries.push((bytes(&kv[0])?, until as u64));
+        }
+        Ok(HotReply {
+            version: int(&a[0])?,
+            full: int(&a[1])? == 1,
+            entries,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_resp_arrays_of_bulk_strings() {
+        let mut r = Request::new(3);
+        r.arg(b"GET").arg2(b"ns:w:", b"k").num(1207);
+        assert_eq!(
+            r.bytes,
+            b"*3\r\n$3\r\nGET\r\n$6\r\nns:w:k\r\n$4\r\n1207\r\n"
+        );
+        let mut d = Vec::new();
+        decimal(&mut d, 0);
+        decimal(&mut d, u64::MAX);
+        assert_eq!(d, b"018446744073709551615");
+    }
+
+    #[test]
+    fn the_script_hashes_are_stable() {
+        assert_eq!(Lua::new(FLUSH).sha.len(), 40);
+        assert_ne!(Lua::new(FLUSH).sha, Lua::new(HOT_READ).sha);
+    }
+}
