@@ -118,7 +118,8 @@ impl Entry {
     #[inline]
     pub(crate) fn try_add(&self, n: u64) -> Option<u64> {
         let w = self.word.load(Ordering::Acquire);
-        if w & FLAGS != 0 || w > COUNT_MAX - n {
+        // `w <= COUNT_MAX` once no flag is set, so this cannot underflow.
+        if w & FLAGS != 0 || n > COUNT_MAX - w {
             return None;
         }
         self.word
@@ -296,6 +297,15 @@ impl Drop for Entry {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vacant_entry_is_all_zero_bytes() {
+        // `Value::ZEROED_VACANT` for `Entry` (ring.rs) relies on it.
+        let e = Entry::vacant();
+        // SAFETY: reading the bytes of a plain-old-data struct.
+        let bytes: [u8; std::mem::size_of::<Entry>()] = unsafe { std::mem::transmute_copy(&e) };
+        assert!(bytes.iter().all(|&b| b == 0));
+    }
 
     #[test]
     fn adds_saturate_and_take() {

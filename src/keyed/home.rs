@@ -16,10 +16,12 @@
 //! # Lifetime
 //! A crossing of `H` creates the home (or finds it) and raises
 //! `last_heavy`, under the shard lock. A home is retired by a sweep, under
-//! the same lock, once `last_heavy + 2S <= now`: by then no heavy slice is
+//! the same lock, once `last_heavy + 2S <= now` and the key was not seen
+//! hot within the last `2S` epochs either: by then no heavy slice is
 //! in the window of any epoch an add can still be at (an add is dropped
-//! unless its epoch is within the newest slice's window, and the sweep's
-//! `now` is at most the newest), so the key is not hot at any such epoch.
+//! unless its epoch is within the newest slice's window, and a sweep's
+//! `now` is at most the newest: `hot.rs` clamps it), so the key is not hot
+//! at any such epoch.
 //! The retirement sets `DEAD` by CAS; a rule transition racing it fails
 //! its CAS and looks the key up again (and, finding it absent at an epoch
 //! the ring has dropped, decides nothing).
@@ -193,12 +195,15 @@ impl Value for Home {
         _graveyard: &Graveyard,
     ) -> bool {
         let last = self.last_heavy.load(Ordering::Acquire);
-        if last.saturating_add(2 * cfg.slices) > now {
+        let keep = |e: u64| u128::from(e) + 2 * u128::from(cfg.slices) > u128::from(now);
+        if keep(last) {
             return false;
         }
         let mut h = self.hot.load(Ordering::Acquire);
         loop {
-            if h & (DEAD | INCOMING) != 0 {
+            // A key seen hot within the last two windows keeps its state
+            // too (a heavy slice may have come while it was hot).
+            if h & (DEAD | INCOMING) != 0 || (h & HOT != 0 && keep(h & EPOCH)) {
                 return false;
             }
             match self

@@ -15,7 +15,8 @@
 //! - `CHECKED`: whether the key has a home was looked up, under the home
 //!   map's shard lock (see below); `HAS_HOME`: it had one, or got one since.
 //! - `HOT_HERE`: the key is hot at this entry's epoch: later adds here
-//!   change nothing and stop at once.
+//!   change nothing and stop at once, while this epoch is the newest (an
+//!   add at a later one may have cooled the key since: then the home says).
 //! - `NOTED`: this slice reached `H` and the home knows it (its
 //!   `last_heavy`, which keeps it from being retired while the slice is in
 //!   a window).
@@ -221,7 +222,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let guard = Guard::pin(w.ring.graveyard());
         let (en, after) = w.add_in(hash, key, e, n, &guard)?;
         let flags = en.hot().load(Ordering::Acquire);
-        if flags & HOT_HERE != 0 {
+        if flags & HOT_HERE != 0
+            && (flags & NOTED != 0 || after.is_some_and(|c| c < self.heavy))
+            && w.ring.newest() == e
+        {
+            // Hot at this epoch, and no later slice exists whose adds could
+            // have cooled the key since; a heavy crossing still notes itself.
             return None;
         }
         if flags & (CHECKED | HAS_HOME) == CHECKED && after.is_some_and(|c| c < self.heavy) {
@@ -394,7 +400,10 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// [`KeyedWindows::evict_idle_at`]) and the hot state of keys with no
     /// heavy slice left; returns the slice entries dropped.
     pub fn evict_idle_at(&self, now: u64) -> usize {
-        let e = self.windows.epoch(now);
+        // Homes are retired against the newest slice at most (home.rs,
+        // "Lifetime": adds up to a window older than the newest still
+        // decide).
+        let e = self.windows.epoch(now).min(self.windows.ring.newest());
         self.homes.evict_idle(e, &self.home_cfg);
         self.windows.evict_idle_at(now)
     }

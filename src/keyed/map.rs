@@ -50,8 +50,9 @@
 //! # Growth
 //! An insert that would take a table over 7/8 used (`FULL` + `TOMB`)
 //! first sweeps the shard's idle keys, then rebuilds: a table sized for
-//! twice the live keys (never below one group), so removals are compacted
-//! away and growth doubles.
+//! 1.5 times the live keys (never below one group; any number of groups,
+//! `table.rs`), so removals are compacted away and tables stay between
+//! 7/12 and 7/8 full; or for a presized map, for 10% over its hint.
 //!
 //! # Bounds and eviction
 //! `len` counts keys held (reserved before an insert, released when the
@@ -108,6 +109,12 @@ pub(crate) trait Value: Send + Sync + 'static {
 
     /// The state of a slot that holds no key (every slot starts so).
     fn vacant() -> Self;
+
+    /// Whether [`vacant`](Self::vacant) is all zero bytes, so that tables
+    /// can take zeroed memory instead of writing every slot (only outside
+    /// loom, whose atomics are not plain memory).
+    #[cfg_attr(loom, allow(dead_code))]
+    const ZEROED_VACANT: bool = false;
 
     /// Prepares a vacant slot's state before its key is published: for a
     /// new key, or (`incoming`) for a key whose state is moving in from
@@ -475,7 +482,7 @@ where
         self.rebuild(i, st, cfg, guard)
     }
 
-    /// Replaces the shard's table by one sized for twice its live keys,
+    /// Replaces the shard's table by a bigger one (see "Growth"),
     /// moving every key (invariants 1, 2). Called under the shard lock.
     fn rebuild<'g>(
         &'g self,
@@ -485,9 +492,21 @@ where
         guard: &'g Guard<'g>,
     ) -> &'g Table<K, V> {
         let p = &self.ptrs[i];
-        let keys = ((st.len + 1) * 2).max(st.hint + st.hint / 4);
-        let want = keys.div_ceil(GROUP).next_power_of_two();
-        let fresh = Box::into_raw(Box::new(Table::new(want, V::vacant)));
+        // Room for 1.5 times the live keys (growth by half: tables stay
+        // between 7/12 and 7/8 full), or 10% over the hint; a group may
+        // hold 7 keys (`Table::max_used`).
+        let keys = ((st.len + 1) * 3 / 2 + 1).max(st.hint + st.hint / 10);
+        let want = keys.div_ceil(GROUP - 1);
+        #[cfg(not(loom))]
+        let table = if V::ZEROED_VACANT {
+            // SAFETY: `V` says its vacant state is all zero bytes.
+            unsafe { Table::new_zeroed(want) }
+        } else {
+            Table::new(want, V::vacant)
+        };
+        #[cfg(loom)]
+        let table = Table::new(want, V::vacant);
+        let fresh = Box::into_raw(Box::new(table));
         let old = p.current.load(Ordering::Acquire);
         if old.is_null() {
             p.current.store(fresh, Ordering::Release);

@@ -72,7 +72,8 @@ pub(crate) struct Ring<K, S> {
     slots: Box<[AtomicPtr<SliceMap<K, S>>]>,
     slices: u64,
     slot_of: StrengthReducedU64,
-    /// `1 +` the newest epoch installed (0: none yet).
+    /// The newest epoch installed (0 before the first: no epoch is older
+    /// than the window of 0).
     newest: AtomicU64,
     hasher: S,
     max_keys: usize,
@@ -87,6 +88,10 @@ impl Value for Entry {
     fn vacant() -> Self {
         Entry::vacant()
     }
+
+    // Two zero words and a null pointer (`Entry::vacant`).
+    #[cfg(not(loom))]
+    const ZEROED_VACANT: bool = true;
 
     fn init(&self, _cfg: &(), incoming: bool) {
         Entry::init(self, incoming);
@@ -170,11 +175,24 @@ where
     }
 
     /// Whether `e` is older than the window of the newest slice installed
-    /// (its adds are dropped, and no decision is made at it).
+    /// (`e + S <= newest`: its adds are dropped, and no decision is made
+    /// at it). In `u128`, so epochs near `u64::MAX` compare exactly.
     #[inline]
     pub(crate) fn too_old(&self, e: u64) -> bool {
-        // `newest` is one more than the newest epoch: `e + S <= newest`.
-        e.saturating_add(self.slices) < self.newest.load(Ordering::Acquire)
+        u128::from(e) + u128::from(self.slices) <= u128::from(self.newest())
+    }
+
+    /// The newest epoch installed.
+    #[inline]
+    pub(crate) fn newest(&self) -> u64 {
+        self.newest.load(Ordering::Acquire)
+    }
+
+    /// The map an add at `e` writes, if it is installed and `e` is not
+    /// older than the ring: the common case of every add.
+    #[inline]
+    pub(crate) fn current<'g>(&self, e: u64, guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
+        self.get(e, guard).filter(|_| !self.too_old(e))
     }
 
     /// The map an add at `e` writes, installing it if needed; `None` if
@@ -182,7 +200,7 @@ where
     #[inline]
     pub(crate) fn for_add<'g>(&self, e: u64, guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
         match self.load(e, guard) {
-            Some(m) if m.epoch == e => Some(m),
+            Some(m) if m.epoch == e => (!self.too_old(e)).then_some(m),
             _ => self.install(e, guard),
         }
     }
@@ -207,7 +225,7 @@ where
             let fresh = Box::into_raw(Box::new(self.fresh_map(e, guard)));
             match slot.compare_exchange(cur, fresh, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
-                    self.newest.fetch_max(e + 1, Ordering::AcqRel);
+                    self.newest.fetch_max(e, Ordering::AcqRel);
                     if !cur.is_null() {
                         // SAFETY: `cur` is unlinked (the slot holds `fresh`),
                         // came from `Box::into_raw`, and only this CAS's
@@ -233,11 +251,7 @@ where
     /// rarely share a lock), each table presized so that filling the map
     /// needs no rebuild.
     fn fresh_map(&self, e: u64, guard: &Guard<'_>) -> SliceMap<K, S> {
-        let newest = self.newest.load(Ordering::Acquire);
-        let prev = newest
-            .checked_sub(1)
-            .and_then(|n| self.get(n, guard))
-            .map_or(0, |m| m.map.len());
+        let prev = self.get(self.newest(), guard).map_or(0, |m| m.map.len());
         let shards = (prev / KEYS_PER_SHARD).max(min_shards());
         // SAFETY: the ring's graveyard is dropped after every map: the
         // installed ones in `Drop`, the deferred ones by the collector's
@@ -292,7 +306,7 @@ where
             let Some(m) = (unsafe { cur.as_ref() }) else {
                 continue;
             };
-            if m.epoch.saturating_add(self.slices) <= e
+            if u128::from(m.epoch) + u128::from(self.slices) <= u128::from(e)
                 && s.compare_exchange(cur, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {

@@ -33,7 +33,7 @@ use strength_reduce::StrengthReducedU64;
 /// returns `false`), never misfiled.
 ///
 /// Memory: each slice keeps the keys added to in it (32 bytes a key for a
-/// `u64` key, in tables kept between half and 7/8 full); a slice that
+/// `u64` key, in tables kept between 7/12 and 7/8 full); a slice that
 /// leaves the window is dropped whole, so a key idle for a whole window
 /// holds nothing. [`with_max_keys`](Self::with_max_keys) bounds the keys of
 /// each slice.
@@ -212,7 +212,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         n: u64,
         guard: &'g Guard<'_>,
     ) -> Option<(&'g Entry, Option<u64>)> {
-        if let Some(m) = self.ring.get(e, guard) {
+        if let Some(m) = self.ring.current(e, guard) {
             if let Some(en) = m.map.get(hash, |k| key.is(k), guard) {
                 if let Some(after) = en.try_add(n) {
                     return Some((en, Some(after)));
