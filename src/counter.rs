@@ -246,6 +246,11 @@ impl StripedCounter {
     pub fn max_stripes(&self) -> usize {
         self.cells.cap()
     }
+
+    /// Heap bytes: the slot arrays and the cells allocated so far.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.cells.header_bytes() + self.cells.len() * std::mem::size_of::<Cell>()
+    }
 }
 
 impl Default for StripedCounter {

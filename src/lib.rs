@@ -44,12 +44,12 @@ pub mod prometheus;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
-/// Loom models only (`--cfg loom`): the per-key state's protocols, one call
-/// each (see `loom-tests/`).
+/// Loom models only (`--cfg loom`): one key's entry in one slice, one call
+/// per protocol step (see `loom-tests/`).
 #[cfg(loom)]
 #[doc(hidden)]
 pub use keyed::model as __loom_keyed;
-pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyRef, KeyedWindows};
+pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyHasher, KeyRef, KeyedWindows};
 pub use limiter::{
     Decision, Denied, Fixed, FixedWindowLimiter, Limiter, Multi, MultiLimiter, OneLimit, Shape,
     Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,

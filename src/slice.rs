@@ -81,7 +81,7 @@
 //! A [`MultiWindow`](crate::MultiWindow) does not drop a recycled count: it
 //! moves it to a coarser ring. Its cells (`SliceCell::add_folding`, in
 //! `slice/fold.rs`) have
-//! one more state, *sealed*: the count field all ones ([`SEALED`], one above
+//! one more state, *sealed*: the count field all ones ([`SEALED`](fold::SEALED), one above
 //! [`MAX_SLICE_COUNT`]). A recycle there first *takes* the count with a CAS
 //! to `tag(epoch) | SEALED` (exactly one thread gets it, and hands it on),
 //! then moves `epoch`; a sealed cell refuses adds at its epoch (they go to
@@ -106,7 +106,7 @@ use crate::sync::{AtomicU64, Ordering};
 mod fold;
 mod row;
 
-pub(crate) use fold::{Fold, SEALED};
+pub(crate) use fold::Fold;
 pub(crate) use row::CellRow;
 
 // The cell word `tag:16 | count:48`. The per-key windows' compact row 0
@@ -277,8 +277,10 @@ impl SliceCell {
     /// Adds `n` (> 0) at epoch `e` with CASes (a shared writer). `stride`
     /// is the ring length (the distance between epochs that share this
     /// slot), `0 < stride <= MAX_STRIDE`. Sets `*contended` when a CAS
-    /// failed because another thread wrote.
-    #[inline]
+    /// failed because another thread wrote. (The windows call
+    /// [`add_as`](Self::add_as) with their writer kind; the unit tests
+    /// call this.)
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn add(&self, e: u64, n: u64, stride: u64, contended: &mut bool) -> Added {
         self.add_as(Writer::Shared, e, n, stride, contended)
     }
@@ -320,32 +322,6 @@ impl SliceCell {
                 }
             } else {
                 self.move_epoch(ew, e, stride, writer, contended);
-            }
-        }
-    }
-}
-
-impl SliceCell {
-    /// Takes the cell's count (leaving 0 at the same epoch): `(epoch,
-    /// count)`, or `None` when it holds nothing to take (count 0, a recycle
-    /// in progress, or a sealed cell). An add racing the take lands before
-    /// it (and is taken) or after it (and stays): the take is one CAS of the
-    /// word against a snapshot, like every write of the protocol. Only for
-    /// cells whose writers are all [`Writer::Shared`] (the per-key rows): a
-    /// sole writer's plain store could overwrite the take.
-    pub(crate) fn take(&self) -> Option<(u64, u64)> {
-        loop {
-            let (e, w) = self.snapshot();
-            let c = count_of(w);
-            if tag_of(w) != tag(e) || c == 0 || c == SEALED {
-                return None;
-            }
-            if self
-                .word
-                .compare_exchange(w, pack(tag(e), 0), Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return Some((e, c));
             }
         }
     }

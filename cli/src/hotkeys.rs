@@ -349,7 +349,7 @@ pub fn run(args: &[String]) -> ExitCode {
     let result = if opts.threads == 1 {
         run_single(&detector, &opts, &mut reader)
     } else {
-        run_threads(detector.with_auto_evict(false), &opts, &mut reader)
+        run_threads(detector, &opts, &mut reader)
     };
     match result {
         Ok(()) => {
@@ -401,20 +401,19 @@ fn run_single(detector: &Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
 /// Bytes of records a batch holds before it is sent to its worker.
 const BATCH_BYTES: usize = 64 * 1024;
 
-/// A batch: records `millis (8 bytes LE) | key length (4 bytes LE) | key`,
-/// and the reader's time when it was sent (every later record is at least
-/// that late).
+/// A batch: records `millis (8 bytes LE) | key length (4 bytes LE) | key`.
 struct Batch {
     records: Vec<u8>,
-    frontier: u64,
 }
 
 fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Result<()> {
     let detector = Arc::new(detector);
     let n = opts.threads;
     let hasher = std::hash::RandomState::new();
-    // Each worker publishes the frontier of the last batch it finished.
+    // Each worker counts the batches it finished; `sent` counts the ones
+    // sent to it.
     let done: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let mut sent = vec![0u64; n];
     let mut senders = Vec::with_capacity(n);
     let mut workers = Vec::with_capacity(n);
     for w in 0..n {
@@ -438,7 +437,7 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
                     io::stdout().lock().write_all(&out)?;
                     out.clear();
                 }
-                done[w].store(batch.frontier, Ordering::Release);
+                done[w].fetch_add(1, Ordering::Release);
             }
             Ok(())
         }));
@@ -448,14 +447,48 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
         .collect();
     let window_ms = opts.window.as_millis().min(u64::MAX as u128) as u64;
     let mut last_evict = 0u64;
-    let send = |w: usize, buffers: &mut Vec<Vec<u8>>, frontier: u64| -> io::Result<()> {
+    let mut newest_slice = 0u64;
+    let send = |w: usize, buffers: &mut Vec<Vec<u8>>, sent: &mut [u64]| -> io::Result<()> {
         let records = std::mem::replace(&mut buffers[w], Vec::with_capacity(BATCH_BYTES + 256));
+        sent[w] += 1;
         senders[w]
-            .send(Batch { records, frontier })
+            .send(Batch { records })
             .map_err(|_| io::Error::other("a worker stopped"))
     };
     let mut failed = None;
     reader.for_each_record(|ms, key| {
+        // A slice barrier: every record before the first one of a newer
+        // slice is counted before that one is, so each worker's adds meet
+        // the detector's ring of slices as one thread's would (a key's own
+        // records stay in order: they all go to one worker), and the
+        // output does not depend on the thread count.
+        let slice = detector.windows().epoch_at(ns(ms));
+        if slice > newest_slice {
+            for w in 0..n {
+                if !buffers[w].is_empty() {
+                    if let Err(e) = send(w, &mut buffers, &mut sent) {
+                        failed = Some(e);
+                        return Ok(false);
+                    }
+                }
+            }
+            for w in 0..n {
+                while done[w].load(Ordering::Acquire) < sent[w] {
+                    if workers[w].is_finished() {
+                        failed = Some(io::Error::other("a worker stopped"));
+                        return Ok(false);
+                    }
+                    std::thread::yield_now();
+                }
+            }
+            newest_slice = slice;
+            // Once per window of stream time, with every worker idle:
+            // drop the slices that left the window.
+            if ms >= last_evict.saturating_add(window_ms) {
+                last_evict = ms;
+                detector.evict_idle_at(ns(ms));
+            }
+        }
         let mut h = hasher.build_hasher();
         h.write(key);
         let w = (h.finish() % n as u64) as usize;
@@ -464,33 +497,16 @@ fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Resu
         buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
         buf.extend_from_slice(key);
         if buf.len() >= BATCH_BYTES {
-            if let Err(e) = send(w, &mut buffers, ms) {
+            if let Err(e) = send(w, &mut buffers, &mut sent) {
                 failed = Some(e);
                 return Ok(false);
             }
-        }
-        // Once per window of stream time: flush every worker, then evict
-        // keys idle at the time all of them have reached.
-        if ms >= last_evict.saturating_add(window_ms) {
-            last_evict = ms;
-            for w in 0..n {
-                if let Err(e) = send(w, &mut buffers, ms) {
-                    failed = Some(e);
-                    return Ok(false);
-                }
-            }
-            let reached = done
-                .iter()
-                .map(|d| d.load(Ordering::Acquire))
-                .min()
-                .unwrap_or(0);
-            detector.windows().evict_idle_at(ns(reached));
         }
         Ok(true)
     })?;
     for w in 0..n {
         if !buffers[w].is_empty() && failed.is_none() {
-            if let Err(e) = send(w, &mut buffers, reader.newest) {
+            if let Err(e) = send(w, &mut buffers, &mut sent) {
                 failed = Some(e);
             }
         }

@@ -5,9 +5,10 @@
 //!   is not set, set it and report" (two racing adds both report);
 //! - "read the count, remove the entry if it is 0" eviction (an add made
 //!   through an entry looked up before the removal is lost);
-//! - a fold that takes the head's count and then places it in the older
-//!   slices with nothing to tell readers a count is in flight (a reader
-//!   misses it).
+//! - moving an entry by copying its count, then closing it (an add in
+//!   between is lost);
+//! - the hot-key detector's home check without a lock (a store-buffer
+//!   race: a new slice's entry and a heavy older slice miss each other).
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -78,48 +79,99 @@ fn naive_hot_flag_is_caught() {
     });
 }
 
-/// A head of `epoch << 32 | count` and one older slice, folded with no
-/// marks: the count taken out of the head is in no cell until it is placed.
-struct NaiveKey {
-    head: AtomicU64,
-    older: AtomicU64,
-}
-
-impl NaiveKey {
-    /// An add at a later epoch: take the head's count, then place it.
-    fn add_folding(&self, e: u64, n: u64) {
-        let prev = self.head.swap(e << 32 | n, Ordering::SeqCst);
-        self.older.fetch_add(prev & 0xffff_ffff, Ordering::SeqCst);
-    }
-
-    /// Head, then the older slice (the window holds both epochs).
-    fn sum(&self) -> u64 {
-        let h = self.head.load(Ordering::SeqCst) & 0xffff_ffff;
-        h + self.older.load(Ordering::SeqCst)
-    }
-}
-
-/// Counter-example: the key holds 5 at epoch 0; an add of 1 at epoch 1
-/// folds it; a reader sees 5 or 6 in a correct design, and 1 here (the 5
-/// is in flight). `keyed_state.rs::reader_racing_a_fold_sees_the_count_once`
-/// is the same race on the real head, with fold marks.
+/// Counter-example: moving an entry to a bigger table by copying its
+/// count and *then* closing it (`entry.rs` seals first, in the same RMW
+/// that reads the final count): an add between the copy and the close
+/// lands in the old entry and is lost.
 #[test]
-fn naive_fold_without_marks_is_caught() {
-    expect_failure("fold without marks", || {
-        let k = Arc::new(NaiveKey {
-            head: AtomicU64::new(5),
-            older: AtomicU64::new(0),
-        });
+fn naive_move_copy_then_close_is_caught() {
+    expect_failure("copy then close", || {
+        let old = Arc::new(AtomicU64::new(5)); // bit 63: closed
+        let new = Arc::new(AtomicU64::new(0));
         let adder = {
-            let k = k.clone();
-            thread::spawn(move || k.add_folding(1, 1))
+            let (old, new) = (old.clone(), new.clone());
+            thread::spawn(move || {
+                let mut w = old.load(Ordering::SeqCst);
+                loop {
+                    if w >> 63 != 0 {
+                        new.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    }
+                    match old.compare_exchange(w, w + 1, Ordering::SeqCst, Ordering::SeqCst) {
+                        Ok(_) => return,
+                        Err(a) => w = a,
+                    }
+                }
+            })
         };
-        let reader = {
-            let k = k.clone();
-            thread::spawn(move || k.sum())
-        };
+        let c = old.load(Ordering::SeqCst);
+        new.fetch_add(c, Ordering::SeqCst);
+        old.fetch_or(1 << 63, Ordering::SeqCst);
         adder.join().unwrap();
-        let seen = reader.join().unwrap();
-        assert!(seen == 5 || seen == 6, "reader saw {seen}");
+        assert_eq!(new.load(Ordering::SeqCst), 6, "an add was lost in the move");
+    });
+}
+
+/// Counter-example: the hot-key detector's home check without the home
+/// map's lock (`hot.rs`, "Why the check takes the lock"). A new slice's
+/// entry is published, then checks for the key's home; an add that made
+/// an older slice heavy publishes the home, then looks for newer entries
+/// to mark. With lock-free loads on both sides (the store-buffer pattern)
+/// each can miss the other, and the new entry then filters out adds that
+/// could make the key hot.
+#[test]
+fn naive_home_check_without_the_lock_is_caught() {
+    expect_failure("lock-free home check", || {
+        let entry = Arc::new(AtomicBool::new(false));
+        let home = Arc::new(AtomicBool::new(false));
+        let creator = {
+            let (entry, home) = (entry.clone(), home.clone());
+            thread::spawn(move || {
+                entry.store(true, Ordering::Release);
+                home.load(Ordering::Acquire)
+            })
+        };
+        let crosser = {
+            let (entry, home) = (entry.clone(), home.clone());
+            thread::spawn(move || {
+                home.store(true, Ordering::Release);
+                entry.load(Ordering::Acquire)
+            })
+        };
+        let saw_home = creator.join().unwrap();
+        let marked = crosser.join().unwrap();
+        assert!(saw_home || marked, "the entry never learns of the home");
+    });
+}
+
+/// The same race with the check and the home's creation under one lock
+/// (what `hot.rs` does): whichever lock hold comes second sees the other.
+#[test]
+fn home_check_under_the_lock_never_misses() {
+    stripecount_loom_tests::model(|| {
+        let lock = Arc::new(Mutex::new(()));
+        let entry = Arc::new(AtomicBool::new(false));
+        let home = Arc::new(AtomicBool::new(false));
+        let creator = {
+            let (lock, entry, home) = (lock.clone(), entry.clone(), home.clone());
+            thread::spawn(move || {
+                entry.store(true, Ordering::Release);
+                let _g = lock.lock().unwrap();
+                home.load(Ordering::Acquire)
+            })
+        };
+        let crosser = {
+            let (lock, entry, home) = (lock.clone(), entry.clone(), home.clone());
+            thread::spawn(move || {
+                {
+                    let _g = lock.lock().unwrap();
+                    home.store(true, Ordering::Release);
+                }
+                entry.load(Ordering::Acquire)
+            })
+        };
+        let saw_home = creator.join().unwrap();
+        let marked = crosser.join().unwrap();
+        assert!(saw_home || marked);
     });
 }

@@ -94,7 +94,10 @@ impl<K: RedisKey, C: Clock> Builder<K, C> {
     /// starts no flusher (flush with [`ClusterWindows::flush`]). The
     /// interval plus both timeouts must fit in the window less one slice,
     /// so that the flusher takes every count from the local ring before
-    /// the ring could reuse its slot.
+    /// the ring could reuse its slot. With explicit flushes only, the
+    /// caller keeps that pace: an add opens a new slice by dropping the
+    /// local slice a window older, for every key, with whatever it still
+    /// holds untaken (not counted in `dropped_old`).
     pub fn flush_interval(mut self, every: Option<Duration>) -> Self {
         self.flush_interval = every;
         self

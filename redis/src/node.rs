@@ -191,11 +191,11 @@ impl<K: RedisKey> ClusterWindows<K> {
 
 impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     pub(crate) fn from_builder(b: Builder<K, C>) -> Result<Self, ClusterError> {
-        // Eviction runs right after a take (`stage`), never on its own: an
-        // automatic sweep would evict a key holding only counts older than
-        // the window before a take could count them as dropped.
-        let mut windows = KeyedWindows::with_clock(b.window, b.slices, ServerTime::new(b.clock))?
-            .with_auto_evict(false);
+        // Slices leave the local ring whole: when an add opens the slice a
+        // window after them, or at the eviction right after a take
+        // (`stage`). A flush interval within the window less one slice
+        // (`Builder` checks it) takes every slice before it leaves.
+        let mut windows = KeyedWindows::with_clock(b.window, b.slices, ServerTime::new(b.clock))?;
         if let Some(m) = b.max_keys {
             windows = windows.with_max_keys(m);
         }

@@ -1,21 +1,18 @@
 //! Handles on one key: [`KeyHandle`] and [`HotKeyHandle`]. A handle keeps
 //! the owned key and its hash, so its adds skip hashing the key (the
-//! costliest step of a lookup with the default keyed hasher); the lookup
-//! itself is the map's, lock-free, and follows the key wherever the map
-//! moves or re-inserts it.
+//! costliest step of a lookup with the default keyed hasher); the lookups
+//! themselves are the slice maps', lock-free.
 
-use super::hot::{hot_step_following, is_hot, HotAdd};
 use super::key::Key;
+use super::key::KeyHasher;
 use super::reclaim::Guard;
 use super::windows::KeyedWindows;
 use super::HotKeyDetector;
 use crate::clock::{Clock, MonotonicClock};
 use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 
 /// A handle on one key of a [`KeyedWindows`]: adds without hashing the key
-/// again. If the key is evicted (its window went empty), the next add
-/// inserts it afresh, so nothing is lost.
+/// again.
 ///
 /// ```
 /// use stripecount::{KeyedWindows, ManualClock};
@@ -36,18 +33,18 @@ pub struct KeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomState>
     hash: u64,
 }
 
-impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
+impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// A handle on `key` (see [`KeyHandle`]).
     pub fn handle<Q: super::KeyRef<K> + ?Sized>(&self, key: &Q) -> KeyHandle<'_, K, C, S> {
         KeyHandle {
             windows: self,
             key: key.to_key(),
-            hash: self.map.hash(key),
+            hash: self.ring.hash(key),
         }
     }
 }
 
-impl<K: Key, C: Clock, S: BuildHasher> KeyHandle<'_, K, C, S> {
+impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
     /// The key.
     pub fn key(&self) -> &K {
         &self.key
@@ -61,14 +58,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyHandle<'_, K, C, S> {
             return true;
         }
         let w = self.windows;
-        let guard = Guard::pin(w.map.graveyard());
-        matches!(
-            w.add_in(self.hash, &self.key, w.epoch(now), n, &guard),
-            Some((
-                _,
-                super::state::Outcome::Head(_) | super::state::Outcome::Elsewhere
-            ))
-        )
+        let guard = Guard::pin(w.ring.graveyard());
+        w.add_in(self.hash, &self.key, w.epoch(now), n, &guard)
+            .is_some()
     }
 
     /// Adds `n` now; `true` if it was counted.
@@ -80,12 +72,20 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyHandle<'_, K, C, S> {
     /// Adds `n` at `now` and returns the key's window sum after it (as
     /// [`KeyedWindows::add_and_sum_at`], with its cost).
     pub fn add_and_sum_at(&self, now: u64, n: u64) -> u64 {
-        self.windows.add_and_sum_at(&self.key, now, n)
+        let w = self.windows;
+        let guard = Guard::pin(w.ring.graveyard());
+        let e = w.epoch(now);
+        if n > 0 && w.add_in(self.hash, &self.key, e, n, &guard).is_none() {
+            return 0;
+        }
+        w.read_in(self.hash, &self.key, e, &guard)
     }
 
     /// The key's window sum at `now`.
     pub fn sum_at(&self, now: u64) -> u64 {
-        self.windows.sum_at(&self.key, now)
+        let w = self.windows;
+        let guard = Guard::pin(w.ring.graveyard());
+        w.read_in(self.hash, &self.key, w.epoch(now), &guard)
     }
 }
 
@@ -109,18 +109,18 @@ pub struct HotKeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomSta
     hash: u64,
 }
 
-impl<K: Key, C: Clock, S: BuildHasher> HotKeyDetector<K, C, S> {
+impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// A handle on `key` (see [`HotKeyHandle`]).
     pub fn handle<Q: super::KeyRef<K> + ?Sized>(&self, key: &Q) -> HotKeyHandle<'_, K, C, S> {
         HotKeyHandle {
             detector: self,
             key: key.to_key(),
-            hash: self.windows.map.hash(key),
+            hash: self.windows.ring.hash(key),
         }
     }
 }
 
-impl<K: Key, C: Clock, S: BuildHasher> HotKeyHandle<'_, K, C, S> {
+impl<K: Key, C: Clock, S: KeyHasher> HotKeyHandle<'_, K, C, S> {
     /// The key.
     pub fn key(&self) -> &K {
         &self.key
@@ -130,26 +130,8 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyHandle<'_, K, C, S> {
     /// made the key hot.
     #[inline]
     pub fn became_hot_at(&self, now: u64, n: u64) -> Option<u64> {
-        if n == 0 {
-            return None;
-        }
         let d = self.detector;
-        let w = &d.windows;
-        let e = w.epoch(now);
-        let guard = Guard::pin(w.map.graveyard());
-        let (st, o) = w.add_in(self.hash, &self.key, e, n, &guard)?;
-        hot_step_following(
-            w,
-            self.hash,
-            |k| *k == self.key,
-            st,
-            o,
-            HotAdd {
-                e,
-                n,
-                threshold: d.threshold,
-            },
-        )
+        d.became_hot_in(self.hash, &self.key, d.windows.epoch(now), n)
     }
 
     /// Adds `n` at `now`; `true` if this add made the key hot.
@@ -167,13 +149,6 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyHandle<'_, K, C, S> {
     /// Whether the key is hot by the rule and its window sum at `now` is at
     /// least the threshold.
     pub fn is_hot_at(&self, now: u64) -> bool {
-        let d = self.detector;
-        let w = &d.windows;
-        let sum = w.read_at(&self.key, w.epoch(now));
-        let guard = Guard::pin(w.map.graveyard());
-        sum >= d.threshold
-            && w.map
-                .get(self.hash, |k| *k == self.key, &guard)
-                .is_some_and(|st| is_hot(st, sum, d.threshold))
+        self.detector.is_hot_in(self.hash, &self.key, now)
     }
 }

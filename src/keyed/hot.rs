@@ -1,138 +1,66 @@
-//! [`HotKeyDetector`]: keys whose window sum crossed a threshold, each
+//! [`HotKeyDetector`]: keys whose window sum crossed a threshold `T`, each
 //! crossing reported by exactly one add.
 //!
-//! # The step after an add ([`hot_step`])
-//! 1. **Filter.** An add counted in the key's head learns the head's count
-//!    `after_head` from its own CAS. Unless the key is striped or a move is
-//!    filling its slot, `after_head + up` (with `up` read by an RMW, see
-//!    `state.rs`) bounds the key's window from above with no read of its
-//!    out-of-line window: below the threshold, the add cannot have made the
-//!    key hot, and the step ends there. This is the path of nearly every
-//!    add on a key far from its threshold.
-//! 2. **Already hot.** Otherwise read the key's hot word (in its `Ext`,
-//!    installed if needed): hot at this epoch or later, the add changes
-//!    nothing (within an epoch a window only grows).
-//! 3. **Exact.** Otherwise an RMW on the hot word (`hot_sync`: of racing
-//!    adds, the later one's read sees the earlier one's write), the exact
-//!    window sum `after` (fold marks), `before = after - n`, and the rule's
-//!    transition as one CAS of the hot word (`ext::decide`): of racing adds
-//!    across one crossing exactly one CAS reports.
+//! # Heavy keys, and everyone else
+//! A window of `S` slices reaches `T` only if one of its slices holds at
+//! least `H = ceil(T / S)` (otherwise it holds at most `S (H - 1) < T`).
+//! A key whose slices in the window all hold less than `H` cannot be hot,
+//! and needs nothing but its counts; only a *heavy* key (a slice at `H` or
+//! more) gets a [`Home`] (`home.rs`) with the hot rule's state. So an add
+//! on a key far from the threshold costs what a [`KeyedWindows::add_at`]
+//! costs plus one load of its entry's word (same line): the entry's count
+//! after the add's CAS is below `H` and the key has no home.
+//!
+//! # The entry's hot flags (the `hot` word of `entry.rs`)
+//! - `CHECKED`: whether the key has a home was looked up, under the home
+//!   map's shard lock (see below); `HAS_HOME`: it had one, or got one since.
+//! - `HOT_HERE`: the key is hot at this entry's epoch: later adds here
+//!   change nothing and stop at once, while this epoch is the newest (an
+//!   add at a later one may have cooled the key since: then the home says).
+//! - `NOTED`: this slice reached `H` and the home knows it (its
+//!   `last_heavy`, which keeps it from being retired while the slice is in
+//!   a window).
+//!
+//! # Why the check takes the lock
+//! An add that makes a slice heavy creates the home under the home map's
+//! shard lock, then marks `HAS_HOME` on the key's entries in the slices
+//! whose window holds that slice. An entry created meanwhile must not miss
+//! both: its first add checks for the home under the same lock, after the
+//! entry was published. Whichever lock hold comes second sees the other's
+//! work (the home, or the entry to mark).
+//!
+//! # The exact step (heavy keys)
+//! Unless the key is hot at this epoch already: an RMW on the home's word,
+//! the exact window sum `after` (a lookup in each live slice), `before =
+//! after - n`, and the rule's transition as one CAS (`home::decide`): of
+//! racing adds across one crossing exactly one CAS reports. An add whose
+//! epoch has left the newest slice's window decides nothing (as the ring
+//! drops such adds).
 //!
 //! # What can wait
-//! Step 3 reads the key's exact window, which waits while a count is in
-//! flight between two cells of the key (another add folding the key's
-//! newest slice into its window, once per slice per key) or while the map
-//! is moving the key to a bigger table (step 2 first waits for the move to
-//! finish, so the hot word it reads is the moved one). Both are a few
-//! instructions long; the wait spins, then yields, in case the other
-//! thread was descheduled. Only adds near the threshold take step 3, and
-//! only until the key is hot at their epoch. Deciding on a partial view
-//! instead would change which add reports a crossing.
+//! The exact step reads the window, which waits while the key moves to a
+//! bigger table in one slice's map (a few instructions per key, under a
+//! lock hold). Only heavy keys that are not yet hot at their epoch take
+//! it.
 
+use super::entry::Entry;
+use super::home::{Dead, Home, HomeCfg};
+use super::key::KeyHasher;
 use super::key::{Key, KeyRef};
+use super::map::Map;
 use super::reclaim::Guard;
-use super::state::{Cfg, KeyState, Outcome, Read};
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
+use crate::sync::Ordering;
 use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::time::Duration;
 
-/// The key moved to another table while its hot step read it: the caller
-/// looks it up again and runs [`exact_step`] on its new state.
-pub(super) struct Moved;
-
-/// The hot rule's step after an add landed (see the module docs):
-/// `Ok(Some(after))` if this add made the key hot.
-#[inline]
-pub(super) fn hot_step(
-    st: &KeyState,
-    o: Outcome,
-    e: u64,
-    n: u64,
-    threshold: u64,
-    cfg: &Cfg,
-) -> Result<Option<u64>, Moved> {
-    match o {
-        Outcome::Head(after_head) => {
-            if !st.is_striped()
-                && !st.is_incoming()
-                && after_head.saturating_add(st.up_synced()) < threshold
-            {
-                return Ok(None);
-            }
-        }
-        Outcome::Elsewhere => {}
-        Outcome::TooOld | Outcome::Retry => return Ok(None),
-    }
-    exact_step(st, e, n, threshold, cfg)
-}
-
-/// Steps 2 and 3 of the module docs.
-#[cold]
-pub(super) fn exact_step(
-    st: &KeyState,
-    e: u64,
-    n: u64,
-    threshold: u64,
-    cfg: &Cfg,
-) -> Result<Option<u64>, Moved> {
-    st.wait_incoming();
-    let Some(x) = st.ensure_ext(cfg) else {
-        return Ok(None); // evicted meanwhile: its adds were older than the window
-    };
-    let (hot, he) = x.hot_state();
-    if hot && he >= e {
-        return Ok(None);
-    }
-    x.hot_sync();
-    let after = match st.sum_tightening(e, cfg) {
-        Read::Sum(s) => s,
-        Read::Moved => return Err(Moved),
-    };
-    let before = after.saturating_sub(n);
-    Ok(x.hot_transition(e, before, after, threshold)
-        .then_some(after))
-}
-
-/// One counted add, as the hot step sees it: `n` at epoch `e`, against
-/// `threshold`.
-#[derive(Clone, Copy)]
-pub(super) struct HotAdd {
-    pub(super) e: u64,
-    pub(super) n: u64,
-    pub(super) threshold: u64,
-}
-
-/// [`hot_step`], following the key if it moves: runs the exact step again
-/// on the key's new state (the add itself was counted before the move, and
-/// the move carried it).
-#[inline]
-pub(super) fn hot_step_following<K: Key, C: Clock, S: BuildHasher>(
-    w: &KeyedWindows<K, C, S>,
-    hash: u64,
-    is: impl Fn(&K) -> bool,
-    st: &KeyState,
-    o: Outcome,
-    add: HotAdd,
-) -> Option<u64> {
-    let HotAdd { e, n, threshold } = add;
-    let mut r = hot_step(st, o, e, n, threshold, &w.cfg);
-    while r.is_err() {
-        let guard = Guard::pin(w.map.graveyard());
-        let st = w.map.get(hash, &is, &guard)?;
-        r = exact_step(st, e, n, threshold, &w.cfg);
-    }
-    r.ok().flatten()
-}
-
-/// Whether a key's state is hot by the rule with a window sum at epoch `e`
-/// of at least `threshold`.
-pub(super) fn is_hot(st: &KeyState, sum: u64, threshold: u64) -> bool {
-    sum >= threshold && st.ext().is_some_and(|x| x.hot_state().0)
-}
+const CHECKED: u64 = 1;
+const HAS_HOME: u64 = 1 << 1;
+const HOT_HERE: u64 = 1 << 2;
+const NOTED: u64 = 1 << 3;
 
 /// Keys whose count in the last window crossed a threshold, reported once
 /// per crossing.
@@ -161,10 +89,10 @@ pub(super) fn is_hot(st: &KeyState, sum: u64, threshold: u64) -> bool {
 ///
 /// # Cost
 /// An add on a key far from the threshold costs what a
-/// [`KeyedWindows::add_at`] costs plus one RMW on the key's own slot: the
-/// key's state carries an upper bound of its window, so the add reads
-/// nothing else. Once a key is hot at the add's epoch, an add reads one
-/// more word (its hot word) and nothing else.
+/// [`KeyedWindows::add_at`] costs plus one load of a word beside its
+/// count. Once a key is hot at the add's epoch, the same. In between (a
+/// key with a slice at `ceil(threshold / slices)` or more that is not hot
+/// yet at this epoch), an add reads the key's whole window.
 ///
 /// ```
 /// use stripecount::{HotKeyDetector, ManualClock};
@@ -180,8 +108,14 @@ pub(super) fn is_hot(st: &KeyState, sum: u64, threshold: u64) -> bool {
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct HotKeyDetector<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
+    /// Declared before `windows`: dropped first (it shares the windows'
+    /// collector, `Map::new_in`).
+    homes: Map<K, Home, S>,
+    home_cfg: HomeCfg,
     pub(super) windows: KeyedWindows<K, C, S>,
-    pub(super) threshold: u64,
+    threshold: u64,
+    /// `H`: a slice count that makes a key heavy.
+    heavy: u64,
 }
 
 impl<K: Key> HotKeyDetector<K> {
@@ -205,26 +139,38 @@ impl<K: Key, C: Clock> HotKeyDetector<K, C> {
     }
 }
 
-impl<K: Key, C: Clock, S: BuildHasher> HotKeyDetector<K, C, S> {
-    /// A detector over the given (empty) per-key windows, e.g. built
-    /// with [`KeyedWindows::with_hasher`]. Errors on a zero threshold.
+impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
+    /// A detector over the given per-key windows, e.g. built with
+    /// [`KeyedWindows::with_hasher`]. Errors on a zero threshold.
     pub fn over(windows: KeyedWindows<K, C, S>, threshold: u64) -> Result<Self, ConfigError> {
         if threshold == 0 {
             return Err(ConfigError::Invalid("the hot threshold must be at least 1"));
         }
-        Ok(HotKeyDetector { windows, threshold })
+        let slices = windows.slices() as u64;
+        // SAFETY: `homes` is declared before `windows` (dropped first), and
+        // the windows' collector is boxed: its address outlives every move
+        // of the detector.
+        let homes = unsafe {
+            Map::new_in_sweeping(
+                windows.ring.hasher().clone(),
+                windows.ring.graveyard(),
+                super::map::SHARDS.div_ceil(slices as usize).max(1),
+            )
+        };
+        Ok(HotKeyDetector {
+            homes,
+            home_cfg: HomeCfg { slices },
+            windows,
+            threshold,
+            heavy: threshold.div_ceil(slices),
+        })
     }
 
-    /// Bounds the keys held (see [`KeyedWindows::with_max_keys`]); an add
-    /// that is not tracked returns `false`.
+    /// Bounds the keys each slice holds (see
+    /// [`KeyedWindows::with_max_keys`]); an add that is not tracked
+    /// returns `false`.
     pub fn with_max_keys(mut self, max_keys: usize) -> Self {
         self.windows = self.windows.with_max_keys(max_keys);
-        self
-    }
-
-    /// See [`KeyedWindows::with_auto_evict`].
-    pub fn with_auto_evict(mut self, on: bool) -> Self {
-        self.windows = self.windows.with_auto_evict(on);
         self
     }
 
@@ -256,38 +202,172 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyDetector<K, C, S> {
     /// this add (as the add saw it) when this add made the key hot.
     #[inline]
     pub fn became_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> Option<u64> {
+        let hash = self.windows.ring.hash(key);
+        self.became_hot_in(hash, key, self.windows.epoch(now), n)
+    }
+
+    /// The engine of every detector add (see the module docs).
+    #[inline]
+    pub(super) fn became_hot_in<Q: KeyRef<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        n: u64,
+    ) -> Option<u64> {
         if n == 0 {
             return None;
         }
         let w = &self.windows;
-        let e = w.epoch(now);
-        let guard = Guard::pin(w.map.graveyard());
-        let hash = w.map.hash(key);
-        let (st, o) = w.add_in(hash, key, e, n, &guard)?;
-        hot_step_following(
-            w,
+        let guard = Guard::pin(w.ring.graveyard());
+        let (en, after) = w.add_in(hash, key, e, n, &guard)?;
+        let flags = en.hot().load(Ordering::Acquire);
+        if flags & HOT_HERE != 0
+            && (flags & NOTED != 0 || after.is_some_and(|c| c < self.heavy))
+            && w.ring.newest() == e
+        {
+            // Hot at this epoch, and no later slice exists whose adds could
+            // have cooled the key since; a heavy crossing still notes itself.
+            return None;
+        }
+        if flags & (CHECKED | HAS_HOME) == CHECKED && after.is_some_and(|c| c < self.heavy) {
+            return None;
+        }
+        self.heavy_step(hash, key, e, n, en, after, &guard)
+    }
+
+    /// The rest of an add that the flags did not settle.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn heavy_step<Q: KeyRef<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        n: u64,
+        en: &Entry,
+        after: Option<u64>,
+        guard: &Guard<'_>,
+    ) -> Option<u64> {
+        let mut flags = en.hot().load(Ordering::Acquire);
+        if flags & CHECKED == 0 {
+            // Under the home's shard lock (see "Why the check takes the
+            // lock").
+            let has = self
+                .homes
+                .with_locked(hash, |k| key.is(k), |_| ())
+                .is_some();
+            let set = CHECKED | if has { HAS_HOME } else { 0 };
+            flags = en.hot().fetch_or(set, Ordering::AcqRel) | set;
+        }
+        // A striped entry's count is not known here: treat it as heavy.
+        let heavy_here = !matches!(after, Some(c) if c < self.heavy);
+        if heavy_here && flags & NOTED == 0 {
+            self.make_home(hash, key, e, guard);
+            en.hot().fetch_or(NOTED, Ordering::AcqRel);
+        } else if flags & HAS_HOME == 0 {
+            return None;
+        }
+        self.exact_step(hash, key, e, n, en, heavy_here, guard)
+    }
+
+    /// Creates the key's home (or finds it) with `last_heavy >= e`, then
+    /// marks `HAS_HOME` on its entries whose window holds slice `e`.
+    fn make_home<Q: KeyRef<K> + ?Sized>(&self, hash: u64, key: &Q, e: u64, guard: &Guard<'_>) {
+        let made = self.homes.upsert(
             hash,
             |k| key.is(k),
-            st,
-            o,
-            HotAdd {
-                e,
-                n,
-                threshold: self.threshold,
-            },
-        )
+            || key.to_key(),
+            &self.home_cfg,
+            e,
+            guard,
+            |h| h.note_heavy(e),
+        );
+        debug_assert!(made, "the home map is unbounded");
+        let s = self.home_cfg.slices;
+        self.windows.ring.for_each_map(guard, |m| {
+            if m.epoch >= e && m.epoch - e < s {
+                if let Some(x) = m.map.get(hash, |k| key.is(k), guard) {
+                    x.hot().fetch_or(CHECKED | HAS_HOME, Ordering::AcqRel);
+                }
+            }
+        });
+    }
+
+    /// The exact step of a heavy key (see the module docs).
+    #[allow(clippy::too_many_arguments)]
+    fn exact_step<Q: KeyRef<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        n: u64,
+        en: &Entry,
+        heavy_here: bool,
+        guard: &Guard<'_>,
+    ) -> Option<u64> {
+        let w = &self.windows;
+        self.homes.maybe_sweep(e, &self.home_cfg);
+        loop {
+            if w.ring.too_old(e) {
+                return None;
+            }
+            let Some(home) = self.homes.get(hash, |k| key.is(k), guard) else {
+                // Retired: no heavy slice is left in this epoch's window
+                // (home.rs, "Lifetime"), unless this add's own is.
+                if !heavy_here {
+                    return None;
+                }
+                self.make_home(hash, key, e, guard);
+                continue;
+            };
+            match self.decide(home, hash, key, e, n, guard) {
+                Ok((report, since)) => {
+                    if since {
+                        en.hot().fetch_or(HOT_HERE, Ordering::AcqRel);
+                    }
+                    return report;
+                }
+                Err(Dead) => continue,
+            }
+        }
+    }
+
+    fn decide<Q: KeyRef<K> + ?Sized>(
+        &self,
+        home: &Home,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        n: u64,
+        guard: &Guard<'_>,
+    ) -> Result<(Option<u64>, bool), Dead> {
+        if home.hot_since(e)? {
+            return Ok((None, true));
+        }
+        home.sync()?;
+        let after = self.windows.read_in(hash, key, e, guard);
+        let before = after.saturating_sub(n);
+        let (report, since) = home.transition(e, before, after, self.threshold)?;
+        Ok((report.then_some(after), since))
     }
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at
     /// least the threshold.
     pub fn is_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
+        let hash = self.windows.ring.hash(key);
+        self.is_hot_in(hash, key, now)
+    }
+
+    pub(super) fn is_hot_in<Q: KeyRef<K> + ?Sized>(&self, hash: u64, key: &Q, now: u64) -> bool {
         let w = &self.windows;
-        let guard = Guard::pin(w.map.graveyard());
-        let sum = w.read_at(key, w.epoch(now));
+        let guard = Guard::pin(w.ring.graveyard());
+        let sum = w.read_in(hash, key, w.epoch(now), &guard);
         sum >= self.threshold
-            && w.map
-                .get(w.map.hash(key), |k| key.is(k), &guard)
-                .is_some_and(|st| is_hot(st, sum, self.threshold))
+            && self
+                .homes
+                .get(hash, |k| key.is(k), &guard)
+                .is_some_and(|h| h.state().is_ok_and(|s| s.0))
     }
 
     /// Whether `key` is hot now.
@@ -296,16 +376,42 @@ impl<K: Key, C: Clock, S: BuildHasher> HotKeyDetector<K, C, S> {
     }
 
     /// Every key that [`is_hot_at`](Self::is_hot_at) `now` (in unspecified
-    /// order; a scan one shard at a time).
+    /// order; a scan of every live slice, one shard at a time).
     pub fn hot_keys_at(&self, now: u64) -> Vec<K> {
-        let mut out = Vec::new();
-        self.windows
-            .for_each_state(self.windows.epoch(now), |key, sum, st| {
-                if is_hot(st, sum, self.threshold) {
-                    out.push(key.clone());
-                }
-            });
+        let guard = Guard::pin(self.windows.ring.graveyard());
+        let mut out: Vec<K> = self
+            .windows
+            .sums_at(now)
+            .into_iter()
+            .filter(|(k, s)| {
+                *s >= self.threshold
+                    && self
+                        .homes
+                        .get(self.windows.ring.hash(k), |x| x == k, &guard)
+                        .is_some_and(|h| h.state().is_ok_and(|s| s.0))
+            })
+            .map(|(k, _)| k)
+            .collect();
+        out.shrink_to_fit();
         out
+    }
+
+    /// Drops the slices that left the window at `now` (see
+    /// [`KeyedWindows::evict_idle_at`]) and the hot state of keys with no
+    /// heavy slice left; returns the slice entries dropped.
+    pub fn evict_idle_at(&self, now: u64) -> usize {
+        // Homes are retired against the newest slice at most (home.rs,
+        // "Lifetime": adds up to a window older than the newest still
+        // decide).
+        let e = self.windows.epoch(now).min(self.windows.ring.newest());
+        self.homes.evict_idle(e, &self.home_cfg);
+        self.windows.evict_idle_at(now)
+    }
+
+    /// Heavy keys holding hot state now (keys with a slice at
+    /// `ceil(threshold / slices)` or more within about two windows).
+    pub fn heavy_keys(&self) -> usize {
+        self.homes.len()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The bounds every per-key method shares, in one place.
 
 use std::borrow::Borrow;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 /// What a per-key structure's key type must be: hashable, comparable,
 /// cloneable (a key is cloned when its slot moves to a bigger table), and
@@ -48,3 +48,11 @@ where
         key.borrow() == self
     }
 }
+
+/// What a per-key structure's hasher must be: a `BuildHasher` that every
+/// slice's map clones (so one hash serves every slice's lookup), shareable
+/// across threads. Implemented for every such type (`RandomState`, the
+/// `BuildHasherDefault`s, ...).
+pub trait KeyHasher: BuildHasher + Clone + Send + Sync + 'static {}
+
+impl<S: BuildHasher + Clone + Send + Sync + 'static> KeyHasher for S {}

@@ -50,8 +50,9 @@
 //! # Growth
 //! An insert that would take a table over 7/8 used (`FULL` + `TOMB`)
 //! first sweeps the shard's idle keys, then rebuilds: a table sized for
-//! twice the live keys (never below one group), so removals are compacted
-//! away and growth doubles.
+//! 1.5 times the live keys (never below one group; any number of groups,
+//! `table.rs`), so removals are compacted away and tables stay between
+//! 7/12 and 7/8 full; or for a presized map, for 10% over its hint.
 //!
 //! # Bounds and eviction
 //! `len` counts keys held (reserved before an insert, released when the
@@ -69,7 +70,29 @@ use super::reclaim::{Graveyard, Guard};
 use super::table::{Slot, Table, GROUP};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
-use std::ptr;
+use std::ptr::{self, NonNull};
+
+/// Where a map's unlinked memory waits: a collector it shares with its
+/// owner's other maps (see [`Map::new_in`]).
+enum Yard {
+    Shared(NonNull<Graveyard>),
+}
+
+// SAFETY: a shared graveyard is only ever used through `&Graveyard`
+// (`Graveyard` is `Sync`), and it outlives the map (`Map::new_in`).
+unsafe impl Send for Yard {}
+// SAFETY: as above.
+unsafe impl Sync for Yard {}
+
+impl std::ops::Deref for Yard {
+    type Target = Graveyard;
+    fn deref(&self) -> &Graveyard {
+        match self {
+            // SAFETY: `Map::new_in`'s contract.
+            Yard::Shared(p) => unsafe { p.as_ref() },
+        }
+    }
+}
 
 /// Shards per map: inserts into different shards do not wait for each
 /// other, and a rebuild moves 1/`SHARDS` of the keys at a time.
@@ -86,6 +109,12 @@ pub(crate) trait Value: Send + Sync + 'static {
 
     /// The state of a slot that holds no key (every slot starts so).
     fn vacant() -> Self;
+
+    /// Whether [`vacant`](Self::vacant) is all zero bytes, so that tables
+    /// can take zeroed memory instead of writing every slot (only outside
+    /// loom, whose atomics are not plain memory).
+    #[cfg_attr(loom, allow(dead_code))]
+    const ZEROED_VACANT: bool = false;
 
     /// Prepares a vacant slot's state before its key is published: for a
     /// new key, or (`incoming`) for a key whose state is moving in from
@@ -130,6 +159,8 @@ struct ShardState {
     len: usize,
     /// `TOMB` slots of `current`.
     tombs: usize,
+    /// Keys the shard's first table is sized for ([`Map::presize`]).
+    hint: usize,
 }
 
 /// The per-key map (see the module docs).
@@ -137,8 +168,10 @@ pub(crate) struct Map<K, V, S> {
     ptrs: Box<[Ptrs<K, V>]>,
     locks: Box<[Mutex<ShardState>]>,
     hasher: S,
-    graveyard: Graveyard,
-    /// Keys held (see "Bounds and eviction").
+    graveyard: Yard,
+    /// Keys held (see "Bounds and eviction"); counted only when
+    /// `max_keys` bounds them (an unbounded map sums its shards instead,
+    /// so that inserts do not share one contended counter).
     len: AtomicUsize,
     max_keys: usize,
     /// Shards swept at each new epoch (0: no automatic sweeping).
@@ -148,6 +181,8 @@ pub(crate) struct Map<K, V, S> {
     cursor: AtomicUsize,
     /// `1 + epoch` of the last sweep forced by a full map (0: none).
     full_swept: AtomicU64,
+    /// Shards of this map (a power of two, at most [`SHARDS`]).
+    shards: usize,
 }
 
 impl<K, V, S> Map<K, V, S>
@@ -156,38 +191,89 @@ where
     V: Value,
     S: BuildHasher,
 {
-    /// An empty map. `sweep_per_epoch`: shards swept automatically at
-    /// each new epoch (0 turns automatic sweeping off).
-    pub(crate) fn new(hasher: S, sweep_per_epoch: usize) -> Self {
+    /// An empty map whose unlinked tables go to `graveyard`, which it
+    /// shares with other maps (a guard pinned on it covers all of them).
+    /// `shards` is rounded up to a power of two, at most [`SHARDS`]: a
+    /// map that will hold few keys needs few locks.
+    ///
+    /// # Safety
+    /// `graveyard` outlives the map (the owner drops its maps, and frees
+    /// the ones it deferred through the collector, before the graveyard).
+    pub(crate) unsafe fn new_in(hasher: S, graveyard: &Graveyard, shards: usize) -> Self {
+        Self::with_yard(hasher, 0, Yard::Shared(NonNull::from(graveyard)), shards)
+    }
+
+    /// [`new_in`](Self::new_in) with every shard and automatic sweeping
+    /// (`sweep_per_epoch` shards at each new epoch).
+    ///
+    /// # Safety
+    /// As [`new_in`](Self::new_in).
+    pub(crate) unsafe fn new_in_sweeping(
+        hasher: S,
+        graveyard: &Graveyard,
+        sweep_per_epoch: usize,
+    ) -> Self {
+        Self::with_yard(
+            hasher,
+            sweep_per_epoch,
+            Yard::Shared(NonNull::from(graveyard)),
+            SHARDS,
+        )
+    }
+
+    fn with_yard(hasher: S, sweep_per_epoch: usize, graveyard: Yard, shards: usize) -> Self {
+        let shards = shards.clamp(1, SHARDS).next_power_of_two();
         Map {
+            shards,
             len: AtomicUsize::new(0),
             max_keys: usize::MAX,
-            sweep_per_epoch: sweep_per_epoch.min(SHARDS),
+            sweep_per_epoch: sweep_per_epoch.min(shards),
             swept: AtomicU64::new(0),
             cursor: AtomicUsize::new(0),
             full_swept: AtomicU64::new(0),
-            ptrs: (0..SHARDS)
+            ptrs: (0..shards)
                 .map(|_| Ptrs {
                     current: AtomicPtr::new(ptr::null_mut()),
                     old: AtomicPtr::new(ptr::null_mut()),
                 })
                 .collect(),
-            locks: (0..SHARDS)
+            locks: (0..shards)
                 .map(|_| Mutex::new(ShardState::default()))
                 .collect(),
             hasher,
-            graveyard: Graveyard::default(),
+            graveyard,
         }
+    }
+
+    /// Sizes each shard's first table for `hint(shard)` keys (a map that
+    /// knows how many keys it will get skips the rebuilds of growing to
+    /// them). Before any insert.
+    pub(crate) fn presize(&mut self, hint: impl Fn(usize) -> usize) {
+        for (i, l) in self.locks.iter_mut().enumerate() {
+            l.get_mut().unwrap_or_else(|e| e.into_inner()).hint = hint(i);
+        }
+    }
+
+    /// The number of shards.
+    pub(crate) fn shards(&self) -> usize {
+        self.shards
     }
 
     /// Bounds the keys held.
     pub(crate) fn set_max_keys(&mut self, max_keys: usize) {
+        // The count is kept only while bounded: take it up from the shards.
+        let held = self
+            .locks
+            .iter_mut()
+            .map(|l| l.get_mut().unwrap_or_else(|e| e.into_inner()).len)
+            .sum();
+        #[cfg(not(loom))]
+        {
+            *self.len.get_mut() = held;
+        }
+        #[cfg(loom)]
+        self.len.with_mut(|l| *l = held);
         self.max_keys = max_keys;
-    }
-
-    /// Sets the shards swept automatically at each new epoch (0: off).
-    pub(crate) fn set_sweep_per_epoch(&mut self, shards: usize) {
-        self.sweep_per_epoch = shards.min(SHARDS);
     }
 
     /// The hash every lookup of `key` uses (a borrowed form hashes as its
@@ -198,8 +284,8 @@ where
     }
 
     #[inline]
-    fn shard(hash: u64) -> usize {
-        (hash >> 32) as usize & (SHARDS - 1)
+    fn shard(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & (self.shards - 1)
     }
 
     /// The key's state, if the key is held. Lock-free.
@@ -210,7 +296,7 @@ where
         is: impl Fn(&K) -> bool,
         _guard: &'g Guard<'g>,
     ) -> Option<&'g V> {
-        let p = &self.ptrs[Self::shard(hash)];
+        let p = &self.ptrs[self.shard(hash)];
         loop {
             let cur = p.current.load(Ordering::Acquire);
             let old = p.old.load(Ordering::Acquire);
@@ -245,7 +331,7 @@ where
         if !self.reserve(now, cfg) {
             return None;
         }
-        let i = Self::shard(hash);
+        let i = self.shard(hash);
         let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
         let p = &self.ptrs[i];
         // SAFETY: under the lock `current` only changes by our hand, and a
@@ -253,7 +339,9 @@ where
         if let Some(t) = unsafe { p.current.load(Ordering::Acquire).as_ref() } {
             if let Some(s) = t.find(hash, &is) {
                 debug_assert!(!s.value().is_dead(), "invariant 4");
-                self.len.fetch_sub(1, Ordering::AcqRel);
+                if self.max_keys != usize::MAX {
+                    self.len.fetch_sub(1, Ordering::AcqRel);
+                }
                 return Some(s.value());
             }
         }
@@ -263,9 +351,50 @@ where
         Some(s.value())
     }
 
+    /// [`get_or_insert`](Self::get_or_insert), then `f` on the key's state
+    /// before the shard's lock is released (so `f` is ordered with every
+    /// other insert, move and sweep of the shard, and with
+    /// [`with_locked`](Self::with_locked)). `false`: the map is full.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn upsert(
+        &self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> K,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &Guard<'_>,
+        f: impl FnOnce(&V),
+    ) -> bool {
+        if !self.reserve(now, cfg) {
+            return false;
+        }
+        let i = self.shard(hash);
+        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let p = &self.ptrs[i];
+        // SAFETY: as in `get_or_insert`.
+        if let Some(t) = unsafe { p.current.load(Ordering::Acquire).as_ref() } {
+            if let Some(s) = t.find(hash, &is) {
+                if self.max_keys != usize::MAX {
+                    self.len.fetch_sub(1, Ordering::AcqRel);
+                }
+                f(s.value());
+                return true;
+            }
+        }
+        let t = self.room_for_one(i, &mut st, cfg, now, guard);
+        let s = t.insert(hash, make(), |v| v.init(cfg, false));
+        st.len += 1;
+        f(s.value());
+        true
+    }
+
     /// Reserves room for one more key, sweeping every shard (at most once
     /// per epoch) when full.
     fn reserve(&self, now: u64, cfg: &V::Cfg) -> bool {
+        if self.max_keys == usize::MAX {
+            return true;
+        }
         for attempt in 0..2 {
             let mut c = self.len.load(Ordering::Acquire);
             while c < self.max_keys {
@@ -314,15 +443,17 @@ where
     #[cold]
     fn sweep_step(&self, now: u64, epochs: u64, cfg: &V::Cfg) {
         let shards = (self.sweep_per_epoch as u64).saturating_mul(epochs);
-        for _ in 0..shards.min(SHARDS as u64) {
-            let i = self.cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
+        for _ in 0..shards.min(self.shards as u64) {
+            let i = self.cursor.fetch_add(1, Ordering::Relaxed) % self.shards;
             self.sweep_shard(i, now, cfg);
         }
     }
 
     /// Removes every key idle at epoch `now`; returns how many.
     pub(crate) fn evict_idle(&self, now: u64, cfg: &V::Cfg) -> usize {
-        (0..SHARDS).map(|i| self.sweep_shard(i, now, cfg)).sum()
+        (0..self.shards)
+            .map(|i| self.sweep_shard(i, now, cfg))
+            .sum()
     }
 
     /// The shard's current table, with room for one more key: allocated,
@@ -351,7 +482,7 @@ where
         self.rebuild(i, st, cfg, guard)
     }
 
-    /// Replaces the shard's table by one sized for twice its live keys,
+    /// Replaces the shard's table by a bigger one (see "Growth"),
     /// moving every key (invariants 1, 2). Called under the shard lock.
     fn rebuild<'g>(
         &'g self,
@@ -361,8 +492,21 @@ where
         guard: &'g Guard<'g>,
     ) -> &'g Table<K, V> {
         let p = &self.ptrs[i];
-        let want = ((st.len + 1) * 2).div_ceil(GROUP).next_power_of_two();
-        let fresh = Box::into_raw(Box::new(Table::new(want, V::vacant)));
+        // Room for 1.5 times the live keys (growth by half: tables stay
+        // between 7/12 and 7/8 full), or 10% over the hint; a group may
+        // hold 7 keys (`Table::max_used`).
+        let keys = ((st.len + 1) * 3 / 2 + 1).max(st.hint + st.hint / 10);
+        let want = keys.div_ceil(GROUP - 1);
+        #[cfg(not(loom))]
+        let table = if V::ZEROED_VACANT {
+            // SAFETY: `V` says its vacant state is all zero bytes.
+            unsafe { Table::new_zeroed(want) }
+        } else {
+            Table::new(want, V::vacant)
+        };
+        #[cfg(loom)]
+        let table = Table::new(want, V::vacant);
+        let fresh = Box::into_raw(Box::new(table));
         let old = p.current.load(Ordering::Acquire);
         if old.is_null() {
             p.current.store(fresh, Ordering::Release);
@@ -413,7 +557,9 @@ where
         });
         st.len -= dropped;
         st.tombs += dropped;
-        self.len.fetch_sub(dropped, Ordering::AcqRel);
+        if self.max_keys != usize::MAX {
+            self.len.fetch_sub(dropped, Ordering::AcqRel);
+        }
         dropped
     }
 
@@ -433,7 +579,7 @@ where
     /// its lock (consistent per shard; keys of other shards may change
     /// meanwhile).
     pub(crate) fn for_each(&self, mut f: impl FnMut(&K, &V)) {
-        for i in 0..SHARDS {
+        for i in 0..self.shards {
             let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: as in `get_or_insert`.
             if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
@@ -445,24 +591,27 @@ where
         }
     }
 
-    /// Calls `f(key, state)` for every key of `hash`'s shard, under its
-    /// lock.
-    pub(crate) fn for_each_in_shard(&self, hash: u64, mut f: impl FnMut(&K, &V)) {
-        let i = Self::shard(hash);
+    /// Calls `f` on the key's state under its shard's lock (no move or
+    /// sweep of the shard runs meanwhile); `None` if the key is absent.
+    pub(crate) fn with_locked<T>(
+        &self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        f: impl FnOnce(&V) -> T,
+    ) -> Option<T> {
+        let i = self.shard(hash);
         let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: as in `get_or_insert`.
-        if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
-            // SAFETY: `FULL` slots, loaded with `Acquire`.
-            t.for_each(|s| f(unsafe { s.key() }, s.value()));
-        }
+        let t = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }?;
+        t.find(hash, is).map(|s| f(s.value()))
     }
 
     /// Bytes held by the tables and the states' heap parts.
     pub(crate) fn memory_bytes(&self, cfg: &V::Cfg) -> usize {
         let mut b = std::mem::size_of::<Self>()
-            + SHARDS
+            + self.shards
                 * (std::mem::size_of::<Ptrs<K, V>>() + std::mem::size_of::<Mutex<ShardState>>());
-        for i in 0..SHARDS {
+        for i in 0..self.shards {
             let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: as in `get_or_insert`.
             if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
@@ -475,16 +624,16 @@ where
 }
 
 impl<K, V, S> Map<K, V, S> {
-    /// The collector every guard on this map pins.
-    #[inline]
-    pub(crate) fn graveyard(&self) -> &Graveyard {
-        &self.graveyard
-    }
-
     /// Keys held now (never more than `max_keys`).
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Acquire)
+        if self.max_keys != usize::MAX {
+            return self.len.load(Ordering::Acquire);
+        }
+        self.locks
+            .iter()
+            .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).len)
+            .sum()
     }
 }
 

@@ -46,9 +46,9 @@
 //! (a 64-byte header and 16 bytes a slice); a contended key adds a stripe
 //! row per CPU.
 
-mod ext;
+mod entry;
 mod handle;
-mod head;
+mod home;
 mod hot;
 mod key;
 mod map;
@@ -56,13 +56,13 @@ mod map;
 #[doc(hidden)]
 pub mod model;
 mod reclaim;
-mod state;
+mod ring;
 mod table;
 mod windows;
 
 pub use self::handle::{HotKeyHandle, KeyHandle};
 pub use self::hot::HotKeyDetector;
-pub use self::key::{Key, KeyRef};
+pub use self::key::{Key, KeyHasher, KeyRef};
 pub use self::windows::KeyedWindows;
 
 #[allow(dead_code)]

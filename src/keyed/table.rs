@@ -26,9 +26,11 @@
 //!    map rebuilds a table before `FULL + TOMB` exceeds 7/8 of its slots),
 //!    so every probe ends.
 //!
-//! Probing visits groups `g, g + 1, g + 3, g + 6, ...` (triangular, which
-//! reaches every group of a power-of-two table) and stops at the first
-//! group with an `EMPTY` byte.
+//! A table has any number of groups (not only powers of two, so a map
+//! can size it close to its load limit). A probe starts at the group
+//! `(low 32 bits of the hash * groups) >> 32` (bits independent of the
+//! shard's and of `h2`), visits the following groups in order, wrapping,
+//! and stops at the first group with an `EMPTY` byte.
 
 use crate::sync::{AtomicU64, Ordering};
 use std::cell::UnsafeCell;
@@ -103,10 +105,10 @@ pub(crate) struct Table<K, V> {
 }
 
 impl<K, V> Table<K, V> {
-    /// A table of `groups * GROUP` vacant slots (`groups` a power of two),
-    /// each value built by `vacant`.
+    /// A table of `groups * GROUP` vacant slots (`groups >= 1`), each
+    /// value built by `vacant`.
     pub(crate) fn new(groups: usize, vacant: impl Fn() -> V) -> Self {
-        debug_assert!(groups.is_power_of_two());
+        debug_assert!(groups >= 1);
         Table {
             ctrl: (0..groups)
                 .map(|_| AtomicU64::new(u64::from_ne_bytes([EMPTY; GROUP])))
@@ -117,6 +119,46 @@ impl<K, V> Table<K, V> {
                     value: vacant(),
                 })
                 .collect(),
+        }
+    }
+
+    /// [`new`](Self::new) for a value whose vacant state is all zero
+    /// bytes: the slots come zeroed from the allocator (fresh pages of a
+    /// large table are zero already, so nothing is written until a key
+    /// arrives: a slice map's table of several MB is not written twice).
+    ///
+    /// # Safety
+    /// An all-zero `V` is a valid value, the vacant one.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn new_zeroed(groups: usize) -> Self {
+        debug_assert!(groups >= 1);
+        let n = groups * GROUP;
+        let layout = std::alloc::Layout::array::<Slot<K, V>>(n).expect("a table fits in isize");
+        let slots: Box<[Slot<K, V>]> = if layout.size() == 0 {
+            (0..n)
+                .map(|_| Slot {
+                    key: UnsafeCell::new(MaybeUninit::uninit()),
+                    // SAFETY: the caller's contract (zero-sized here).
+                    value: unsafe { std::mem::zeroed() },
+                })
+                .collect()
+        } else {
+            // SAFETY: `layout` is non-zero-sized; a null result is handled.
+            let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Slot<K, V>>();
+            if p.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            // SAFETY: `p` holds `n` slots allocated by the global allocator
+            // with `Layout::array::<Slot>(n)` (what `Box<[Slot]>` frees
+            // with); a zeroed `MaybeUninit` key is fine, and a zeroed `V` is
+            // valid (the caller's contract).
+            unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
+        };
+        Table {
+            ctrl: (0..groups)
+                .map(|_| AtomicU64::new(u64::from_ne_bytes([EMPTY; GROUP])))
+                .collect(),
+            slots,
         }
     }
 
@@ -141,16 +183,17 @@ impl<K, V> Table<K, V> {
 
     #[inline]
     fn probe(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
-        let mask = self.ctrl.len() - 1;
-        let mut g = hash as usize & mask;
-        let mut step = 0;
+        let n = self.ctrl.len();
+        let mut g = ((u64::from(hash as u32) * n as u64) >> 32) as usize;
         std::iter::from_fn(move || {
             let at = g;
-            step += 1;
-            g = (g + step) & mask;
+            g += 1;
+            if g == n {
+                g = 0;
+            }
             Some(at)
         })
-        .take(self.ctrl.len())
+        .take(n)
     }
 
     /// The `FULL` slot holding a key for which `eq` is true, if any.

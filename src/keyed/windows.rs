@@ -1,24 +1,25 @@
 //! [`KeyedWindows`]: an exact sliding window per key, with bounded memory.
 //!
-//! The engine: a lookup in the per-key map (`map.rs`, lock-free for keys it
-//! holds), then an add on the key's inline state (`state.rs`), then the
-//! automatic sweep step (one load unless the epoch is new). A key the map
-//! does not hold is inserted under its shard's lock; if the map is full of
-//! keys that are not idle, the add is not tracked and is counted in
-//! [`untracked_adds`](KeyedWindows::untracked_adds).
+//! The engine (`ring.rs`): one map of keys per live slice. An add finds the
+//! map of its slice (one load while the slice is current), looks its key up
+//! there (lock-free for keys the map holds) and adds to the key's entry
+//! with one CAS (`entry.rs`). A key the slice's map does not hold yet is
+//! inserted under one of the map's shard locks; a slice whose map is full
+//! does not track the add and counts it in
+//! [`untracked_adds`](KeyedWindows::untracked_adds). A read of a key's
+//! window looks the key up in each live slice's map.
 
+use super::entry::{Add, Entry};
+use super::key::KeyHasher;
 use super::key::{Key, KeyRef};
-use super::map::{Map, Value};
 use super::reclaim::Guard;
-use super::state::{Cfg, KeyState, Outcome, Read};
+use super::ring::{Ring, SliceMap};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
-use crate::stripes::default_cap;
 use crate::sync::{AtomicU64, Ordering};
 use crate::window::slice_nanos;
 use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::time::Duration;
 use strength_reduce::StrengthReducedU64;
 
@@ -27,8 +28,15 @@ use strength_reduce::StrengthReducedU64;
 /// Each key's window follows the rules of
 /// [`SlidingWindow`](crate::SlidingWindow): `sum_at(key, now)` counts the
 /// key's adds whose slice is one of the `slices` ending at `now`'s, exactly
-/// at or after the key's newest add; an add older than the ring is dropped
-/// (its add returns `false`), never misfiled.
+/// at or after the newest add; an add older than the ring (a slice that
+/// left the window of the newest slice added to) is dropped (its add
+/// returns `false`), never misfiled.
+///
+/// Memory: each slice keeps the keys added to in it (32 bytes a key for a
+/// `u64` key, in tables kept between 7/12 and 7/8 full); a slice that
+/// leaves the window is dropped whole, so a key idle for a whole window
+/// holds nothing. [`with_max_keys`](Self::with_max_keys) bounds the keys of
+/// each slice.
 ///
 /// The hasher `S` defaults to the standard library's `RandomState`
 /// (SipHash-1-3, randomly keyed): keys often come from clients (IPs, API
@@ -51,14 +59,15 @@ use strength_reduce::StrengthReducedU64;
 /// clock.advance(Duration::from_secs(5)); // the first adds are 10 s old
 /// assert_eq!(w.sum(&"alice"), 2);
 /// assert_eq!(w.sum(&"bob"), 0);
-/// assert_eq!(w.evict_idle_at(clock.now()), 1); // bob is idle
-/// assert_eq!(w.len(), 1);
+/// // The slice of the first adds left the window: dropped with its 2 keys.
+/// assert_eq!(w.evict_idle_at(clock.now()), 2);
+/// assert_eq!(w.len(), 1); // alice, in the slice of the second add
 /// # use stripecount::Clock;
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct KeyedWindows<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
-    pub(super) map: Map<K, KeyState, S>,
-    pub(super) cfg: Cfg,
+    pub(super) ring: Ring<K, S>,
+    slices: usize,
     slice_nanos: u64,
     divisor: StrengthReducedU64,
     window: Duration,
@@ -83,8 +92,8 @@ impl<K: Key, C: Clock> KeyedWindows<K, C> {
     }
 }
 
-impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
-    /// Windows on the given clock whose map hashes keys with `hasher`
+impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
+    /// Windows on the given clock whose maps hash keys with `hasher`
     /// (see the type's docs for why the default is `RandomState`).
     ///
     /// ```
@@ -105,11 +114,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
     ) -> Result<Self, ConfigError> {
         let slice_nanos = slice_nanos(window, slices)?;
         Ok(KeyedWindows {
-            map: Map::new(hasher, sweep_per_epoch(slices)),
-            cfg: Cfg {
-                slices,
-                stripes: default_cap(),
-            },
+            ring: Ring::new(slices, hasher),
+            slices,
             slice_nanos,
             divisor: StrengthReducedU64::new(slice_nanos),
             window,
@@ -118,28 +124,14 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
         })
     }
 
-    /// Holds at most `max_keys` keys: when full, idle keys are evicted
-    /// first; if none is idle, adds for new keys are not tracked (they
-    /// return `false` and are counted by
-    /// [`untracked_adds`](Self::untracked_adds)). A `max_keys` of 0 tracks
+    /// Holds at most `max_keys` keys in each slice: an add for a key its
+    /// slice does not hold yet, when the slice already holds `max_keys`,
+    /// is not tracked (it returns `false` and is counted by
+    /// [`untracked_adds`](Self::untracked_adds)). So the whole structure
+    /// holds at most `slices * max_keys` entries. A `max_keys` of 0 tracks
     /// nothing.
     pub fn with_max_keys(mut self, max_keys: usize) -> Self {
-        self.map.set_max_keys(max_keys);
-        self
-    }
-
-    /// Turns the automatic eviction of idle keys on (the default) or off.
-    /// On, the first add of each new slice sweeps a share of the map, so
-    /// that every key idle for a whole window is evicted within about one
-    /// more window. Off suits callers that evict with
-    /// [`evict_idle_at`](Self::evict_idle_at) themselves, e.g. when adds
-    /// arrive with times from sources that lag each other.
-    pub fn with_auto_evict(mut self, on: bool) -> Self {
-        self.map.set_sweep_per_epoch(if on {
-            sweep_per_epoch(self.cfg.slices)
-        } else {
-            0
-        });
+        self.ring.set_max_keys(max_keys);
         self
     }
 
@@ -165,23 +157,21 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
     }
 
     /// Adds `n` to `key` at `now` (nanoseconds on this clock). `true` if it
-    /// was counted; `false` if it was older than the key's ring (dropped,
-    /// as by [`SlidingWindow::add_at`](crate::SlidingWindow::add_at)) or
-    /// the key could not be tracked (see
+    /// was counted; `false` if it was older than the ring (dropped, as by
+    /// [`SlidingWindow::add_at`](crate::SlidingWindow::add_at)) or its
+    /// slice could not track the key (see
     /// [`with_max_keys`](Self::with_max_keys)). An add of 0 records nothing
-    /// and returns `true`. The cheapest add: it writes the key's own state
-    /// and reads nothing else.
+    /// and returns `true`. The cheapest add: one lookup in the current
+    /// slice's map and one CAS on the key's entry, which nothing else
+    /// shares.
     #[inline]
     pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
         if n == 0 {
             return true;
         }
-        let guard = Guard::pin(self.map.graveyard());
-        let hash = self.map.hash(key);
-        matches!(
-            self.add_in(hash, key, self.epoch(now), n, &guard),
-            Some((_, Outcome::Head(_) | Outcome::Elsewhere))
-        )
+        let guard = Guard::pin(self.ring.graveyard());
+        let hash = self.ring.hash(key);
+        self.add_in(hash, key, self.epoch(now), n, &guard).is_some()
     }
 
     /// Adds `n` to `key` now and returns its window sum after the add (see
@@ -193,30 +183,26 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
 
     /// Adds `n` to `key` at `now`, then reads the key's whole window: the
     /// sum at `now` right after this add (adds racing on other threads may
-    /// or may not be included); 0 if the key could not be tracked. It costs
-    /// an exact read on top of the add: every cell of the key, and on a key
-    /// that several threads add to at once (striped), lines those threads
-    /// are writing. Use [`add_at`](Self::add_at) on hot paths.
+    /// or may not be included); 0 if the add was not counted. It costs a
+    /// read of the window on top of the add: a lookup in every live
+    /// slice's map, and on a key that several threads add to at once
+    /// (striped), the lines those threads are writing. Use
+    /// [`add_at`](Self::add_at) on hot paths.
     pub fn add_and_sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> u64 {
-        if n == 0 {
-            return self.sum_at(key, now);
-        }
-        let guard = Guard::pin(self.map.graveyard());
-        let hash = self.map.hash(key);
+        let guard = Guard::pin(self.ring.graveyard());
+        let hash = self.ring.hash(key);
         let e = self.epoch(now);
-        match self.add_in(hash, key, e, n, &guard) {
-            Some((st, _)) => match st.sum(e, &self.cfg) {
-                Read::Sum(s) => s,
-                Read::Moved => self.sum_at(key, now),
-            },
-            None => 0,
+        if n > 0 && self.add_in(hash, key, e, n, &guard).is_none() {
+            return 0;
         }
+        self.read_in(hash, key, e, &guard)
     }
 
-    /// The engine of every add: finds or inserts the key's state and adds
-    /// to it; `None` if the key could not be tracked. The common case (a
-    /// held key whose head holds this epoch) is inlined: one lookup and one
-    /// CAS; everything else is out of line.
+    /// The engine of every add: the key's entry in the map of slice `e`,
+    /// inserted if needed, and the add on it. `Some(after)`: counted, with
+    /// the entry's count right after when the entry is not striped. `None`:
+    /// older than the ring, or not tracked. The common case (the slice is
+    /// current and holds the key) is inlined: one lookup and one CAS.
     #[inline]
     pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
@@ -224,12 +210,13 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
         key: &Q,
         e: u64,
         n: u64,
-        guard: &'g Guard<'g>,
-    ) -> Option<(&'g KeyState, Outcome)> {
-        if let Some(st) = self.map.get(hash, |k| key.is(k), guard) {
-            if let Some(after) = st.try_add(e, n) {
-                self.map.maybe_sweep(e, &self.cfg);
-                return Some((st, Outcome::Head(after)));
+        guard: &'g Guard<'_>,
+    ) -> Option<(&'g Entry, Option<u64>)> {
+        if let Some(m) = self.ring.current(e, guard) {
+            if let Some(en) = m.map.get(hash, |k| key.is(k), guard) {
+                if let Some(after) = en.try_add(n) {
+                    return Some((en, Some(after)));
+                }
             }
         }
         self.add_slow(hash, key, e, n, guard)
@@ -242,17 +229,16 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
         key: &Q,
         e: u64,
         n: u64,
-        guard: &'g Guard<'g>,
-    ) -> Option<(&'g KeyState, Outcome)> {
+        guard: &'g Guard<'_>,
+    ) -> Option<(&'g Entry, Option<u64>)> {
+        let m = self.ring.for_add(e, guard)?;
         loop {
-            let st = match self.map.get(hash, |k| key.is(k), guard) {
-                Some(st) if !st.is_dead() => st,
-                _ => self.insert(hash, key, e, guard)?,
+            let en = match m.map.get(hash, |k| key.is(k), guard) {
+                Some(en) => en,
+                None => self.insert(m, hash, key, e, guard)?,
             };
-            let o = st.add(e, n, &self.cfg);
-            if !matches!(o, Outcome::Retry) {
-                self.map.maybe_sweep(e, &self.cfg);
-                return Some((st, o));
+            if let Add::Done(after) = en.add(n) {
+                return Some((en, after));
             }
         }
     }
@@ -260,153 +246,174 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
     #[cold]
     fn insert<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
+        m: &'g SliceMap<K, S>,
         hash: u64,
         key: &Q,
         e: u64,
-        guard: &'g Guard<'g>,
-    ) -> Option<&'g KeyState> {
-        match self
+        guard: &'g Guard<'_>,
+    ) -> Option<&'g Entry> {
+        let r = m
             .map
-            .get_or_insert(hash, |k| key.is(k), || key.to_key(), &self.cfg, e, guard)
-        {
-            Some(st) => Some(st),
-            None => {
-                self.untracked.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+            .get_or_insert(hash, |k| key.is(k), || key.to_key(), &(), e, guard);
+        if r.is_none() {
+            self.untracked.fetch_add(1, Ordering::Relaxed);
         }
+        r
     }
 
-    /// The key's state, if held and not moving (readers wait out a move).
-    pub(super) fn read_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, e: u64) -> u64 {
-        let guard = Guard::pin(self.map.graveyard());
-        let hash = self.map.hash(key);
+    /// The key's count in one slice's map (following it if it moves to a
+    /// bigger table, waiting while it moves in).
+    #[inline]
+    fn count_in(m: &SliceMap<K, S>, hash: u64, is: impl Fn(&K) -> bool, guard: &Guard<'_>) -> u64 {
         loop {
-            match self.map.get(hash, |k| key.is(k), &guard) {
+            match m.map.get(hash, &is, guard) {
                 None => return 0,
-                Some(st) => match st.sum(e, &self.cfg) {
-                    Read::Sum(s) => return s,
-                    Read::Moved => continue,
-                },
+                Some(en) => {
+                    if let Some(c) = en.read() {
+                        return c;
+                    }
+                }
             }
         }
     }
 
-    /// The key's window sum now (0 for keys never seen or evicted).
+    /// The key's window sum at epoch `e`.
+    pub(super) fn read_in<Q: KeyRef<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        guard: &Guard<'_>,
+    ) -> u64 {
+        let mut sum = 0u64;
+        self.ring.for_each_live(e, guard, |m| {
+            sum = sum.saturating_add(Self::count_in(m, hash, |k| key.is(k), guard));
+        });
+        sum
+    }
+
+    /// The key's window sum now (0 for keys never seen or whose adds left
+    /// the window).
     pub fn sum<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> u64 {
         self.sum_at(key, self.clock.now())
     }
 
     /// The key's window sum at `now`: exact for any `now` at or after the
-    /// key's newest add (as [`SlidingWindow::sum_at`](crate::SlidingWindow::sum_at)).
-    /// Waits, briefly, while the key is moving to a bigger table.
+    /// newest add (as [`SlidingWindow::sum_at`](crate::SlidingWindow::sum_at)).
+    /// A lookup in each live slice's map; waits, briefly, while the key is
+    /// moving to a bigger table in one of them.
     pub fn sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> u64 {
-        self.read_at(key, self.epoch(now))
+        let guard = Guard::pin(self.ring.graveyard());
+        self.read_in(self.ring.hash(key), key, self.epoch(now), &guard)
     }
 
     /// The `k` keys with the largest non-zero window sums at `now`,
-    /// largest first (ties in unspecified order). A scan of the map one
-    /// shard at a time: keys added or evicted in other shards meanwhile may
-    /// be missed.
+    /// largest first (ties in unspecified order). A scan of every live
+    /// slice, one shard at a time: adds racing it may or may not be seen.
     pub fn top_at(&self, now: u64, k: usize) -> Vec<(K, u64)> {
         if k == 0 {
             return Vec::new();
         }
-        let e = self.epoch(now);
-        let mut best: Vec<(K, u64)> = Vec::new();
-        let mut floor = 0u64;
-        self.for_each_sum(e, |key, s| {
-            if s == 0 || (best.len() >= k && s <= floor) {
-                return;
-            }
-            best.push((key.clone(), s));
-            if best.len() >= k.saturating_mul(2) {
-                best.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
-                best.truncate(k);
-                floor = best[k - 1].1;
-            }
+        let mut all: Vec<(K, u64)> = self.sums_at(now).into_iter().collect();
+        all.retain(|x| x.1 > 0);
+        let k = k.min(all.len());
+        if k == 0 {
+            return Vec::new();
+        }
+        all.select_nth_unstable_by_key(k - 1, |x| std::cmp::Reverse(x.1));
+        all.truncate(k);
+        all.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
+        all
+    }
+
+    /// Every key with adds in the window at `now`, and its window sum.
+    pub(super) fn sums_at(&self, now: u64) -> std::collections::HashMap<K, u64> {
+        let guard = Guard::pin(self.ring.graveyard());
+        let mut sums: std::collections::HashMap<K, u64> = std::collections::HashMap::new();
+        self.ring.for_each_live(self.epoch(now), &guard, |m| {
+            m.map.for_each(|key, en| {
+                // Under the shard lock no move runs: never `None`.
+                let c = en.read().unwrap_or(0);
+                let s = sums.entry(key.clone()).or_insert(0);
+                *s = s.saturating_add(c);
+            });
         });
-        best.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
-        best.truncate(k);
-        best
+        sums
     }
 
-    /// Calls `f(key, sum at epoch e, state)` for every key held.
-    pub(super) fn for_each_state(&self, e: u64, mut f: impl FnMut(&K, u64, &KeyState)) {
-        self.map.for_each(|key, st| {
-            // Under the shard lock no move is in progress: never `Moved`.
-            if let Read::Sum(s) = st.sum(e, &self.cfg) {
-                f(key, s, st);
-            }
-        });
-    }
-
-    fn for_each_sum(&self, e: u64, mut f: impl FnMut(&K, u64)) {
-        self.for_each_state(e, |k, s, _| f(k, s));
-    }
-
-    /// Keys held now (never more than `max_keys`).
+    /// Entries held: a key counts once for each slice it has adds in, so
+    /// this is what the structure's memory is proportional to (at most
+    /// `slices * max_keys`).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.ring.len()
     }
 
-    /// Whether no key is held.
+    /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Drops every key whose window at `now` is empty (no count at an epoch
-    /// inside the window or after it) and that no add is touching; returns
-    /// how many were dropped. Racing adds are never lost: an add that finds
-    /// its key evicted inserts it afresh.
+    /// Drops every slice that left the window at `now`; returns the entries
+    /// they held. Slices are also dropped as time moves (the first add of
+    /// a slice replaces the map of the slice a window before it); this
+    /// frees the rest when adds stop. Adds racing it are never lost: an
+    /// add is dropped only if its own slice is out of the window.
     pub fn evict_idle_at(&self, now: u64) -> usize {
-        self.map.evict_idle(self.epoch(now), &self.cfg)
+        let guard = Guard::pin(self.ring.graveyard());
+        self.ring.retire_before(self.epoch(now), &guard)
     }
 
-    /// Adds that were not tracked because the map was full of keys that
-    /// were not idle.
+    /// Adds that were not tracked because their slice was full.
     pub fn untracked_adds(&self) -> u64 {
         self.untracked.load(Ordering::Relaxed)
     }
 
-    /// Heap bytes held for `key` outside its map slot (its out-of-line
-    /// window and stripe rows; 0 for a key seen in one slice per window,
-    /// or absent).
+    /// Heap bytes held for `key` outside its map slots (a contended key's
+    /// stripes, in every slice that has them; 0 for most keys).
     pub fn key_memory_bytes<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> usize {
-        let guard = Guard::pin(self.map.graveyard());
-        let hash = self.map.hash(key);
-        self.map
-            .get(hash, |k| key.is(k), &guard)
-            .map_or(0, |st| st.heap_bytes(&self.cfg))
+        let guard = Guard::pin(self.ring.graveyard());
+        let hash = self.ring.hash(key);
+        let mut b = 0;
+        self.ring.for_each_map(&guard, |m| {
+            b += m
+                .map
+                .get(hash, |k| key.is(k), &guard)
+                .map_or(0, |en| en.heap_bytes());
+        });
+        b
     }
 
-    /// Bytes held by the whole structure: the map's tables (control bytes
-    /// and slots, each holding a key and its inline state) and every key's
-    /// out-of-line window. Keys' own heap data (e.g. a `String`'s buffer)
-    /// is not included.
+    /// Bytes held by the whole structure: every slice's tables (control
+    /// bytes and slots, each holding a key and its entry) and contended
+    /// keys' stripes. Keys' own heap data (e.g. a `String`'s buffer) is not
+    /// included.
     pub fn memory_bytes(&self) -> usize {
-        self.map.memory_bytes(&self.cfg)
+        self.ring.memory_bytes()
     }
 
-    /// Whether `key` has stripe rows (several threads added to it at once).
-    pub fn is_striped<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
-        let guard = Guard::pin(self.map.graveyard());
-        let hash = self.map.hash(key);
-        self.map
-            .get(hash, |k| key.is(k), &guard)
-            .is_some_and(|st| st.is_striped())
+    /// Whether `key`'s entry in the slice of `now` is striped (several
+    /// threads added to it at once).
+    pub fn is_striped_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
+        let guard = Guard::pin(self.ring.graveyard());
+        let hash = self.ring.hash(key);
+        self.ring
+            .get(self.epoch(now), &guard)
+            .and_then(|m| m.map.get(hash, |k| key.is(k), &guard))
+            .is_some_and(|en| en.is_striped())
     }
 
-    /// Loom models only: gives `key` its stripe rows as if it had seen
-    /// contention (a model cannot force a failed CAS). `false` if absent.
+    /// Loom models only: stripes `key`'s entry in the slice of `now` as if
+    /// it had seen contention (a model cannot force a failed CAS). `false`
+    /// if absent.
     #[cfg(loom)]
     #[doc(hidden)]
-    pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
-        let guard = Guard::pin(self.map.graveyard());
-        let hash = self.map.hash(key);
-        self.map
-            .get(hash, |k| key.is(k), &guard)
-            .map(|st| st.stripe(&self.cfg))
+    pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
+        let guard = Guard::pin(self.ring.graveyard());
+        let hash = self.ring.hash(key);
+        self.ring
+            .get(self.epoch(now), &guard)
+            .and_then(|m| m.map.get(hash, |k| key.is(k), &guard))
+            .map(|en| en.stripe())
             .is_some()
     }
 
@@ -416,15 +423,28 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
     /// what is taken or in what stays, never both, never neither. For
     /// callers that ship counts elsewhere (a flush), one shard at a time.
     pub fn take_all(&self, mut f: impl FnMut(&K, u64, u64)) {
-        self.map
-            .for_each(|key, st| st.take(&self.cfg, &mut |e, c| f(key, e, c)));
+        let guard = Guard::pin(self.ring.graveyard());
+        self.ring.for_each_map(&guard, |m| {
+            m.map.for_each(|key, en| {
+                let c = en.take();
+                if c > 0 {
+                    f(key, m.epoch, c);
+                }
+            });
+        });
     }
 
-    /// [`take_all`](Self::take_all) for one key.
+    /// [`take_all`](Self::take_all) for one key: `f(epoch, count)`.
     pub fn take<Q: KeyRef<K> + ?Sized>(&self, key: &Q, mut f: impl FnMut(u64, u64)) {
-        self.map.for_each_in_shard(self.map.hash(key), |k, st| {
-            if key.is(k) {
-                st.take(&self.cfg, &mut f);
+        let guard = Guard::pin(self.ring.graveyard());
+        let hash = self.ring.hash(key);
+        self.ring.for_each_map(&guard, |m| {
+            let c = m
+                .map
+                .with_locked(hash, |k| key.is(k), |en| en.take())
+                .unwrap_or(0);
+            if c > 0 {
+                f(m.epoch, c);
             }
         });
     }
@@ -434,9 +454,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
         self.window
     }
 
-    /// The number of slices per key.
+    /// The number of slices per window.
     pub fn slices(&self) -> usize {
-        self.cfg.slices
+        self.slices
     }
 
     /// The slice length.
@@ -455,18 +475,11 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedWindows<K, C, S> {
     }
 }
 
-/// Shards swept at each new epoch so the whole map is swept about once
-/// per window.
-fn sweep_per_epoch(slices: usize) -> usize {
-    super::map::SHARDS.div_ceil(slices).max(1)
-}
-
 impl<K: 'static, C: Clock, S> fmt::Debug for KeyedWindows<K, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedWindows")
             .field("window", &self.window)
-            .field("slices", &self.cfg.slices)
-            .field("keys", &self.map.len())
+            .field("slices", &self.slices)
             .finish_non_exhaustive()
     }
 }

@@ -1,0 +1,351 @@
+//! One key's count in one slice: the value a slice map's slot holds inline
+//! (`ring.rs`). A key with adds in three slices of the window has three
+//! entries, one in each slice's map; nothing is shared between them.
+//!
+//! # Layout (24 bytes)
+//! - `word`: `SEALED:1 | INCOMING:1 | STRIPED:1 | count:61`.
+//! - `stripes`: null, or a [`StripedCounter`] holding the rest of a
+//!   contended entry's count; bit 0 (`LENT`) marks a pointer this slot does
+//!   not own (it moved on with the key, see "Moves").
+//! - `hot`: the hot-key detector's word for this key and slice (`hot.rs`);
+//!   0 and unused in plain windows.
+//!
+//! The entry's count is `count(word)` plus, when `STRIPED`, the stripes'
+//! sum.
+//!
+//! # Adds
+//! A CAS of `word` from the value loaded to `count + n` (saturating at
+//! [`COUNT_MAX`]), flags unchanged: one locked instruction. A CAS that
+//! failed because another thread added makes the entry *striped*: the
+//! stripes are installed (CAS from null), then `STRIPED` is set, and from
+//! then on adds go to the calling thread's stripe of the
+//! `StripedCounter` (a plain store on a thread-owned line), so threads
+//! adding to one hot key do not fight over a line. An entry that is
+//! `INCOMING` is never striped (the mover brings the stripes); one that is
+//! `SEALED` refuses adds ([`Add::Moved`]: look the key up again).
+//!
+//! # Moves (a slice map's table grows; map.rs invariant 2)
+//! Under the shard lock the mover prepares the new slot `INCOMING`, then:
+//! 1. `fetch_or(SEALED)` on the old word: its count is final, and every
+//!    later add there is refused;
+//! 2. if it was `STRIPED`: the stripes pointer is stored in the new slot and
+//!    marked `LENT` in the old one. Writers that loaded `STRIPED` before the
+//!    seal still add to the same `StripedCounter`, which now belongs to the
+//!    new slot, so nothing is lost;
+//! 3. the hot word is copied;
+//! 4. one CAS loop on the new word adds the old count, clears `INCOMING`
+//!    and sets `STRIPED` if the old word had it (adds that raced into the
+//!    new slot meanwhile kept `INCOMING` and are kept).
+//!
+//! Readers wait while `INCOMING` and look the key up again on `SEALED`.
+//!
+//! # Takes (a flush, under the shard lock: no move runs)
+//! The word's count by CAS to 0 (flags kept), the stripes by
+//! `sum_and_reset`: an add racing a take is in the taken total or stays,
+//! never both, never neither.
+//!
+//! # Orderings
+//! Word CASes `AcqRel`, loads `Acquire`. The stripes pointer is installed
+//! (`Release` CAS) before `STRIPED` is set, so a writer or reader that sees
+//! `STRIPED` (`Acquire`) sees the pointer.
+
+use crate::counter::StripedCounter;
+use crate::stripes::install_if_null;
+use crate::sync::{wait_hint, AtomicPtr, AtomicU64, Ordering};
+
+const SEALED: u64 = 1 << 63;
+const INCOMING: u64 = 1 << 62;
+const STRIPED: u64 = 1 << 61;
+const FLAGS: u64 = SEALED | INCOMING | STRIPED;
+/// The largest count an entry's word holds (2^61 - 1); adds saturate there.
+pub(crate) const COUNT_MAX: u64 = STRIPED - 1;
+/// Bit 0 of `stripes`: a pointer this slot does not own.
+const LENT: usize = 1;
+
+#[inline]
+fn count(w: u64) -> u64 {
+    w & COUNT_MAX
+}
+
+/// What became of an add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Add {
+    /// Counted; `Some(after)`: the entry's count right after (when the
+    /// entry is not striped).
+    Done(Option<u64>),
+    /// The entry moved to a bigger table: look the key up again.
+    Moved,
+}
+
+/// One key's count in one slice (see the module docs).
+pub(crate) struct Entry {
+    word: AtomicU64,
+    stripes: AtomicPtr<StripedCounter>,
+    hot: AtomicU64,
+}
+
+impl Entry {
+    /// A vacant slot's entry.
+    pub(crate) fn vacant() -> Entry {
+        Entry {
+            word: AtomicU64::new(0),
+            stripes: AtomicPtr::new(std::ptr::null_mut()),
+            hot: AtomicU64::new(0),
+        }
+    }
+
+    /// Prepares a vacant entry for a new key, or (`incoming`) for a key
+    /// moving in from another table.
+    pub(crate) fn init(&self, incoming: bool) {
+        self.word
+            .store(if incoming { INCOMING } else { 0 }, Ordering::Relaxed);
+        self.stripes.store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.hot.store(0, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn stripes(&self) -> Option<&StripedCounter> {
+        let p = (self.stripes.load(Ordering::Acquire) as usize & !LENT) as *const StripedCounter;
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `stripe`,
+        // is never replaced while the slot is live, and is freed only by
+        // the slot that owns it when its table is dropped (past every
+        // guard, reclaim.rs).
+        unsafe { p.as_ref() }
+    }
+
+    /// The fast path of [`add`](Self::add): one CAS when the entry has no
+    /// flag set. `None`: take `add`.
+    #[inline]
+    pub(crate) fn try_add(&self, n: u64) -> Option<u64> {
+        let w = self.word.load(Ordering::Acquire);
+        // `w <= COUNT_MAX` once no flag is set, so this cannot underflow.
+        if w & FLAGS != 0 || n > COUNT_MAX - w {
+            return None;
+        }
+        self.word
+            .compare_exchange(w, w + n, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| w + n)
+    }
+
+    /// Adds `n` (see "Adds").
+    pub(crate) fn add(&self, n: u64) -> Add {
+        let mut w = self.word.load(Ordering::Acquire);
+        loop {
+            if w & SEALED != 0 {
+                return Add::Moved;
+            }
+            if w & STRIPED != 0 {
+                if let Some(s) = self.stripes() {
+                    s.add(n);
+                    return Add::Done(None);
+                }
+            }
+            let after = count(w).saturating_add(n).min(COUNT_MAX);
+            let new = after | (w & FLAGS);
+            if new == w {
+                return Add::Done(Some(after)); // saturated
+            }
+            match self
+                .word
+                .compare_exchange(w, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Add::Done(Some(after)),
+                Err(actual) => {
+                    // Another add changed the count: contention. (A move
+                    // sealing this entry, or filling it, changes a flag
+                    // instead, which the next round sees.)
+                    if actual & FLAGS == 0 && w & FLAGS == 0 {
+                        self.stripe();
+                    }
+                    w = actual;
+                }
+            }
+        }
+    }
+
+    /// Makes the entry striped (see "Adds"); not while `INCOMING`.
+    #[cold]
+    pub(crate) fn stripe(&self) {
+        install_if_null(&self.stripes, StripedCounter::new);
+        let mut w = self.word.load(Ordering::Acquire);
+        while w & FLAGS == 0 {
+            match self.word.compare_exchange_weak(
+                w,
+                w | STRIPED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
+    /// Whether adds go to stripes.
+    pub(crate) fn is_striped(&self) -> bool {
+        self.word.load(Ordering::Acquire) & STRIPED != 0
+    }
+
+    /// The entry's count; `None` if it moved (look the key up again).
+    /// Waits while a move fills it.
+    pub(crate) fn read(&self) -> Option<u64> {
+        let mut rounds = 0;
+        loop {
+            let w = self.word.load(Ordering::Acquire);
+            if w & SEALED != 0 {
+                return None;
+            }
+            if w & INCOMING != 0 {
+                wait_hint(&mut rounds);
+                continue;
+            }
+            let mut c = count(w);
+            if w & STRIPED != 0 {
+                if let Some(s) = self.stripes() {
+                    c = c.saturating_add(s.sum());
+                }
+            }
+            return Some(c);
+        }
+    }
+
+    /// Takes the whole count, leaving 0 (see "Takes"). Under the shard
+    /// lock.
+    pub(crate) fn take(&self) -> u64 {
+        let mut w = self.word.load(Ordering::Acquire);
+        let mut taken = loop {
+            if count(w) == 0 {
+                break 0;
+            }
+            match self
+                .word
+                .compare_exchange_weak(w, w & FLAGS, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break count(w),
+                Err(actual) => w = actual,
+            }
+        };
+        if let Some(s) = self.stripes() {
+            taken = taken.saturating_add(s.sum_and_reset());
+        }
+        taken
+    }
+
+    /// The hot-key detector's word.
+    #[inline]
+    pub(crate) fn hot(&self) -> &AtomicU64 {
+        &self.hot
+    }
+
+    /// Moves this entry's count into `to` (prepared `INCOMING`); see
+    /// "Moves". Under the shard lock.
+    pub(crate) fn move_into(&self, to: &Entry) {
+        let w = self.word.fetch_or(SEALED, Ordering::AcqRel);
+        debug_assert!(w & (SEALED | INCOMING) == 0, "moves live entries only");
+        if w & STRIPED != 0 {
+            let p = self.stripes.load(Ordering::Acquire);
+            to.stripes.store(p, Ordering::Release);
+            self.stripes.store(
+                (p as usize | LENT) as *mut StripedCounter,
+                Ordering::Release,
+            );
+        }
+        to.hot
+            .store(self.hot.load(Ordering::Acquire), Ordering::Release);
+        let mut t = to.word.load(Ordering::Acquire);
+        loop {
+            let new = count(t).saturating_add(count(w)).min(COUNT_MAX)
+                | (t & FLAGS & !INCOMING)
+                | (w & STRIPED);
+            match to
+                .word
+                .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => t = actual,
+            }
+        }
+    }
+
+    /// Heap bytes held outside the slot (a striped entry's counter).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let p = self.stripes.load(Ordering::Acquire) as usize;
+        if p == 0 || p & LENT != 0 {
+            return 0;
+        }
+        self.stripes().map_or(0, |s| {
+            std::mem::size_of::<StripedCounter>() + s.heap_bytes()
+        })
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        let p = *self.stripes.get_mut();
+        #[cfg(loom)]
+        let p = self.stripes.with_mut(|p| *p);
+        if !p.is_null() && p as usize & LENT == 0 {
+            // SAFETY: owned (not `LENT`), from `Box::into_raw`, and the slot
+            // is being dropped with its table, past every guard.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vacant_entry_is_all_zero_bytes() {
+        // `Value::ZEROED_VACANT` for `Entry` (ring.rs) relies on it.
+        let e = Entry::vacant();
+        // SAFETY: reading the bytes of a plain-old-data struct.
+        let bytes: [u8; std::mem::size_of::<Entry>()] = unsafe { std::mem::transmute_copy(&e) };
+        assert!(bytes.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn adds_saturate_and_take() {
+        let e = Entry::vacant();
+        e.init(false);
+        assert_eq!(e.try_add(3), Some(3));
+        assert_eq!(e.add(2), Add::Done(Some(5)));
+        assert_eq!(e.add(u64::MAX), Add::Done(Some(COUNT_MAX)));
+        assert_eq!(e.read(), Some(COUNT_MAX));
+        assert_eq!(e.take(), COUNT_MAX);
+        assert_eq!(e.read(), Some(0));
+    }
+
+    #[test]
+    fn striped_entries_count_in_both_parts_and_move_whole() {
+        let e = Entry::vacant();
+        e.init(false);
+        e.add(4);
+        e.stripe();
+        assert!(e.is_striped());
+        assert_eq!(e.try_add(1), None);
+        assert_eq!(e.add(6), Add::Done(None));
+        assert_eq!(e.read(), Some(10));
+        let to = Entry::vacant();
+        to.init(true);
+        assert_eq!(
+            to.add(1),
+            Add::Done(Some(1)),
+            "adds race into an incoming slot"
+        );
+        e.hot().store(9, Ordering::Relaxed);
+        e.move_into(&to);
+        assert_eq!(e.add(1), Add::Moved);
+        assert_eq!(e.read(), None);
+        assert_eq!(to.read(), Some(11));
+        assert!(to.is_striped());
+        assert_eq!(to.hot().load(Ordering::Relaxed), 9);
+        assert_eq!(e.heap_bytes(), 0, "the stripes moved on");
+        assert!(to.heap_bytes() > 0);
+        assert_eq!(to.take(), 11);
+        assert_eq!(to.read(), Some(0));
+    }
+}

@@ -1,0 +1,354 @@
+//! The slice ring: one map of keys per live slice of the window. The
+//! per-key engine is *slice-major*: a key's count in slice `e` is an
+//! [`Entry`] in the map of slice `e`, and an add touches only that map.
+//!
+//! # Why slice-major
+//! A key-major design keeps each key's whole window (a ring of `S` slice
+//! counts) together. On a skewed stream with time moving, nearly every key
+//! recurs within the window, so every key ends up holding `S` slices, the
+//! structure outgrows the last-level cache, and each key's first add in a
+//! new slice touches its cold out-of-line window. Here the hot path only
+//! touches the current slice's map, which holds the keys seen in one slice
+//! (a few hundred thousand on the issue-10 stream, about 16 MB), so it
+//! stays cache-resident the way a `DashMap` of one counter per key does.
+//! A key's window sum reads `S` maps instead of one ring: reads pay, adds
+//! do not. Measured in IMPLEMENTATION.md and BENCHMARKS.md.
+//!
+//! # Structure
+//! `S` slots; slot `e mod S` holds the map of epoch `e` (or of an older
+//! epoch of the same residue, or nothing). A map's epoch never changes.
+//!
+//! # Invariants
+//! 1. A slot's map is replaced only by a map of a later epoch (CAS from
+//!    the pointer read), so slot epochs only increase; the replaced map is
+//!    handed to the collector, never freed while a guard can reach it.
+//! 2. `newest` is at least the epoch of every installed map, and a map is
+//!    installed for `e` only while `e + S > newest` (a slice already out of
+//!    the newest window is never brought back).
+//! 3. Every map shares the ring's hasher (so one hash serves every slice's
+//!    lookup) and the ring's collector (so one guard covers them all).
+//!
+//! # Adds racing a rotation
+//! An add at `e` that loaded the map of `e` before it was replaced by the
+//! map of `e + kS` counts in the replaced map: it is outside the window of
+//! every epoch from `e + S` on, so no read at or after the newest add could
+//! include it (exactly as a [`crate::SlidingWindow`] cell recycled under a
+//! racing add). An add at an epoch whose slot holds a later one is older
+//! than the ring: dropped and reported.
+//!
+//! # Orderings
+//! Slot loads `Acquire`, installs `AcqRel` CAS (the map is built before it
+//! is published). `newest` is a `fetch_max`, read `Acquire`.
+
+use super::entry::Entry;
+use super::key::KeyHasher;
+use super::map::{Map, Value};
+use super::reclaim::{Graveyard, Guard};
+use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use std::hash::Hash;
+use std::ptr;
+use strength_reduce::StrengthReducedU64;
+
+/// Keys a slice map's shard holds, about, before the ring gives the next
+/// slice's map more shards.
+const KEYS_PER_SHARD: usize = 2048;
+
+/// The fewest shards a slice map has: twice the CPUs (rounded up to a
+/// power of two), so that threads inserting at once rarely share a lock.
+fn min_shards() -> usize {
+    2 * crate::stripes::default_cap()
+}
+
+/// The map of one slice.
+pub(crate) struct SliceMap<K, S> {
+    /// The slice (epoch) this map counts.
+    pub(crate) epoch: u64,
+    /// Every key with adds in this slice, and its count.
+    pub(crate) map: Map<K, Entry, S>,
+}
+
+/// The ring of slice maps (see the module docs).
+pub(crate) struct Ring<K, S> {
+    slots: Box<[AtomicPtr<SliceMap<K, S>>]>,
+    slices: u64,
+    slot_of: StrengthReducedU64,
+    /// The newest epoch installed (0 before the first: no epoch is older
+    /// than the window of 0).
+    newest: AtomicU64,
+    hasher: S,
+    max_keys: usize,
+    /// Boxed (maps keep its address, and the ring may move), and declared
+    /// last: dropped after the maps (`Map::new_in`'s contract).
+    graveyard: Box<Graveyard>,
+}
+
+impl Value for Entry {
+    type Cfg = ();
+
+    fn vacant() -> Self {
+        Entry::vacant()
+    }
+
+    // Two zero words and a null pointer (`Entry::vacant`).
+    #[cfg(not(loom))]
+    const ZEROED_VACANT: bool = true;
+
+    fn init(&self, _cfg: &(), incoming: bool) {
+        Entry::init(self, incoming);
+    }
+
+    fn move_into(&self, to: &Self, _cfg: &(), _guard: &Guard<'_>, _graveyard: &Graveyard) {
+        Entry::move_into(self, to);
+    }
+
+    fn try_retire(&self, _now: u64, _cfg: &(), _guard: &Guard<'_>, _graveyard: &Graveyard) -> bool {
+        false // whole slices retire, never one key
+    }
+
+    fn is_dead(&self) -> bool {
+        false
+    }
+
+    fn heap_bytes(&self, _cfg: &()) -> usize {
+        Entry::heap_bytes(self)
+    }
+}
+
+impl<K, S> Ring<K, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: KeyHasher,
+{
+    /// An empty ring of `slices` slots.
+    pub(crate) fn new(slices: usize, hasher: S) -> Self {
+        Ring {
+            slots: (0..slices)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect(),
+            slices: slices as u64,
+            slot_of: StrengthReducedU64::new(slices as u64),
+            newest: AtomicU64::new(0),
+            hasher,
+            max_keys: usize::MAX,
+            graveyard: Box::default(),
+        }
+    }
+
+    /// Each slice holds at most `max_keys` keys.
+    pub(crate) fn set_max_keys(&mut self, max_keys: usize) {
+        self.max_keys = max_keys;
+    }
+
+    /// The collector every guard on this ring pins.
+    #[inline]
+    pub(crate) fn graveyard(&self) -> &Graveyard {
+        &self.graveyard
+    }
+
+    /// The hasher every slice's map uses.
+    pub(crate) fn hasher(&self) -> &S {
+        &self.hasher
+    }
+
+    /// The hash every slice's lookup of `key` uses.
+    #[inline]
+    pub(crate) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    #[inline]
+    fn slot(&self, e: u64) -> &AtomicPtr<SliceMap<K, S>> {
+        &self.slots[(e % self.slot_of) as usize]
+    }
+
+    #[inline]
+    fn load<'g>(&self, e: u64, _guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
+        // SAFETY: a map in a slot is freed only through the collector after
+        // it was replaced (invariant 1), and the caller holds a guard.
+        unsafe { self.slot(e).load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The map of epoch `e`, if installed.
+    #[inline]
+    pub(crate) fn get<'g>(&self, e: u64, guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
+        self.load(e, guard).filter(|m| m.epoch == e)
+    }
+
+    /// Whether `e` is older than the window of the newest slice installed
+    /// (`e + S <= newest`: its adds are dropped, and no decision is made
+    /// at it). In `u128`, so epochs near `u64::MAX` compare exactly.
+    #[inline]
+    pub(crate) fn too_old(&self, e: u64) -> bool {
+        u128::from(e) + u128::from(self.slices) <= u128::from(self.newest())
+    }
+
+    /// The newest epoch installed.
+    #[inline]
+    pub(crate) fn newest(&self) -> u64 {
+        self.newest.load(Ordering::Acquire)
+    }
+
+    /// The map an add at `e` writes, if it is installed and `e` is not
+    /// older than the ring: the common case of every add.
+    #[inline]
+    pub(crate) fn current<'g>(&self, e: u64, guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
+        self.get(e, guard).filter(|_| !self.too_old(e))
+    }
+
+    /// The map an add at `e` writes, installing it if needed; `None` if
+    /// `e` is older than the ring (invariant 2).
+    #[inline]
+    pub(crate) fn for_add<'g>(&self, e: u64, guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
+        match self.load(e, guard) {
+            Some(m) if m.epoch == e => (!self.too_old(e)).then_some(m),
+            _ => self.install(e, guard),
+        }
+    }
+
+    #[cold]
+    fn install<'g>(&self, e: u64, guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
+        let slot = self.slot(e);
+        let mut cur = slot.load(Ordering::Acquire);
+        loop {
+            // SAFETY: as in `load`.
+            if let Some(m) = unsafe { cur.as_ref() } {
+                if m.epoch == e {
+                    return Some(m);
+                }
+                if m.epoch > e {
+                    return None;
+                }
+            }
+            if self.too_old(e) {
+                return None;
+            }
+            let fresh = Box::into_raw(Box::new(self.fresh_map(e, guard)));
+            match slot.compare_exchange(cur, fresh, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.newest.fetch_max(e, Ordering::AcqRel);
+                    if !cur.is_null() {
+                        // SAFETY: `cur` is unlinked (the slot holds `fresh`),
+                        // came from `Box::into_raw`, and only this CAS's
+                        // winner hands it over.
+                        unsafe { guard.defer_free(cur, &self.graveyard) };
+                    }
+                    // SAFETY: just published; freed only through the
+                    // collector.
+                    return Some(unsafe { &*fresh });
+                }
+                Err(actual) => {
+                    // SAFETY: never published.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    cur = actual;
+                }
+            }
+        }
+    }
+
+    /// A map for epoch `e`, sized for the keys the newest map holds
+    /// (slices of a steady stream see similar keys): as many shards as
+    /// keep a shard's table small (at least enough that inserting threads
+    /// rarely share a lock), each table presized so that filling the map
+    /// needs no rebuild.
+    fn fresh_map(&self, e: u64, guard: &Guard<'_>) -> SliceMap<K, S> {
+        let prev = self.get(self.newest(), guard).map_or(0, |m| m.map.len());
+        let shards = (prev / KEYS_PER_SHARD).max(min_shards());
+        // SAFETY: the ring's graveyard is dropped after every map: the
+        // installed ones in `Drop`, the deferred ones by the collector's
+        // own drop; neither drop uses it (field order, see `Ring`).
+        let mut map = unsafe { Map::new_in(self.hasher.clone(), &self.graveyard, shards) };
+        map.set_max_keys(self.max_keys);
+        let per_shard = prev.div_ceil(map.shards());
+        map.presize(|_| per_shard);
+        SliceMap { epoch: e, map }
+    }
+
+    /// Calls `f` on every map whose epoch is in the window ending at `e`
+    /// (`e - S < epoch <= e`).
+    #[inline]
+    pub(crate) fn for_each_live<'g>(
+        &self,
+        e: u64,
+        _guard: &'g Guard<'_>,
+        mut f: impl FnMut(&'g SliceMap<K, S>),
+    ) {
+        for i in 0..self.slots.len() {
+            // SAFETY: as in `load`.
+            if let Some(m) = unsafe { self.slots[i].load(Ordering::Acquire).as_ref() } {
+                if m.epoch <= e && e - m.epoch < self.slices {
+                    f(m);
+                }
+            }
+        }
+    }
+
+    /// Calls `f` on every installed map, whatever its epoch.
+    pub(crate) fn for_each_map<'g>(
+        &self,
+        _guard: &'g Guard<'_>,
+        mut f: impl FnMut(&'g SliceMap<K, S>),
+    ) {
+        for s in self.slots.iter() {
+            // SAFETY: as in `load`.
+            if let Some(m) = unsafe { s.load(Ordering::Acquire).as_ref() } {
+                f(m);
+            }
+        }
+    }
+
+    /// Drops every map older than the window ending at `e`; returns the
+    /// entries they held.
+    pub(crate) fn retire_before(&self, e: u64, guard: &Guard<'_>) -> usize {
+        let mut dropped = 0;
+        for s in self.slots.iter() {
+            let cur = s.load(Ordering::Acquire);
+            // SAFETY: as in `load`.
+            let Some(m) = (unsafe { cur.as_ref() }) else {
+                continue;
+            };
+            if u128::from(m.epoch) + u128::from(self.slices) <= u128::from(e)
+                && s.compare_exchange(cur, ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                dropped += m.map.len();
+                // SAFETY: unlinked by this CAS, handed over once.
+                unsafe { guard.defer_free(cur, &self.graveyard) };
+            }
+        }
+        dropped
+    }
+
+    /// Entries held by every installed map.
+    pub(crate) fn len(&self) -> usize {
+        let guard = Guard::pin(&self.graveyard);
+        let mut n = 0;
+        self.for_each_map(&guard, |m| n += m.map.len());
+        n
+    }
+
+    /// Heap bytes of the ring and its maps.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let guard = Guard::pin(&self.graveyard);
+        let mut b = self.slots.len() * std::mem::size_of::<AtomicPtr<SliceMap<K, S>>>();
+        self.for_each_map(&guard, |m| {
+            b += std::mem::size_of::<SliceMap<K, S>>() + m.map.memory_bytes(&());
+        });
+        b
+    }
+}
+
+impl<K, S> Drop for Ring<K, S> {
+    fn drop(&mut self) {
+        for s in self.slots.iter_mut() {
+            #[cfg(not(loom))]
+            let p = *s.get_mut();
+            #[cfg(loom)]
+            let p = s.with_mut(|p| *p);
+            if !p.is_null() {
+                // SAFETY: `&mut self`: no guard of this ring is alive, and an
+                // installed map was never handed to the collector.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
