@@ -51,8 +51,8 @@ pub use error::ConfigError;
 pub use keyed::model as __loom_keyed;
 pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyRef, KeyedWindows};
 pub use limiter::{
-    Decision, Denied, Fixed, FixedWindowLimiter, Limiter, Multi, MultiLimiter, OneLimit, Shape,
-    Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,
+    Decision, Denied, Fixed, FixedWindowLimiter, FloodPolicy, KeyedLimiter, Limiter, Multi,
+    MultiLimiter, OneLimit, Shape, Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,
 };
 pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
