@@ -162,13 +162,14 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];
         let limits = self.quotas.read(hash, key, &guard, &mut buf);
+        let cfg = &self.shared.cfg;
         if n == 0 || limits.iter().any(|&l| n > l) {
-            // Nothing to take: the decision is a read, and holds no key.
+            // Nothing to take: the grant writes nothing (it decides on
+            // `n` alone), so it runs as a read, and holds no key.
             return self.read_state(hash, key, &guard, |st| {
-                st.peek(&self.shared.cfg, now, n, limits)
+                st.decide_with::<false>(cfg, now, n, limits)
             });
         }
-        let cfg = &self.shared.cfg;
         let d = if limits.len() == 1 {
             self.on_state(hash, key, now, &guard, |st| {
                 st.decide_with::<true>(cfg, now, n, limits)
