@@ -229,16 +229,22 @@ where
     ) -> Option<&'g V> {
         let p = &self.ptrs[Self::shard(hash)];
         loop {
+            // `current` first, and `old` only on a miss there (after it, as
+            // the module docs require): a hit costs no load of `old`.
             let cur = p.current.load(Ordering::Acquire);
+            // SAFETY: a non-null table pointer loaded under a guard stays
+            // valid until the guard is dropped (tables are freed through
+            // the collector, invariant 1).
+            if let Some(t) = unsafe { cur.as_ref() } {
+                if let Some(s) = t.find(hash, &is) {
+                    return Some(s.value());
+                }
+            }
             let old = p.old.load(Ordering::Acquire);
-            for t in [cur, old] {
-                // SAFETY: a non-null table pointer loaded under a guard
-                // stays valid until the guard is dropped (tables are freed
-                // through the collector, invariant 1).
-                if let Some(t) = unsafe { t.as_ref() } {
-                    if let Some(s) = t.find(hash, &is) {
-                        return Some(s.value());
-                    }
+            // SAFETY: as above.
+            if let Some(t) = unsafe { old.as_ref() } {
+                if let Some(s) = t.find(hash, &is) {
+                    return Some(s.value());
                 }
             }
             if p.current.load(Ordering::Acquire) == cur && p.old.load(Ordering::Acquire) == old {

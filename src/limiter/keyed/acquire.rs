@@ -30,16 +30,17 @@ use crate::keyed::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
 use crate::limiter::decision::Decision;
 use crate::limiter::state::{AdmissionState, Refused};
+use crate::limiter::Denied;
 use crate::sync::{wait_hint, Ordering};
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-/// A grant's outcome as a bool, `None` for a sealed state.
+/// A grant's verdict, `None` for a sealed state.
 #[inline(always)]
-fn granted(r: Result<u64, Refused>) -> Option<bool> {
+fn verdict(r: Result<u64, Refused>) -> Option<Result<u64, Denied>> {
     match r {
-        Ok(_) => Some(true),
-        Err(Refused::Denied { .. }) => Some(false),
+        Ok(e) => Some(Ok(e)),
+        Err(Refused::Denied { reason, .. }) => Some(Err(reason)),
         Err(Refused::Sealed) => None,
     }
 }
@@ -95,29 +96,58 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// ```
     #[inline]
     pub fn try_acquire_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
+        self.try_acquire_verbose_at(key, now, n).is_ok()
+    }
+
+    /// Like [`try_acquire_at`](Self::try_acquire_at), but says why a request
+    /// was refused. `Ok(epoch)`: the slice (`time / slice length`) the
+    /// permits were counted in, at least `epoch_at(now)` (later when the
+    /// key had already seen a later time). As cheap as `try_acquire_at`.
+    ///
+    /// ```
+    /// # use stripecount::{Denied, KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 10, ManualClock::new())?;
+    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 250_000_000, 1), Ok(2));
+    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 0, 1), Err(Denied::Exhausted));
+    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 0, 2), Err(Denied::ExceedsLimit));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_verbose_at<Q: KeyRef<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: u64,
+        n: u64,
+    ) -> Result<u64, Denied> {
         let guard = Guard::pin(self.map.graveyard());
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];
         let limits = self.quotas.read(hash, key, &guard, &mut buf);
         if n == 0 {
-            return true;
+            return Ok(self.epoch(now));
         }
         if limits.iter().any(|&l| n > l) {
-            return false;
+            return Err(Denied::ExceedsLimit);
         }
         let cfg = &self.shared.cfg;
         let r = if limits.len() == 1 {
             let limit = limits[0];
             self.on_state(hash, key, now, &guard, |st| {
-                granted(st.acquire_one(cfg, now, n, limit))
+                verdict(st.acquire_one(cfg, now, n, limit))
             })
         } else {
             self.on_state(hash, key, now, &guard, |st| {
-                granted(st.acquire(cfg, now, n, limits))
+                verdict(st.acquire(cfg, now, n, limits))
             })
         };
         self.sweep_step(now);
-        r.unwrap_or_else(|| self.untracked(|admit| admit))
+        r.unwrap_or_else(|| {
+            self.untracked(|admit| match admit {
+                true => Ok(self.epoch(now)),
+                false => Err(Denied::TooManyKeys),
+            })
+        })
     }
 
     /// Takes `n` permits for `key` now and returns the whole [`Decision`]:
