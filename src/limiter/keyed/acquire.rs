@@ -122,21 +122,29 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     ) -> Result<u64, Denied> {
         let guard = Guard::pin(self.map.graveyard());
         let hash = self.map.hash(key);
-        let mut buf = [0u64; MAX_LIMITS];
-        let limits = self.quotas.read(hash, key, &guard, &mut buf);
-        if n == 0 {
-            return Ok(self.epoch(now));
-        }
-        if limits.iter().any(|&l| n > l) {
-            return Err(Denied::ExceedsLimit);
-        }
         let cfg = &self.shared.cfg;
-        let r = if limits.len() == 1 {
-            let limit = limits[0];
+        let r = if self.quotas.levels() == 1 {
+            let limit = self.quotas.read_one(hash, key, &guard);
+            if n == 0 || n > limit {
+                return if n == 0 {
+                    Ok(self.epoch(now))
+                } else {
+                    Err(Denied::ExceedsLimit)
+                };
+            }
             self.on_state(hash, key, now, &guard, |st| {
                 verdict(st.acquire_one(cfg, now, n, limit))
             })
         } else {
+            let mut buf = [0u64; MAX_LIMITS];
+            let limits = self.quotas.read(hash, key, &guard, &mut buf);
+            if n == 0 || limits.iter().any(|&l| n > l) {
+                return if n == 0 {
+                    Ok(self.epoch(now))
+                } else {
+                    Err(Denied::ExceedsLimit)
+                };
+            }
             self.on_state(hash, key, now, &guard, |st| {
                 verdict(st.acquire(cfg, now, n, limits))
             })

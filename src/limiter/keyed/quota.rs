@@ -138,6 +138,23 @@ impl<K: Key, S: BuildHasher> Quotas<K, S> {
         &buf[..k]
     }
 
+    /// The single limit of the key whose hash is `hash` (a limiter of one
+    /// limit: no buffer to fill).
+    #[inline]
+    pub(crate) fn read_one<Q: KeyRef<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+        guard: &Guard<'_>,
+    ) -> u64 {
+        debug_assert_eq!(self.levels, 1);
+        if self.count.load(Ordering::Acquire) == 0 {
+            return self.defaults[0].load(Ordering::Relaxed);
+        }
+        let mut buf = [0u64; MAX_LIMITS];
+        self.read(hash, key, guard, &mut buf)[0]
+    }
+
     #[inline(never)]
     fn read_override<Q: KeyRef<K> + ?Sized>(
         &self,
