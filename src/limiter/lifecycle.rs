@@ -213,6 +213,18 @@ impl AdmissionState {
     /// newest epoch, if later); final once the state is sealed. A pending
     /// state is not idle.
     pub fn is_idle_at(&self, cfg: &Config, now: u64) -> bool {
+        // Every grant is counted at or before the state's epoch `E` (a roll
+        // in progress has moved `epoch` ahead of its counts, never behind):
+        // if `E` is a whole window behind `now` in every level, nothing is
+        // left in any window. One load, for the keys a sweep finds long idle.
+        let e = self.epoch.load(Ordering::Acquire);
+        if e != PENDING_EPOCH {
+            let (e, j) = (e & !FLAG, cfg.epoch_of(now));
+            let gone = |lv: &super::config::Level| e / lv.ratio + lv.slices <= j / lv.ratio;
+            if cfg.levels().iter().all(gone) {
+                return true;
+            }
+        }
         self.read(cfg, |snap| {
             let j = cfg.epoch_of(now).max(snap.epoch);
             (0..cfg.len()).all(|i| snap.level(cfg, i).used_at(j) == 0)
