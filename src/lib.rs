@@ -8,6 +8,9 @@
 //! - [`SlidingWindow`]: an exact sliding time window built from
 //!   epoch-tagged slices recycled by CAS: no add is ever wiped, counted
 //!   twice, or filed under the wrong slice.
+//! - Strict limiters: [`SlidingWindowLimiter`], [`FixedWindowLimiter`],
+//!   [`MultiLimiter`] (several limits in one CAS) and, per key with bounded
+//!   memory, [`KeyedLimiter`].
 //! - Clocks ([`MonotonicClock`], [`CoarseClock`], [`ManualClock`]) injected
 //!   into every structure, plus `*_at(now)` methods for callers that already
 //!   know the time.
