@@ -13,23 +13,47 @@
 //! both on governor's precise `QuantaClock` (TSC-based, ~4x cheaper here
 //! than `Instant::now`, which `MonotonicClock` reads).
 //!
+//! Per key (issue 11): `KeyedLimiter` against governor's keyed limiter
+//! (`check_key`, GCRA in a `DashMap`, on its coarse `QuantaUpkeepClock`),
+//! admitting and refusing (1 permit per window), at 1 and 2 threads, on the
+//! issue-10 stream (`stripecount_baselines::zipf`: Zipf(1.0) over 1M `u64`
+//! keys, every key inserted by one untimed pass, each thread walking the
+//! stream from its own offset; time advancing 1 ms every 4096 requests,
+//! passed to `try_acquire_at`; 10 s windows of 10 slices, governor with the
+//! same permits per 10 s) and on one hot key. `keyed-fixed-zipf` is ours
+//! with one slice (a fixed window per key: no history block);
+//! `keyed-zipf-1s` is ours on real time (`CoarseClock`), 1 s in 10 slices,
+//! where nearly every request on a warm key rolls its state and keys idle
+//! for a second are evicted (ours evicts as it goes, governor never does).
+//! Before the timed runs it prints heap bytes per key for the 1M keys each
+//! acquired once, both limiters, counted by a global allocator wrapper
+//! (`counting_alloc.rs`).
+//!
 //! Run: `cargo bench --bench limiter -- --warm-up-time 1 --measurement-time 2`
+//! (keyed rows only: `... --bench limiter -- keyed_limiter ...`)
 
 mod common;
+mod counting_alloc;
 
 use common::{bench_threads, config, THREADS};
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use governor::clock::{Clock as GovClock, QuantaClock, QuantaUpkeepClock, Reference};
 use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DashMapStateStore;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{Clock, CoarseClock, FixedWindowLimiter, MultiLimiter, SlidingWindowLimiter};
+use stripecount::{
+    Clock, CoarseClock, FixedWindowLimiter, KeyedLimiter, ManualClock, MultiLimiter,
+    SlidingWindowLimiter,
+};
 use stripecount_baselines::harness::Pool;
 use stripecount_baselines::limiters::MutexLimiter;
+use stripecount_baselines::zipf::ZipfStream;
 
 const WINDOW: Duration = Duration::from_secs(1);
 const SLICES: usize = 10;
@@ -167,5 +191,155 @@ fn limiters(c: &mut Criterion) {
     regime(c, "refuse", 1);
 }
 
-criterion_group! { name = benches; config = config(); targets = limiters }
+type GovernorKeyed<C> = RateLimiter<
+    u64,
+    DashMapStateStore<u64>,
+    C,
+    NoOpMiddleware<<C as governor::clock::Clock>::Instant>,
+>;
+
+/// The key of the one-hot-key rows.
+const HOT_KEY: u64 = 7;
+/// The per-key rows' window (the issue-10 stream's: 10 s in 10 slices).
+const KEYED_WINDOW: Duration = Duration::from_secs(10);
+/// Time starts 1 s into the clock's timeline.
+const START: u64 = 1_000_000_000;
+/// Requests per millisecond of time (the issue-10 stream's).
+const OPS_PER_MS: u64 = 4096;
+
+/// The time of op `i`: 1 ms more every [`OPS_PER_MS`] ops.
+#[inline(always)]
+fn now_of(i: u64) -> u64 {
+    START + (i / OPS_PER_MS) * 1_000_000
+}
+
+/// Ours on the op's time: `limit` per 10 s in `slices` slices.
+fn ours_at(limit: u32, slices: usize) -> KeyedLimiter<u64, ManualClock> {
+    KeyedLimiter::with_clock(u64::from(limit), KEYED_WINDOW, slices, ManualClock::new()).unwrap()
+}
+
+/// governor with the same permits per 10 s, on its coarse clock.
+fn governor_keyed(limit: u32) -> GovernorKeyed<QuantaUpkeepClock> {
+    let quota = if limit == u32::MAX {
+        Quota::per_second(NonZeroU32::MAX)
+    } else {
+        let per = KEYED_WINDOW / limit;
+        Quota::with_period(per)
+            .unwrap()
+            .allow_burst(NonZeroU32::new(limit).unwrap())
+    };
+    let upkeep = QuantaUpkeepClock::from_interval(Duration::from_millis(1)).expect("upkeep clock");
+    RateLimiter::new(quota, DashMapStateStore::default(), upkeep)
+}
+
+/// A Zipf row: every key inserted by one untimed pass, then `op(state,
+/// key, i)` on the stream from each thread's offset.
+fn zipf_row<S: Send + Sync + 'static>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    pool: &Pool,
+    z: &Arc<ZipfStream>,
+    name: &str,
+    state: S,
+    op: fn(&S, u64, u64),
+) {
+    let threads = pool.threads();
+    for k in z.all_keys() {
+        op(&state, k, 0);
+    }
+    let state = Arc::new((state, z.clone()));
+    bench_threads(g, pool, name, state, move |s, t, i| {
+        let z = &s.1;
+        op(&s.0, z.key(z.offset(t, threads) + i as usize), i);
+    });
+}
+
+/// The per-key rows of one regime (see the module docs).
+fn keyed_regime(c: &mut Criterion, z: &Arc<ZipfStream>, name: &str, limit: u32) {
+    let mut g = c.benchmark_group(format!("keyed_limiter_{name}"));
+    for threads in [1, 2] {
+        let pool = Pool::new(threads);
+        let at = |l: &KeyedLimiter<u64, ManualClock>, k: u64, i: u64| {
+            black_box(l.try_acquire_at(&k, now_of(i), 1));
+        };
+        zipf_row(&mut g, &pool, z, "keyed-zipf/at", ours_at(limit, 10), at);
+        zipf_row(
+            &mut g,
+            &pool,
+            z,
+            "keyed-fixed-zipf/at",
+            ours_at(limit, 1),
+            at,
+        );
+        let gov = |l: &GovernorKeyed<QuantaUpkeepClock>, k: u64, _: u64| {
+            black_box(l.check_key(&k).is_ok());
+        };
+        zipf_row(
+            &mut g,
+            &pool,
+            z,
+            "governor-zipf/upkeep",
+            governor_keyed(limit),
+            gov,
+        );
+        // Real time, 1 s in 10 slices of 100 ms: nearly every request on a
+        // warm key is its first in its slice (a roll), and keys idle for a
+        // second are evicted and inserted again.
+        let coarse =
+            KeyedLimiter::with_clock(u64::from(limit), WINDOW, SLICES, CoarseClock::new()).unwrap();
+        let now = |l: &KeyedLimiter<u64, CoarseClock>, k: u64, _: u64| {
+            black_box(l.try_acquire(&k));
+        };
+        zipf_row(&mut g, &pool, z, "keyed-zipf-1s/coarse", coarse, now);
+        let hot = Arc::new(ours_at(limit, 10));
+        bench_threads(&mut g, &pool, "keyed-hot/at", hot, |l, _, i| {
+            black_box(l.try_acquire_at(&HOT_KEY, now_of(i), 1));
+        });
+        let gov = Arc::new(governor_keyed(limit));
+        bench_threads(&mut g, &pool, "governor-hot/upkeep", gov, |l, _, _| {
+            black_box(l.check_key(&HOT_KEY).is_ok());
+        });
+    }
+    g.finish();
+}
+
+/// Heap bytes per key for every key of the distribution acquired once
+/// (map included), for both limiters; and what a key with grants in every
+/// slice of its window adds to ours.
+fn memory_report(z: &ZipfStream) {
+    let keys = z.all_keys().count() as f64;
+    let before = counting_alloc::live_bytes();
+    let lim = ours_at(1_000_000, 10);
+    for k in z.all_keys() {
+        lim.try_acquire_at(&k, START, 1);
+    }
+    let ours_bytes = (counting_alloc::live_bytes() - before) as f64 / keys;
+    drop(lim);
+    let before = counting_alloc::live_bytes();
+    let gov: governor::DefaultKeyedRateLimiter<u64> =
+        RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX));
+    for k in z.all_keys() {
+        let _ = gov.check_key(&k);
+    }
+    let gov_bytes = (counting_alloc::live_bytes() - before) as f64 / keys;
+    drop(gov);
+    let lim = ours_at(100, 10);
+    lim.try_acquire_at(&HOT_KEY, START, 1);
+    let one = lim.memory_bytes();
+    for s in 1..10 {
+        lim.try_acquire_at(&HOT_KEY, START + s * 1_000_000_000, 1);
+    }
+    let all = lim.memory_bytes() - one;
+    println!("heap bytes per key, 1M u64 keys each acquired once (map included):");
+    println!("  KeyedLimiter (10 s / 10 slices): {ours_bytes:.1} B/key; a key with grants in all 10 slices: + {all} B");
+    println!("  governor keyed limiter (DashMap): {gov_bytes:.1} B/key");
+}
+
+fn keyed(c: &mut Criterion) {
+    let z = Arc::new(ZipfStream::new());
+    memory_report(&z);
+    keyed_regime(c, &z, "admit", u32::MAX);
+    keyed_regime(c, &z, "refuse", 1);
+}
+
+criterion_group! { name = benches; config = config(); targets = limiters, keyed }
 criterion_main!(benches);

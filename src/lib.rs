@@ -8,6 +8,9 @@
 //! - [`SlidingWindow`]: an exact sliding time window built from
 //!   epoch-tagged slices recycled by CAS: no add is ever wiped, counted
 //!   twice, or filed under the wrong slice.
+//! - Strict limiters: [`SlidingWindowLimiter`], [`FixedWindowLimiter`],
+//!   [`MultiLimiter`] (several limits in one CAS) and, per key with bounded
+//!   memory, [`KeyedLimiter`].
 //! - Clocks ([`MonotonicClock`], [`CoarseClock`], [`ManualClock`]) injected
 //!   into every structure, plus `*_at(now)` methods for callers that already
 //!   know the time.
@@ -51,8 +54,8 @@ pub use error::ConfigError;
 pub use keyed::model as __loom_keyed;
 pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyHasher, KeyRef, KeyedWindows};
 pub use limiter::{
-    Decision, Denied, Fixed, FixedWindowLimiter, Limiter, Multi, MultiLimiter, OneLimit, Shape,
-    Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,
+    Decision, Denied, Fixed, FixedWindowLimiter, FloodPolicy, KeyedLimiter, Limiter, Multi,
+    MultiLimiter, OneLimit, Shape, Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,
 };
 pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;

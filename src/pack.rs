@@ -230,6 +230,12 @@ impl<F> AtomicWord<F> {
         Word::from_raw(self.inner.load(order))
     }
 
+    /// Stores `w` (for a word no other thread can see yet).
+    #[inline(always)]
+    pub(crate) fn store(&self, w: Word<F>, order: Ordering) {
+        self.inner.store(w.0, order);
+    }
+
     /// CAS `current -> new`; `Err` carries the value found.
     #[inline(always)]
     pub(crate) fn compare_exchange(

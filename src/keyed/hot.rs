@@ -281,9 +281,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             &self.home_cfg,
             e,
             guard,
-            |h| h.note_heavy(e),
+            |h, _| h.note_heavy(e),
         );
-        debug_assert!(made, "the home map is unbounded");
+        debug_assert!(made.is_some(), "the home map is unbounded");
         let s = self.home_cfg.slices;
         self.windows.ring.for_each_map(guard, |m| {
             if m.epoch >= e && m.epoch - e < s {

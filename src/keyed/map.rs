@@ -65,6 +65,14 @@
 //! within about one more window, a bounded amount of work per epoch and no
 //! background thread. (A jump of `k` epochs sweeps `k` times as many
 //! shards, up to all of them.)
+//!
+//! A value whose retire closes it for good before its second idle check
+//! (the per-key limiter's sealed state, `src/limiter/keyed/slot.rs`) may
+//! find the key live again: it stays `FULL`, closed
+//! ([`Value::must_move`]), and the sweep rebuilds the shard before it
+//! releases the lock, which moves the key into a fresh, open slot. Writers
+//! that meet the closed state look the key up again (they wait for the
+//! lock holder, a rare event: a write landing between the two checks).
 
 use super::reclaim::{Graveyard, Guard};
 use super::table::{Slot, Table, GROUP};
@@ -72,9 +80,10 @@ use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 use std::ptr::{self, NonNull};
 
-/// Where a map's unlinked memory waits: a collector it shares with its
-/// owner's other maps (see [`Map::new_in`]).
+/// Where a map's unlinked memory waits: its own collector, or one it
+/// shares with its owner's other maps (see [`Map::new_in`]).
 enum Yard {
+    Own(Box<Graveyard>),
     Shared(NonNull<Graveyard>),
 }
 
@@ -88,6 +97,7 @@ impl std::ops::Deref for Yard {
     type Target = Graveyard;
     fn deref(&self) -> &Graveyard {
         match self {
+            Yard::Own(g) => g,
             // SAFETY: `Map::new_in`'s contract.
             Yard::Shared(p) => unsafe { p.as_ref() },
         }
@@ -142,6 +152,15 @@ pub(crate) trait Value: Send + Sync + 'static {
     /// key afresh).
     fn is_dead(&self) -> bool;
 
+    /// Whether a [`try_retire`](Value::try_retire) that returned `false`
+    /// left the state closed to writers although the key is live (a write
+    /// slipped in after its idle check), so that the key must be moved to a
+    /// fresh slot: the sweep then rebuilds the shard (see "Bounds and
+    /// eviction"). Under the shard lock.
+    fn must_move(&self) -> bool {
+        false
+    }
+
     /// Heap bytes the state holds outside its slot.
     fn heap_bytes(&self, cfg: &Self::Cfg) -> usize;
 }
@@ -191,6 +210,18 @@ where
     V: Value,
     S: BuildHasher,
 {
+    /// An empty map with a collector of its own. `sweep_per_epoch`:
+    /// shards swept automatically at each new epoch (0 turns automatic
+    /// sweeping off).
+    pub(crate) fn new(hasher: S, sweep_per_epoch: usize) -> Self {
+        Self::with_yard(hasher, sweep_per_epoch, Yard::Own(Box::default()), SHARDS)
+    }
+
+    /// Sets the shards swept automatically at each new epoch (0: off).
+    pub(crate) fn set_sweep_per_epoch(&mut self, shards: usize) {
+        self.sweep_per_epoch = shards.min(self.shards);
+    }
+
     /// An empty map whose unlinked tables go to `graveyard`, which it
     /// shares with other maps (a guard pinned on it covers all of them).
     /// `shards` is rounded up to a power of two, at most [`SHARDS`]: a
@@ -298,6 +329,11 @@ where
     ) -> Option<&'g V> {
         let p = &self.ptrs[self.shard(hash)];
         loop {
+            // Both pointers before either probe (the module docs): loading
+            // `old` only after a miss in `current` would let a lookup probe
+            // the new table before the key moved in, then see the move's
+            // final null `old`, and report a present key absent
+            // (`loom-tests/tests/keyed.rs`, read_racing_a_table_move).
             let cur = p.current.load(Ordering::Acquire);
             let old = p.old.load(Ordering::Acquire);
             for t in [cur, old] {
@@ -328,6 +364,23 @@ where
         now: u64,
         guard: &'g Guard<'g>,
     ) -> Option<&'g V> {
+        self.upsert(hash, is, make, cfg, now, guard, |v, _| v)
+    }
+
+    /// [`get_or_insert`](Self::get_or_insert), then `f(state, inserted)`
+    /// still under the shard lock (so no move runs while `f` writes the
+    /// state). `None`: the map is full.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn upsert<'g, R>(
+        &'g self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> K,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+        f: impl FnOnce(&'g V, bool) -> R,
+    ) -> Option<R> {
         if !self.reserve(now, cfg) {
             return None;
         }
@@ -342,51 +395,52 @@ where
                 if self.max_keys != usize::MAX {
                     self.len.fetch_sub(1, Ordering::AcqRel);
                 }
-                return Some(s.value());
+                return Some(f(s.value(), false));
             }
         }
         let t = self.room_for_one(i, &mut st, cfg, now, guard);
         let s = t.insert(hash, make(), |v| v.init(cfg, false));
         st.len += 1;
-        Some(s.value())
+        Some(f(s.value(), true))
     }
 
-    /// [`get_or_insert`](Self::get_or_insert), then `f` on the key's state
-    /// before the shard's lock is released (so `f` is ordered with every
-    /// other insert, move and sweep of the shard, and with
-    /// [`with_locked`](Self::with_locked)). `false`: the map is full.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn upsert(
+    /// Removes the key if it is held and `agree(state)` (called under the
+    /// shard lock) says so; returns whether it was removed. The state must
+    /// be one that lock-free readers may still read after its removal.
+    pub(crate) fn remove_if(
         &self,
         hash: u64,
         is: impl Fn(&K) -> bool,
-        make: impl FnOnce() -> K,
-        cfg: &V::Cfg,
-        now: u64,
-        guard: &Guard<'_>,
-        f: impl FnOnce(&V),
+        agree: impl FnOnce(&V) -> bool,
     ) -> bool {
-        if !self.reserve(now, cfg) {
-            return false;
-        }
         let i = self.shard(hash);
         let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-        let p = &self.ptrs[i];
-        // SAFETY: as in `get_or_insert`.
-        if let Some(t) = unsafe { p.current.load(Ordering::Acquire).as_ref() } {
-            if let Some(s) = t.find(hash, &is) {
+        // SAFETY: as in `upsert`.
+        let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
+            return false;
+        };
+        match t.find(hash, &is) {
+            Some(s) if agree(s.value()) => {
+                t.remove(s);
+                st.len -= 1;
+                st.tombs += 1;
                 if self.max_keys != usize::MAX {
                     self.len.fetch_sub(1, Ordering::AcqRel);
                 }
-                f(s.value());
-                return true;
+                true
             }
+            _ => false,
         }
-        let t = self.room_for_one(i, &mut st, cfg, now, guard);
-        let s = t.insert(hash, make(), |v| v.init(cfg, false));
-        st.len += 1;
-        f(s.value());
-        true
+    }
+
+    /// Loom models only: moves every key of `hash`'s shard to a new table,
+    /// as an insert into a full table would.
+    #[cfg(loom)]
+    pub(crate) fn rebuild_shard(&self, hash: u64, cfg: &V::Cfg) {
+        let i = self.shard(hash);
+        let guard = Guard::pin(&self.graveyard);
+        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        self.rebuild(i, &mut st, cfg, &guard);
     }
 
     /// Reserves room for one more key, sweeping every shard (at most once
@@ -475,7 +529,8 @@ where
             }
             if self.sweep_per_epoch > 0 {
                 // Idle keys become tombstones, which the rebuild drops:
-                // the new table is sized for the keys still live.
+                // the new table is sized for the keys still live (and
+                // moves any key a retire left closed).
                 self.sweep_locked(t, st, now, cfg, guard);
             }
         }
@@ -540,6 +595,8 @@ where
         n
     }
 
+    /// Retires the idle keys of `t` (the current table); returns how many
+    /// were removed and how many must move (see [`Value::must_move`]).
     fn sweep_locked(
         &self,
         t: &Table<K, V>,
@@ -547,12 +604,14 @@ where
         now: u64,
         cfg: &V::Cfg,
         guard: &Guard<'_>,
-    ) -> usize {
-        let mut dropped = 0;
+    ) -> (usize, usize) {
+        let (mut dropped, mut stuck) = (0, 0);
         t.for_each(|s| {
             if s.value().try_retire(now, cfg, guard, &self.graveyard) {
                 t.remove(s);
                 dropped += 1;
+            } else if s.value().must_move() {
+                stuck += 1;
             }
         });
         st.len -= dropped;
@@ -560,7 +619,7 @@ where
         if self.max_keys != usize::MAX {
             self.len.fetch_sub(dropped, Ordering::AcqRel);
         }
-        dropped
+        (dropped, stuck)
     }
 
     /// Retires and removes every idle key of shard `i` (idle at epoch
@@ -569,10 +628,16 @@ where
         let guard = Guard::pin(&self.graveyard);
         let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: as in `get_or_insert`.
-        match unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
-            Some(t) => self.sweep_locked(t, &mut st, now, cfg, &guard),
-            None => 0,
+        let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
+            return 0;
+        };
+        let (dropped, stuck) = self.sweep_locked(t, &mut st, now, cfg, &guard);
+        if stuck > 0 {
+            // Keys closed by a retire that found them live again: moving
+            // them reopens them (in fresh slots).
+            self.rebuild(i, &mut st, cfg, &guard);
         }
+        dropped
     }
 
     /// Calls `f(key, state)` for every key held, one shard at a time under
@@ -624,6 +689,12 @@ where
 }
 
 impl<K, V, S> Map<K, V, S> {
+    /// The collector every guard on this map pins.
+    #[inline]
+    pub(crate) fn graveyard(&self) -> &Graveyard {
+        &self.graveyard
+    }
+
     /// Keys held now (never more than `max_keys`).
     #[inline]
     pub(crate) fn len(&self) -> usize {

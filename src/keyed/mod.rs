@@ -51,11 +51,11 @@ mod handle;
 mod home;
 mod hot;
 mod key;
-mod map;
+pub(crate) mod map;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
-mod reclaim;
+pub(crate) mod reclaim;
 mod ring;
 mod table;
 mod windows;

@@ -221,7 +221,6 @@ impl Config {
     }
 
     /// The bytes of one history block (the inline words are the owner's).
-    #[cfg_attr(not(any(test, loom)), allow(dead_code))] // see lifecycle.rs
     pub(crate) fn block_bytes(&self) -> usize {
         self.block_words * std::mem::size_of::<u64>()
     }

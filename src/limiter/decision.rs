@@ -32,6 +32,11 @@ pub enum Denied {
     /// The window has no room for the request now; it may fit later (see
     /// `retry_after_at`).
     Exhausted,
+    /// A per-key limiter holds its maximum number of keys, none of them
+    /// idle, and refuses keys it cannot track (see
+    /// [`KeyedLimiter::with_max_keys`](crate::KeyedLimiter::with_max_keys)):
+    /// an overload of the limiter, not of the key's quota.
+    TooManyKeys,
 }
 
 impl fmt::Display for Denied {
@@ -39,6 +44,7 @@ impl fmt::Display for Denied {
         match self {
             Denied::ExceedsLimit => write!(f, "the request asks for more permits than the limit"),
             Denied::Exhausted => write!(f, "the window has no room for the request now"),
+            Denied::TooManyKeys => write!(f, "the limiter cannot track more keys now"),
         }
     }
 }
@@ -105,7 +111,9 @@ impl Decision {
 
     /// How long until a request for the same number of permits would fit if
     /// nothing else were granted: `Some(ZERO)` when granted (or when it fits
-    /// now), `None` if it never can (`n > limit`).
+    /// now), `None` if it never can (`n > limit`), or if no one can say
+    /// (a per-key limiter refusing a key it cannot track,
+    /// [`Denied::TooManyKeys`]).
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
@@ -132,6 +140,25 @@ impl Decision {
             limit,
             remaining: 0,
             retry_after: None,
+            reset_after: Duration::ZERO,
+            limit_index: 0,
+        }
+    }
+
+    /// The decision on a key a per-key limiter cannot track (its map is
+    /// full of keys that are not idle): refused (`TooManyKeys`, with no
+    /// known retry time), or admitted without being counted (`epoch`: now's
+    /// slice; the limit stays whole as far as anyone knows).
+    pub(crate) fn untracked(admit: bool, epoch: u64, limit: u64, n: u64) -> Decision {
+        Decision {
+            verdict: if admit {
+                Ok(epoch)
+            } else {
+                Err(Denied::TooManyKeys)
+            },
+            limit,
+            remaining: if admit { limit.saturating_sub(n) } else { 0 },
+            retry_after: admit.then_some(Duration::ZERO),
             reset_after: Duration::ZERO,
             limit_index: 0,
         }
@@ -256,7 +283,7 @@ impl AdmissionState {
     /// Takes `n` permits at `now` against `limits`, as
     /// [`acquire`](Self::acquire), and returns the full [`Decision`].
     /// `None`: the state is sealed or pending (look the key up again).
-    #[cfg_attr(not(any(test, loom)), allow(dead_code))] // for the per-key limiter
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))] // tests and loom models
     pub fn decide(&self, cfg: &Config, now: u64, n: u64, limits: &[u64]) -> Option<Decision> {
         if cfg.len() == 1 {
             self.decide_with::<true>(cfg, now, n, limits)

@@ -117,7 +117,6 @@ pub(crate) fn alloc(cfg: &Config, at: u64, tag: Tag) -> *mut Cell {
 
 /// A new block holding the words of `src` (a block no one writes any more:
 /// that of a sealed state).
-#[cfg_attr(not(any(test, loom)), allow(dead_code))] // see lifecycle.rs
 pub(crate) fn clone_of(src: Block<'_>) -> *mut Cell {
     let words: Box<[Cell]> = src
         .words

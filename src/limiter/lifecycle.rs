@@ -57,9 +57,13 @@
 //! - **Free**: a sealed state may be read (by late helpers) until the owner
 //!   knows no thread holds it; drop it after that (its `Drop` frees the
 //!   block).
-// The owner protocol's only users so far are the tests and the loom models;
-// the per-key limiter wires it to its table.
-#![cfg_attr(not(any(test, loom)), allow(dead_code))]
+//! - **Start** ([`start`](AdmissionState::start)): an owner whose slots are
+//!   built `pending()` (a table's vacant slots) turns one into a fresh state
+//!   before publishing it; no other thread can see it yet, so plain stores
+//!   do, and the publication (a release store) carries them.
+//!
+//! `src/limiter/keyed/slot.rs` is the owner that drives all of these: the
+//! per-key limiter's map slots.
 
 use super::config::{Config, MAX_BUDGET};
 use super::history;
@@ -180,8 +184,25 @@ impl AdmissionState {
         true
     }
 
+    /// Turns a [`pending`](Self::pending) state that no other thread can
+    /// reach yet (an unpublished slot) into what `new(cfg, epoch)` builds.
+    /// The owner publishes it afterwards with a release store.
+    pub(crate) fn start(&self, cfg: &Config, epoch: u64) {
+        debug_assert!(self.is_pending());
+        debug_assert!(self.block.load(Ordering::Relaxed).is_null());
+        let epoch = epoch.min(super::state::MAX_EPOCH);
+        if cfg.len() > 1 {
+            let block = history::alloc(cfg, epoch, Tag::of(epoch));
+            self.block.store(block, Ordering::Relaxed);
+        }
+        let fresh = Admission::word(Tag::of(epoch), false, 0);
+        self.state.store(fresh, Ordering::Relaxed);
+        self.epoch.store(epoch, Ordering::Relaxed);
+    }
+
     /// A live copy of this state (sealing it first): [`pending`](Self::pending)
     /// then [`copy_into`](Self::copy_into), for a single-threaded owner.
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))] // tests and loom models
     pub fn copied(&self, cfg: &Config) -> AdmissionState {
         let dest = AdmissionState::pending();
         self.copy_into(cfg, &dest);
@@ -192,6 +213,18 @@ impl AdmissionState {
     /// newest epoch, if later); final once the state is sealed. A pending
     /// state is not idle.
     pub fn is_idle_at(&self, cfg: &Config, now: u64) -> bool {
+        // Every grant is counted at or before the state's epoch `E` (a roll
+        // in progress has moved `epoch` ahead of its counts, never behind):
+        // if `E` is a whole window behind `now` in every level, nothing is
+        // left in any window. One load, for the keys a sweep finds long idle.
+        let e = self.epoch.load(Ordering::Acquire);
+        if e != PENDING_EPOCH {
+            let (e, j) = (e & !FLAG, cfg.epoch_of(now));
+            let gone = |lv: &super::config::Level| e / lv.ratio + lv.slices <= j / lv.ratio;
+            if cfg.levels().iter().all(gone) {
+                return true;
+            }
+        }
         self.read(cfg, |snap| {
             let j = cfg.epoch_of(now).max(snap.epoch);
             (0..cfg.len()).all(|i| snap.level(cfg, i).used_at(j) == 0)

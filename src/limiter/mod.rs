@@ -1,6 +1,6 @@
-//! Strict rate limiters: [`SlidingWindowLimiter`], [`FixedWindowLimiter`]
-//! and [`MultiLimiter`], and the admission state they (and a per-key
-//! limiter) are built on.
+//! Strict rate limiters: [`SlidingWindowLimiter`], [`FixedWindowLimiter`],
+//! [`MultiLimiter`] and, per key, [`KeyedLimiter`]; and the admission state
+//! they are built on.
 //!
 //! A limiter grants at most `limit` permits in every window, under any
 //! concurrency, and never refuses a request that fits at the moment it is
@@ -38,6 +38,9 @@
 //! - `direct.rs`: [`Limiter`], one state shared by every caller, and limits
 //!   that change at run time; `sliding.rs`, `fixed.rs`, `multi.rs`: its
 //!   shapes.
+//! - `keyed/`: [`KeyedLimiter`], one state per key, inline in the slots of
+//!   the per-key map (`crate::keyed::map`), with quotas per key and the
+//!   eviction and move protocols wired to the map.
 //!
 //! # Widths and bounds
 //! `used` has 47 bits and its all-ones value is reserved: limits up to
@@ -59,6 +62,7 @@ mod decision;
 mod direct;
 mod fixed;
 mod history;
+mod keyed;
 mod lifecycle;
 mod multi;
 mod roll;
@@ -73,6 +77,7 @@ pub use config::MAX_LIMITS;
 pub use decision::{Decision, Denied};
 pub use direct::{Fixed, Limiter, Multi, OneLimit, Shape, Sliding};
 pub use fixed::FixedWindowLimiter;
+pub use keyed::{FloodPolicy, KeyedLimiter};
 pub use multi::MultiLimiter;
 pub use sliding::SlidingWindowLimiter;
 

@@ -13,8 +13,9 @@
 //!    This closes the race in which a slow thread still grants into the old
 //!    slice after another thread has computed the new frozen sums.
 //! 3. *Record* (this file): the final count of every level slice that
-//!    closes, zeros for the skipped slices still in a window, and the new
-//!    `open` counts; then each level's `frozen = P_i(T)`.
+//!    closes, zeros for the skipped slices still in a window (only over
+//!    words that carry the slice's tag: see `record`), and the new `open`
+//!    counts; then each level's `frozen = P_i(T)`.
 //! 4. *Unseal*: CAS `state` to `tag(T) | used = P_fold(T)` (`state.rs`).
 //!
 //! The new state is published only after the old slice's final count is
@@ -103,6 +104,12 @@ impl AdmissionState {
                 };
                 block = Some(b);
                 if !self.record(b, lv, e, count, s) {
+                    return None;
+                }
+            } else if let Some(b) = block {
+                // Settle `e` too: its slot may hold a word from 2^16 epochs
+                // ago with `e`'s tag (zeros are written only over such words).
+                if !self.record(b, lv, e, 0, s) {
                     return None;
                 }
             }
@@ -249,12 +256,23 @@ impl AdmissionState {
 
     /// Writes level `lv`'s slice `k` = `count` while the state is still the
     /// sealed `s`. `false` if the state moved on (the caller is stale).
+    ///
+    /// A zero is not written where the word already reads 0 for `k` (its
+    /// tag is not `tag(k)`). Every slice a roll passes inside the new
+    /// window is *settled* this way (the closing slice too, even with a
+    /// zero count): its word then reads right for it, and it is not written
+    /// again until the roll that passes `k + S`, after `k` has left every
+    /// window (readers read only slices at or before the state's epoch). So
+    /// ring words need not be kept recent: a word from 2^16 epochs ago that
+    /// carries `k`'s tag is overwritten when `k` is passed. This turns the
+    /// zeros of skipped slices (most of a roll's writes on a key seen every
+    /// few slices) into loads.
     fn record(&self, b: Block<'_>, lv: Level, k: u64, count: u64, s: Word<Admission>) -> bool {
         let slot = b.slot(lv, k);
         let want = TagCount::word(Tag::of(k), count.min(TagCount::COUNT.max()));
         loop {
             let cur = slot.load(Ordering::Acquire);
-            if cur == want {
+            if cur == want || (count == 0 && TagCount::TAG.get(cur) != Tag::of(k)) {
                 return true;
             }
             if self.state.load(Ordering::Acquire) != s {

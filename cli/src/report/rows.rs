@@ -25,8 +25,11 @@
 //! - Keyed rows: one key for all threads ("one hot key"), or the Zipf stream
 //!   of `stripecount_baselines::zipf` (1M keys, s = 1), each thread starting at its own
 //!   offset. The detector uses the windows' settings, `CoarseClock` and a
-//!   threshold of [`HOT_THRESHOLD`]; governor keyed gets the admitting
-//!   quota; the map of atomics is a `DashMap` (the map governor itself uses).
+//!   threshold of [`HOT_THRESHOLD`]; the map of atomics is a `DashMap`
+//!   (the map governor itself uses). Per-key limiters: `KeyedLimiter` with
+//!   the report's window on `CoarseClock`, governor keyed on its default
+//!   clock, each with the limiters' admitting and refusing quotas (every
+//!   key gets the quota).
 //! - `fast-counter` is sized as its docs suggest, one cell per core.
 
 use super::args::cores;
@@ -37,8 +40,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use stripecount::{
-    Clock, CoarseClock, FixedWindowLimiter, HotKeyDetector, KeyedWindows, MonotonicClock,
-    MultiLimiter, MultiWindow, SlidingWindow, SlidingWindowLimiter, StripedCounter,
+    Clock, CoarseClock, FixedWindowLimiter, HotKeyDetector, KeyedLimiter, KeyedWindows,
+    MonotonicClock, MultiLimiter, MultiWindow, SlidingWindow, SlidingWindowLimiter, StripedCounter,
 };
 use stripecount_baselines::counters::AtomicCounter;
 use stripecount_baselines::harness::{batches, batches_at, Job};
@@ -242,6 +245,36 @@ pub fn all() -> Vec<Row> {
             ("DashMap<u64,AtomicU64>, Zipf keys", Peer, dashmap_zipf),
             ("governor keyed, one hot key", Peer, governor_keyed_hot),
             ("governor keyed, Zipf keys", Peer, governor_keyed_zipf),
+            (
+                "KeyedLimiter, one hot key, admitting",
+                Ours,
+                keyed_limiter_hot_admitting,
+            ),
+            (
+                "KeyedLimiter, one hot key, refusing",
+                Ours,
+                keyed_limiter_hot_refusing,
+            ),
+            (
+                "KeyedLimiter, Zipf keys, admitting",
+                Ours,
+                keyed_limiter_zipf_admitting,
+            ),
+            (
+                "KeyedLimiter, Zipf keys, refusing",
+                Ours,
+                keyed_limiter_zipf_refusing,
+            ),
+            (
+                "governor keyed, one hot key, refusing",
+                Peer,
+                governor_keyed_hot_refusing,
+            ),
+            (
+                "governor keyed, Zipf keys, refusing",
+                Peer,
+                governor_keyed_zipf_refusing,
+            ),
         ],
     );
     [counters, windows, limiters, keyed]
@@ -539,9 +572,13 @@ fn dashmap_zipf(setup: &Setup, threads: usize) -> Job {
 
 type GovernorKeyed = governor::DefaultKeyedRateLimiter<u64>;
 
-fn governor_keyed() -> GovernorKeyed {
-    let quota = governor::Quota::per_second(NonZeroU32::new(ADMIT_LIMIT).expect("non-zero quota"));
+fn governor_keyed_with(per_second: u32) -> GovernorKeyed {
+    let quota = governor::Quota::per_second(NonZeroU32::new(per_second).expect("non-zero quota"));
     governor::RateLimiter::keyed(quota)
+}
+
+fn governor_keyed() -> GovernorKeyed {
+    governor_keyed_with(ADMIT_LIMIT)
 }
 
 fn governor_keyed_hot(_: &Setup, _: usize) -> Job {
@@ -556,6 +593,57 @@ fn governor_keyed_hot(_: &Setup, _: usize) -> Job {
 fn governor_keyed_zipf(setup: &Setup, threads: usize) -> Job {
     zipf_job(setup, threads, governor_keyed(), |l, k| {
         black_box(l.check_key(&k).is_ok());
+    })
+}
+
+fn governor_keyed_hot_refusing(_: &Setup, _: usize) -> Job {
+    let l = Arc::new(governor_keyed_with(REFUSE_LIMIT));
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(l.check_key(&HOT_KEY).is_ok());
+        })
+    })
+}
+
+fn governor_keyed_zipf_refusing(setup: &Setup, threads: usize) -> Job {
+    zipf_job(setup, threads, governor_keyed_with(REFUSE_LIMIT), |l, k| {
+        black_box(l.check_key(&k).is_ok());
+    })
+}
+
+/// The per-key limiter of the keyed rows: the report's window, on
+/// `CoarseClock`, `limit` permits per window for every key.
+fn keyed_limiter(limit: u32) -> KeyedLimiter<u64, CoarseClock> {
+    KeyedLimiter::with_clock(limit.into(), WINDOW, SLICES, CoarseClock::new())
+        .expect("a valid limiter")
+}
+
+fn keyed_limiter_hot(limit: u32) -> Job {
+    let l = Arc::new(keyed_limiter(limit));
+    Arc::new(move |_, stop| {
+        batches(stop, || {
+            black_box(l.try_acquire(&HOT_KEY));
+        })
+    })
+}
+
+fn keyed_limiter_hot_admitting(_: &Setup, _: usize) -> Job {
+    keyed_limiter_hot(ADMIT_LIMIT)
+}
+
+fn keyed_limiter_hot_refusing(_: &Setup, _: usize) -> Job {
+    keyed_limiter_hot(REFUSE_LIMIT)
+}
+
+fn keyed_limiter_zipf_admitting(setup: &Setup, threads: usize) -> Job {
+    zipf_job(setup, threads, keyed_limiter(ADMIT_LIMIT), |l, k| {
+        black_box(l.try_acquire(&k));
+    })
+}
+
+fn keyed_limiter_zipf_refusing(setup: &Setup, threads: usize) -> Job {
+    zipf_job(setup, threads, keyed_limiter(REFUSE_LIMIT), |l, k| {
+        black_box(l.try_acquire(&k));
     })
 }
 
@@ -612,6 +700,10 @@ mod tests {
         assert_eq!(grants(n, || l.check().is_ok()), n);
         let l = multi(ADMIT_LIMIT);
         assert_eq!(grants(n, || l.try_acquire()), n);
+        let l = keyed_limiter(ADMIT_LIMIT);
+        assert_eq!(grants(n, || l.try_acquire(&HOT_KEY)), n);
+        let l = governor_keyed();
+        assert_eq!(grants(n, || l.check_key(&HOT_KEY).is_ok()), n);
         // Refusing: the quota, then refusals. The sliding window frees no
         // permit until its first slice is a window old (1 s); the fixed
         // window may start one new window during the burst; governor
@@ -622,6 +714,8 @@ mod tests {
         let l = sliding(REFUSE_LIMIT);
         let decided = grants(n, || l.try_acquire_decision(1).is_granted());
         assert_eq!(decided, REFUSE_LIMIT as u64);
+        let l = keyed_limiter(REFUSE_LIMIT);
+        assert_eq!(grants(n, || l.try_acquire(&HOT_KEY)), REFUSE_LIMIT as u64);
         let l = fixed(REFUSE_LIMIT);
         let granted = grants(n, || l.try_acquire());
         assert!((1000..=2000).contains(&granted), "{granted}");

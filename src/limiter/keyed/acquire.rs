@@ -1,0 +1,293 @@
+//! A per-key limiter's requests and reads.
+//!
+//! # A request
+//! Hash the key (once: the overrides share it), read its limits
+//! (`quota.rs`), look the key up (lock-free), and run the admission
+//! state's grant (`src/limiter/state.rs`) with those limits: one CAS when
+//! granted, loads only when refused. Then the sweep step (one load unless
+//! the request opens a new slice). A request that cannot fit (`n` above a
+//! limit) or asks for nothing is answered without inserting its key.
+//!
+//! # Sealed and pending states
+//! A state told `Refused::Sealed` is being evicted or moved (`slot.rs`).
+//! The request looks the key up again: absent (evicted), it inserts the key
+//! under its shard's lock; present, it retries on whatever slot holds it
+//! now, pausing between rounds (`wait_hint`): a move completes each key's
+//! copy right after publishing its slot, and a key a retire left closed is
+//! moved before the sweep releases the lock. Reads do the same on a
+//! pending state (a sealed one they can read: it is final).
+//!
+//! # Keys the map cannot hold
+//! An insert refused because the map is full of keys that are not idle
+//! leaves the decision to the [`FloodPolicy`]: refuse
+//! ([`Denied::TooManyKeys`]) or admit untracked. Either is counted. Reads of
+//! a key the map does not hold answer as for an empty window.
+
+use super::{FloodPolicy, KeyedLimiter};
+use crate::clock::Clock;
+use crate::keyed::reclaim::Guard;
+use crate::keyed::{Key, KeyRef};
+use crate::limiter::config::MAX_LIMITS;
+use crate::limiter::decision::Decision;
+use crate::limiter::state::{AdmissionState, Refused};
+use crate::limiter::Denied;
+use crate::sync::{wait_hint, Ordering};
+use std::hash::BuildHasher;
+
+/// A grant's verdict, `None` for a sealed state.
+#[inline(always)]
+fn verdict(r: Result<u64, Refused>) -> Option<Result<u64, Denied>> {
+    match r {
+        Ok(e) => Some(Ok(e)),
+        Err(Refused::Denied { reason, .. }) => Some(Err(reason)),
+        Err(Refused::Sealed) => None,
+    }
+}
+
+impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
+    /// Takes one permit for `key` now; `true` if granted.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// assert!(lim.try_acquire(&"ip:10.0.0.1"));
+    /// assert!(!lim.try_acquire(&"ip:10.0.0.1"));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
+        self.try_acquire_at(key, self.clock.now(), 1)
+    }
+
+    /// Takes `n` permits for `key` now, all or none; `true` if granted.
+    /// `n == 0` is granted and takes nothing; `n` above the key's limit is
+    /// always refused.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(10, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// assert!(lim.try_acquire_n(&"upload", 7));
+    /// assert!(!lim.try_acquire_n(&"upload", 4)); // all or none
+    /// assert!(lim.try_acquire_n(&"upload", 3));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_n<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> bool {
+        self.try_acquire_at(key, self.clock.now(), n)
+    }
+
+    /// Takes `n` permits for `key` at time `now` (nanoseconds on this
+    /// limiter's clock). A `now` before the newest time the key has seen is
+    /// judged at that newest time (a key's time never runs backwards).
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(2), 2, ManualClock::new())?;
+    /// let sec = 1_000_000_000;
+    /// assert!(lim.try_acquire_at(&1u64, 0, 1));
+    /// assert!(lim.try_acquire_at(&1, sec, 1));
+    /// assert!(!lim.try_acquire_at(&1, sec, 1)); // 2 in the last 2 s
+    /// assert!(lim.try_acquire_at(&1, 2 * sec, 1)); // the first has expired
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
+        self.try_acquire_verbose_at(key, now, n).is_ok()
+    }
+
+    /// Like [`try_acquire_at`](Self::try_acquire_at), but says why a request
+    /// was refused. `Ok(epoch)`: the slice (`time / slice length`) the
+    /// permits were counted in, at least `epoch_at(now)` (later when the
+    /// key had already seen a later time). As cheap as `try_acquire_at`.
+    ///
+    /// ```
+    /// # use stripecount::{Denied, KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 10, ManualClock::new())?;
+    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 250_000_000, 1), Ok(2));
+    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 0, 1), Err(Denied::Exhausted));
+    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 0, 2), Err(Denied::ExceedsLimit));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_verbose_at<Q: KeyRef<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: u64,
+        n: u64,
+    ) -> Result<u64, Denied> {
+        let guard = Guard::pin(self.map.graveyard());
+        let hash = self.map.hash(key);
+        let cfg = &self.shared.cfg;
+        let r = if self.quotas.levels() == 1 {
+            let limit = self.quotas.read_one(hash, key, &guard);
+            if n == 0 || n > limit {
+                return if n == 0 {
+                    Ok(self.epoch(now))
+                } else {
+                    Err(Denied::ExceedsLimit)
+                };
+            }
+            self.on_state(hash, key, now, &guard, |st| {
+                verdict(st.acquire_one(cfg, now, n, limit))
+            })
+        } else {
+            let mut buf = [0u64; MAX_LIMITS];
+            let limits = self.quotas.read(hash, key, &guard, &mut buf);
+            if n == 0 || limits.iter().any(|&l| n > l) {
+                return if n == 0 {
+                    Ok(self.epoch(now))
+                } else {
+                    Err(Denied::ExceedsLimit)
+                };
+            }
+            self.on_state(hash, key, now, &guard, |st| {
+                verdict(st.acquire(cfg, now, n, limits))
+            })
+        };
+        self.sweep_step(now);
+        r.unwrap_or_else(|| {
+            self.untracked(|admit| match admit {
+                true => Ok(self.epoch(now)),
+                false => Err(Denied::TooManyKeys),
+            })
+        })
+    }
+
+    /// Takes `n` permits for `key` now and returns the whole [`Decision`]:
+    /// the verdict, the key's limit, the permits left, when a refused
+    /// request would fit and when the key's window empties (the IETF
+    /// `RateLimit` and `Retry-After` fields), without a second lookup.
+    ///
+    /// ```
+    /// use stripecount::{Denied, KeyedLimiter, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let lim = KeyedLimiter::with_clock(3, Duration::from_secs(3), 3, ManualClock::new())?;
+    /// let d = lim.try_acquire_decision(&"alice", 3);
+    /// assert!(d.is_granted());
+    /// assert_eq!((d.limit(), d.remaining()), (3, 0));
+    /// let d = lim.try_acquire_decision(&"alice", 1);
+    /// assert_eq!(d.denied(), Some(Denied::Exhausted));
+    /// assert_eq!(d.retry_after(), Some(Duration::from_secs(3)));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn try_acquire_decision<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> Decision {
+        self.try_acquire_decision_at(key, self.clock.now(), n)
+    }
+
+    /// [`try_acquire_decision`](Self::try_acquire_decision) at time `now`.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// let d = lim.try_acquire_decision_at(&7u64, 0, 2);
+    /// assert_eq!((d.result(), d.remaining()), (Ok(0), 3));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn try_acquire_decision_at<Q: KeyRef<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: u64,
+        n: u64,
+    ) -> Decision {
+        let guard = Guard::pin(self.map.graveyard());
+        let hash = self.map.hash(key);
+        let mut buf = [0u64; MAX_LIMITS];
+        let limits = self.quotas.read(hash, key, &guard, &mut buf);
+        let cfg = &self.shared.cfg;
+        if n == 0 || limits.iter().any(|&l| n > l) {
+            // Nothing to take: the grant writes nothing (it decides on
+            // `n` alone), so it runs as a read, and holds no key.
+            return self.read_state(hash, key, &guard, |st| {
+                st.decide_with::<false>(cfg, now, n, limits)
+            });
+        }
+        let d = if limits.len() == 1 {
+            self.on_state(hash, key, now, &guard, |st| {
+                st.decide_with::<true>(cfg, now, n, limits)
+            })
+        } else {
+            self.on_state(hash, key, now, &guard, |st| {
+                st.decide_with::<false>(cfg, now, n, limits)
+            })
+        };
+        self.sweep_step(now);
+        d.unwrap_or_else(|| {
+            self.untracked(|admit| Decision::untracked(admit, self.epoch(now), limits[0], n))
+        })
+    }
+
+    /// Runs `f` on the key's state, inserting the key if it is absent,
+    /// until `f` decides (`Some`); `None` if the key cannot be tracked. The
+    /// common case (a held, live key) is inlined: one lookup, one `f`.
+    #[inline(always)]
+    fn on_state<'g, Q, R>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        now: u64,
+        guard: &'g Guard<'g>,
+        mut f: impl FnMut(&'g AdmissionState) -> Option<R>,
+    ) -> Option<R>
+    where
+        Q: KeyRef<K> + ?Sized,
+    {
+        if let Some(st) = self.map.get(hash, |k| key.is(k), guard) {
+            if let Some(r) = f(st) {
+                return Some(r);
+            }
+        }
+        self.on_state_slow(hash, key, now, guard, &mut f)
+    }
+
+    #[inline(never)]
+    fn on_state_slow<'g, Q, R>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        now: u64,
+        guard: &'g Guard<'g>,
+        f: &mut impl FnMut(&'g AdmissionState) -> Option<R>,
+    ) -> Option<R>
+    where
+        Q: KeyRef<K> + ?Sized,
+    {
+        let mut rounds = 0;
+        loop {
+            let st = match self.map.get(hash, |k| key.is(k), guard) {
+                Some(st) => st,
+                None => self.map.get_or_insert(
+                    hash,
+                    |k| key.is(k),
+                    || key.to_key(),
+                    &self.shared,
+                    self.epoch(now),
+                    guard,
+                )?,
+            };
+            if let Some(r) = f(st) {
+                return Some(r);
+            }
+            // Sealed or pending: another thread is evicting or moving it.
+            wait_hint(&mut rounds);
+        }
+    }
+
+    /// Decides for a key the map could not hold: `decide(admit)`, counted.
+    #[cold]
+    fn untracked<R>(&self, decide: impl FnOnce(bool) -> R) -> R {
+        self.untracked.fetch_add(1, Ordering::Relaxed);
+        decide(self.flood == FloodPolicy::AdmitUntracked)
+    }
+
+    /// The automatic sweep step (one load unless `now` opens a new slice).
+    #[inline(always)]
+    fn sweep_step(&self, now: u64) {
+        self.map.maybe_sweep(self.epoch(now), &self.shared);
+    }
+}

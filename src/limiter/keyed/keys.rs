@@ -1,0 +1,167 @@
+//! The keys a [`KeyedLimiter`] holds: the bound (`max_keys`), what happens
+//! to a new key when the bound is reached ([`FloodPolicy`]), eviction of
+//! idle keys, and memory. The map's invariants (`crate::keyed::map`) and the
+//! slot's (`slot.rs`) are what these rest on: `len` never exceeds
+//! `max_keys`, and an eviction never loses a grant.
+
+use super::{sweep_per_epoch, FloodPolicy, KeyedLimiter};
+use crate::clock::Clock;
+use crate::keyed::Key;
+use crate::sync::Ordering;
+use std::hash::BuildHasher;
+
+impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
+    /// Holds at most `max_keys` keys. When full, idle keys (nothing in any
+    /// window) are evicted first; if none is, a request for a new key is
+    /// decided by the [`FloodPolicy`] (by default refused with
+    /// [`Denied::TooManyKeys`](crate::Denied::TooManyKeys)) and counted by
+    /// [`untracked_decisions`](Self::untracked_decisions).
+    ///
+    /// ```
+    /// use stripecount::{KeyedLimiter, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?
+    ///     .with_max_keys(1);
+    /// assert!(lim.try_acquire(&1u64));
+    /// assert!(!lim.try_acquire(&2)); // full, and key 1 is not idle
+    /// assert_eq!((lim.len(), lim.untracked_decisions()), (1, 1));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
+        self.map.set_max_keys(max_keys);
+        self
+    }
+
+    /// Chooses what happens to a new key when the limiter is full of keys
+    /// that are not idle (see [`FloodPolicy`]).
+    ///
+    /// ```
+    /// use stripecount::{FloodPolicy, KeyedLimiter, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?
+    ///     .with_max_keys(1)
+    ///     .with_flood_policy(FloodPolicy::AdmitUntracked);
+    /// assert!(lim.try_acquire(&1u64));
+    /// assert!(lim.try_acquire(&2)); // admitted, not tracked
+    /// assert!(!lim.try_acquire_n(&2, 6)); // more than the limit: never (no key needed)
+    /// assert_eq!((lim.len(), lim.untracked_decisions()), (1, 1));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn with_flood_policy(mut self, policy: FloodPolicy) -> Self {
+        self.flood = policy;
+        self
+    }
+
+    /// Turns the automatic eviction of idle keys on (the default) or off.
+    /// On, the first request of each new slice sweeps a share of the map,
+    /// so a key idle for its whole window is evicted within about one more
+    /// window (no background thread). Off, keys are evicted only by
+    /// [`evict_idle_at`](Self::evict_idle_at) and by inserts into a full
+    /// map.
+    ///
+    /// ```
+    /// use stripecount::{KeyedLimiter, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_nanos(1), 1, ManualClock::new())?
+    ///     .with_auto_evict(false);
+    /// assert!(lim.try_acquire_at(&1u64, 0, 1));
+    /// assert!(lim.try_acquire_at(&2, 5, 1)); // key 1 is idle, and kept
+    /// assert_eq!(lim.len(), 2);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn with_auto_evict(mut self, on: bool) -> Self {
+        let shards = if on {
+            sweep_per_epoch(&self.shared.cfg)
+        } else {
+            0
+        };
+        self.map.set_sweep_per_epoch(shards);
+        self
+    }
+
+    /// Keys held now (never more than `max_keys`).
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// lim.try_acquire(&"a");
+    /// lim.peek(&"b", 1); // a read holds no key
+    /// assert_eq!(lim.len(), 1);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no key is held.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::<u8, _>::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// assert!(lim.is_empty());
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Evicts every key idle at `now` (nothing granted in any of its
+    /// windows at `now`); returns how many. Racing requests are never lost:
+    /// a grant that lands during the eviction keeps its key.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(2), 2, ManualClock::new())?;
+    /// lim.try_acquire_at(&"a", 0, 1);
+    /// assert_eq!(lim.evict_idle_at(1_000_000_000), 0); // still in the window
+    /// assert_eq!(lim.evict_idle_at(2_000_000_000), 1);
+    /// assert!(lim.is_empty());
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn evict_idle_at(&self, now: u64) -> usize {
+        self.map.evict_idle(self.epoch(now), &self.shared)
+    }
+
+    /// Decisions made for keys the limiter could not track (full of keys
+    /// that are not idle), whatever the [`FloodPolicy`] decided.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?
+    ///     .with_max_keys(0);
+    /// assert!(!lim.try_acquire(&1u64));
+    /// assert_eq!(lim.untracked_decisions(), 1);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn untracked_decisions(&self) -> u64 {
+        self.untracked.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held by the structure: the map's tables (each slot a key and
+    /// its 24-byte state), the history blocks of keys with grants in more
+    /// than one slice, and the overrides. Keys' own heap data (a `String`'s
+    /// buffer) is not included.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// let empty = lim.memory_bytes();
+    /// lim.try_acquire(&1u64);
+    /// assert!(lim.memory_bytes() > empty);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.map.memory_bytes(&self.shared)
+            + self.quotas.memory_bytes()
+            + self.empty.heap_bytes(&self.shared.cfg)
+    }
+}

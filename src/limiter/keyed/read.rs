@@ -1,0 +1,159 @@
+//! Reads of a [`KeyedLimiter`]: peeks, availability and retry times. A read
+//! takes nothing, moves no key's time and holds no key: a key the map does
+//! not hold reads as an empty window (an unwritten state), and a read that
+//! meets a pending state (a move in progress) looks the key up again. A
+//! sealed state is final, so a read of it is exact.
+
+use super::KeyedLimiter;
+use crate::clock::Clock;
+use crate::keyed::reclaim::Guard;
+use crate::keyed::{Key, KeyRef};
+use crate::limiter::config::MAX_LIMITS;
+use crate::limiter::decision::Decision;
+use crate::limiter::state::AdmissionState;
+use crate::sync::wait_hint;
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
+    /// Whether `n` permits for `key` would be granted now, taking nothing:
+    /// the [`Decision`] [`try_acquire_decision`](Self::try_acquire_decision)
+    /// would give, without its effect. A key the limiter does not hold
+    /// reads as an empty window (and is not inserted).
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// assert!(lim.peek(&"k", 2).is_granted());
+    /// assert!(lim.try_acquire(&"k"));
+    /// assert!(!lim.peek(&"k", 2).is_granted());
+    /// assert_eq!(lim.peek(&"k", 1).remaining(), 1);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn peek<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> Decision {
+        self.peek_at(key, self.clock.now(), n)
+    }
+
+    /// [`peek`](Self::peek) at time `now`. A read: it moves no key's time.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// lim.try_acquire_at(&"k", 0, 2);
+    /// assert!(!lim.peek_at(&"k", 0, 1).is_granted());
+    /// assert!(lim.peek_at(&"k", 1_000_000_000, 1).is_granted());
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn peek_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> Decision {
+        let guard = Guard::pin(self.map.graveyard());
+        let hash = self.map.hash(key);
+        let mut buf = [0u64; MAX_LIMITS];
+        let limits = self.quotas.read(hash, key, &guard, &mut buf);
+        self.read_state(hash, key, &guard, |st| {
+            st.peek(&self.shared.cfg, now, n, limits)
+        })
+    }
+
+    /// The most permits one request for `key` could get now (its limit for
+    /// a key the limiter does not hold).
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// lim.try_acquire_n(&"k", 2);
+    /// assert_eq!((lim.available(&"k"), lim.available(&"new")), (3, 5));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn available<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> u64 {
+        self.available_at(key, self.clock.now())
+    }
+
+    /// The most permits one request for `key` at `now` could get (the
+    /// smallest over its limits; a limit in an empty window). A read.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(2), 2, ManualClock::new())?;
+    /// lim.try_acquire_at(&1u64, 0, 2);
+    /// lim.try_acquire_at(&1, 1_000_000_000, 1);
+    /// assert_eq!(lim.available_at(&1, 1_000_000_000), 2);
+    /// assert_eq!(lim.available_at(&1, 2_000_000_000), 4); // the 2 expired
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn available_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> u64 {
+        let guard = Guard::pin(self.map.graveyard());
+        let hash = self.map.hash(key);
+        let mut buf = [0u64; MAX_LIMITS];
+        let limits = self.quotas.read(hash, key, &guard, &mut buf);
+        self.read_state(hash, key, &guard, |st| {
+            st.available(&self.shared.cfg, now, limits)
+        })
+    }
+
+    /// How long until a request for `n` permits for `key` would fit if
+    /// nothing else were granted: `Some(ZERO)` if it fits now, `None` if it
+    /// never can (`n` above the key's limit).
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// lim.try_acquire(&"k");
+    /// assert_eq!(lim.retry_after(&"k", 1), Some(Duration::from_secs(1)));
+    /// assert_eq!(lim.retry_after(&"k", 2), None);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn retry_after<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> Option<Duration> {
+        self.retry_after_at(key, self.clock.now(), n)
+    }
+
+    /// [`retry_after`](Self::retry_after) from time `now`.
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(2), 2, ManualClock::new())?;
+    /// lim.try_acquire_at(&"k", 0, 2);
+    /// let half = 500_000_000;
+    /// assert_eq!(lim.retry_after_at(&"k", half, 1), Some(Duration::from_millis(1500)));
+    /// assert_eq!(lim.retry_after_at(&"new", half, 2), Some(Duration::ZERO));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn retry_after_at<Q: KeyRef<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: u64,
+        n: u64,
+    ) -> Option<Duration> {
+        self.peek_at(key, now, n).retry_after()
+    }
+
+    /// Runs the read `f` on the key's state (an empty one if the key is not
+    /// held), again while the state is pending.
+    pub(super) fn read_state<'g, Q, R>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        guard: &'g Guard<'g>,
+        f: impl Fn(&AdmissionState) -> Option<R>,
+    ) -> R
+    where
+        Q: KeyRef<K> + ?Sized,
+    {
+        let mut rounds = 0;
+        loop {
+            let st = self
+                .map
+                .get(hash, |k| key.is(k), guard)
+                .unwrap_or(&self.empty);
+            if let Some(r) = f(st) {
+                return r;
+            }
+            wait_hint(&mut rounds);
+        }
+    }
+}

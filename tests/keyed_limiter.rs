@@ -1,0 +1,558 @@
+//! Tests of the per-key limiter: every key against its own direct limiter
+//! (the reference: per key the semantics are exactly
+//! `SlidingWindowLimiter`'s / `MultiLimiter`'s) over thousands of seeded
+//! random requests, with quotas changing; threads hammering hot and cold
+//! keys while a `ManualClock` moves, every grant recorded and every window
+//! of every key checked; floods of distinct keys against `max_keys`; and
+//! every configuration error.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+use stripecount::{
+    Clock, ConfigError, Decision, Denied, FloodPolicy, KeyedLimiter, ManualClock, MultiLimiter,
+    SlidingWindowLimiter,
+};
+
+static_assertions::assert_impl_all!(KeyedLimiter<String>: std::fmt::Debug, Send, Sync);
+static_assertions::assert_impl_all!(FloodPolicy: std::fmt::Debug, Copy, Eq, Default);
+
+const MS: u64 = 1_000_000;
+
+/// A key's reference: its own direct limiter, given the key's limits
+/// before every call.
+enum Reference {
+    One(SlidingWindowLimiter<ManualClock>),
+    Multi(MultiLimiter<ManualClock>),
+}
+
+impl Reference {
+    fn new(levels: &[(u64, Duration, usize)]) -> Reference {
+        let c = ManualClock::new();
+        if levels.len() == 1 {
+            let (l, w, s) = levels[0];
+            Reference::One(SlidingWindowLimiter::with_clock(l, w, s, c).unwrap())
+        } else {
+            Reference::Multi(MultiLimiter::with_clock(levels, c).unwrap())
+        }
+    }
+
+    fn set(&self, limits: &[u64]) {
+        match self {
+            Reference::One(l) => l.set_limit(limits[0]),
+            Reference::Multi(l) => {
+                for (i, &v) in limits.iter().enumerate() {
+                    l.set_limit_of(i, v);
+                }
+            }
+        }
+    }
+
+    fn decision(&self, now: u64, n: u64) -> Decision {
+        match self {
+            Reference::One(l) => l.try_acquire_decision_at(now, n),
+            Reference::Multi(l) => l.try_acquire_decision_at(now, n),
+        }
+    }
+
+    fn acquire(&self, now: u64, n: u64) -> bool {
+        match self {
+            Reference::One(l) => l.try_acquire_at(now, n),
+            Reference::Multi(l) => l.try_acquire_at(now, n),
+        }
+    }
+
+    fn peek(&self, now: u64, n: u64) -> Decision {
+        match self {
+            Reference::One(l) => l.peek_at(now, n),
+            Reference::Multi(l) => l.peek_at(now, n),
+        }
+    }
+
+    fn available(&self, now: u64) -> u64 {
+        match self {
+            Reference::One(l) => l.available_at(now),
+            Reference::Multi(l) => l.available_at(now),
+        }
+    }
+}
+
+/// Runs `steps` random operations on a keyed limiter of `levels` and on
+/// one reference per key, asserting identical answers. `monotone`: time
+/// never goes back (then eviction is on, and invisible); otherwise times
+/// jump back at random and eviction is off.
+fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bool, steps: usize) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let lim: KeyedLimiter<u32, ManualClock> =
+        KeyedLimiter::multi_with_clock(levels, ManualClock::new())
+            .unwrap()
+            .with_auto_evict(monotone);
+    let k = levels.len();
+    let slice = levels
+        .iter()
+        .map(|l| l.1.as_nanos() as u64 / l.2 as u64)
+        .min()
+        .unwrap();
+    let mut defaults: Vec<u64> = levels.iter().map(|l| l.0).collect();
+    let mut overrides: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut refs: HashMap<u32, Reference> = HashMap::new();
+    let mut now = 0u64;
+    for step in 0..steps {
+        let key = rng.random_range(0..12u32);
+        let limits = overrides.get(&key).unwrap_or(&defaults).clone();
+        let r = refs.entry(key).or_insert_with(|| Reference::new(levels));
+        r.set(&limits);
+        now += rng.random_range(0..slice);
+        let t = if !monotone && rng.random_bool(0.2) {
+            now.saturating_sub(rng.random_range(0..slice * 8))
+        } else {
+            now
+        };
+        let max = limits.iter().copied().max().unwrap_or(0);
+        let n = rng.random_range(0..=max + 1);
+        let ctx = || format!("seed {seed} step {step}: key {key} at {t} n {n} limits {limits:?}");
+        match rng.random_range(0..100) {
+            0..=39 => assert_eq!(
+                lim.try_acquire_decision_at(&key, t, n),
+                r.decision(t, n),
+                "{}",
+                ctx()
+            ),
+            40..=69 => assert_eq!(lim.try_acquire_at(&key, t, n), r.acquire(t, n), "{}", ctx()),
+            70..=79 => assert_eq!(lim.peek_at(&key, t, n), r.peek(t, n), "{}", ctx()),
+            80..=84 => assert_eq!(lim.available_at(&key, t), r.available(t), "{}", ctx()),
+            85..=88 => assert_eq!(
+                lim.retry_after_at(&key, t, n),
+                r.peek(t, n).retry_after(),
+                "{}",
+                ctx()
+            ),
+            89..=92 => {
+                let i = rng.random_range(0..k);
+                defaults[i] = rng.random_range(0..=levels[i].0 + 2);
+                assert!(lim.set_limit_of(i, defaults[i]));
+            }
+            93..=96 => {
+                let mine: Vec<u64> = levels
+                    .iter()
+                    .map(|l| rng.random_range(0..=l.0 * 2))
+                    .collect();
+                lim.set_key_limits(&key, &mine).unwrap();
+                overrides.insert(key, mine);
+            }
+            97 => assert_eq!(lim.clear_key_limits(&key), overrides.remove(&key).is_some()),
+            _ if monotone => {
+                lim.evict_idle_at(now);
+            }
+            _ => {}
+        }
+        assert_eq!(
+            lim.limits_for(&key),
+            *overrides.get(&key).unwrap_or(&defaults)
+        );
+        assert_eq!(lim.key_overrides(), overrides.len());
+    }
+}
+
+#[test]
+fn one_limit_matches_a_sliding_limiter_per_key() {
+    for seed in 0..20 {
+        let levels = [(6, Duration::from_millis(4), 4)];
+        against_references(seed, &levels, false, 3000);
+    }
+}
+
+#[test]
+fn a_fixed_window_per_key_matches_too() {
+    for seed in 100..110 {
+        against_references(seed, &[(3, Duration::from_millis(2), 1)], false, 2000);
+    }
+}
+
+#[test]
+fn several_limits_match_a_multi_limiter_per_key() {
+    for seed in 200..215 {
+        let levels = [
+            (4, Duration::from_millis(2), 2),
+            (9, Duration::from_millis(12), 3),
+        ];
+        against_references(seed, &levels, false, 3000);
+    }
+}
+
+#[test]
+fn eviction_is_invisible_while_time_moves_forward() {
+    for seed in 300..315 {
+        against_references(seed, &[(5, Duration::from_millis(3), 3)], true, 3000);
+        let levels = [
+            (3, Duration::from_millis(1), 1),
+            (7, Duration::from_millis(6), 3),
+        ];
+        against_references(seed + 1000, &levels, true, 3000);
+    }
+}
+
+/// Grants `(key, epoch, n)`; every window of every key within its limit.
+fn check_windows(grants: &[(u64, u64, u64)], slices: u64, limit_of: impl Fn(u64) -> u64) {
+    let mut per: HashMap<u64, HashMap<u64, u64>> = HashMap::new();
+    for &(k, e, n) in grants {
+        *per.entry(k).or_default().entry(e).or_default() += n;
+    }
+    for (k, epochs) in &per {
+        // Every window that holds a grant: those ending at e .. e + S - 1.
+        for &e in epochs.keys() {
+            for j in e..e + slices {
+                let w: u64 = (j.saturating_sub(slices - 1)..=j)
+                    .map(|x| epochs.get(&x).copied().unwrap_or(0))
+                    .sum();
+                assert!(
+                    w <= limit_of(*k),
+                    "key {k}: the window at {j} holds {w} > {}",
+                    limit_of(*k)
+                );
+            }
+        }
+    }
+}
+
+/// Four threads on two hot keys (their own limit) and `cold_keys` cold
+/// ones (the default), with eviction on (and a thread evicting all the
+/// time) and at most `max_keys` keys, while the main
+/// thread moves the clock one slice each time the hot keys have seen
+/// enough demand. Every grant is recorded with the slice it was counted
+/// in; no window of any key may exceed its limit. With `fill`, every
+/// window of the hot keys must get >= 90% of their limit.
+fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
+    const SLICES: u64 = 4;
+    const HOT_LIMIT: u64 = 40;
+    const COLD_LIMIT: u64 = 3;
+    const RUN: u64 = 100;
+    const HOT_DEMAND: u64 = 8 * HOT_LIMIT; // hot requests per slice, both hot keys
+    let clock = ManualClock::new();
+    let lim = Arc::new(
+        KeyedLimiter::with_clock(
+            COLD_LIMIT,
+            Duration::from_millis(SLICES),
+            SLICES as usize,
+            clock.clone(),
+        )
+        .unwrap()
+        .with_max_keys(max_keys),
+    );
+    for hot in [0u64, 1] {
+        lim.set_key_limit(&hot, HOT_LIMIT).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let hot_done = Arc::new(AtomicU64::new(0));
+    let too_many = Arc::new(AtomicU64::new(0));
+    let threads = 4;
+    let start = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (lim, clock, stop, hot_done, too_many, start) = (
+                lim.clone(),
+                clock.clone(),
+                stop.clone(),
+                hot_done.clone(),
+                too_many.clone(),
+                start.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t as u64);
+                let mut grants = Vec::new();
+                start.wait();
+                while !stop.load(Ordering::Acquire) {
+                    let hot = rng.random_bool(0.5);
+                    let key = if hot {
+                        rng.random_range(0..2u64)
+                    } else {
+                        rng.random_range(2..2 + cold_keys)
+                    };
+                    let n = rng.random_range(1..=2);
+                    let d = lim.try_acquire_decision_at(&key, clock.now(), n);
+                    match d.result() {
+                        Ok(e) => grants.push((key, e, n)),
+                        Err(Denied::TooManyKeys) => {
+                            too_many.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(_) => {}
+                    }
+                    if hot {
+                        hot_done.fetch_add(1, Ordering::Release);
+                    }
+                }
+                grants
+            })
+        })
+        .collect();
+    // An evictor sweeping all the time: evictions race requests on keys
+    // whose window just emptied (the hot keys every S slices).
+    let evictor = {
+        let (lim, clock, stop) = (lim.clone(), clock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                lim.evict_idle_at(clock.now());
+            }
+        })
+    };
+    start.wait();
+    for _ in 0..RUN {
+        // Enough demand in every slice before time moves on (no sleeps).
+        let base = hot_done.load(Ordering::Acquire);
+        while hot_done.load(Ordering::Acquire) < base + HOT_DEMAND {
+            std::thread::yield_now();
+        }
+        assert!(lim.len() <= max_keys);
+        clock.advance(Duration::from_millis(1));
+    }
+    stop.store(true, Ordering::Release);
+    evictor.join().unwrap();
+    let grants: Vec<(u64, u64, u64)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    check_windows(
+        &grants,
+        SLICES,
+        |k| if k < 2 { HOT_LIMIT } else { COLD_LIMIT },
+    );
+    assert_eq!(lim.untracked_decisions(), too_many.load(Ordering::Relaxed));
+    assert!(lim.len() <= max_keys);
+    // Hot keys: every window that ended while demand was there is >= 90%
+    // of the limit (in fact full: a refusal only when nothing fit).
+    for hot in [0u64, 1].into_iter().filter(|_| fill) {
+        let mut per = vec![0u64; RUN as usize + 1];
+        for &(k, e, n) in &grants {
+            if k == hot {
+                per[e as usize] += n;
+            }
+        }
+        for e in 0..RUN as usize {
+            let w: u64 = per[e.saturating_sub(SLICES as usize - 1)..=e].iter().sum();
+            assert!(
+                w * 10 >= HOT_LIMIT * 9,
+                "hot key {hot}: window at {e} got {w} of {HOT_LIMIT}: {per:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn threads_on_hot_and_cold_keys_never_over_admit_and_hot_keys_fill_their_windows() {
+    hammer(40, 4096, true);
+}
+
+/// The same under a flood: 3000 cold keys for 256 places. A hot key whose
+/// window empties (its whole limit granted in one slice, S slices ago) is
+/// idle, may be evicted and then refused as a new key (`TooManyKeys`):
+/// strictness and the bound hold, fullness does not.
+#[test]
+fn threads_under_a_key_flood_never_over_admit() {
+    hammer(3000, 256, false);
+}
+
+#[test]
+fn a_flood_of_distinct_keys_stays_within_max_keys() {
+    for policy in [FloodPolicy::Refuse, FloodPolicy::AdmitUntracked] {
+        const MAX: usize = 1000;
+        const KEYS: u64 = 5000;
+        let clock = ManualClock::new();
+        let lim = Arc::new(
+            KeyedLimiter::with_clock(2, Duration::from_secs(1), 10, clock.clone())
+                .unwrap()
+                .with_max_keys(MAX)
+                .with_flood_policy(policy),
+        );
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (lim, done) = (lim.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                while !done.load(Ordering::Acquire) {
+                    seen = seen.max(lim.len());
+                }
+                seen
+            })
+        };
+        let flood = |first: u64| {
+            let granted = Arc::new(AtomicUsize::new(0));
+            let hs: Vec<_> = (0..2u64)
+                .map(|t| {
+                    let (lim, granted) = (lim.clone(), granted.clone());
+                    std::thread::spawn(move || {
+                        for k in (first + t..first + KEYS).step_by(2) {
+                            if lim.try_acquire(&k) {
+                                granted.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().for_each(|h| h.join().unwrap());
+            granted.load(Ordering::Relaxed)
+        };
+        // Time stands still: no key is idle, so exactly MAX keys get in.
+        let granted = flood(0);
+        let refused = KEYS as usize - MAX;
+        match policy {
+            FloodPolicy::Refuse => assert_eq!(granted, MAX),
+            _ => assert_eq!(granted, KEYS as usize),
+        }
+        assert_eq!(lim.untracked_decisions(), refused as u64);
+        assert_eq!(lim.len(), MAX);
+        // A window later every key is idle: new keys evict them.
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            flood(KEYS) as u64,
+            if policy == FloodPolicy::Refuse {
+                MAX as u64
+            } else {
+                KEYS
+            }
+        );
+        done.store(true, Ordering::Release);
+        assert!(watcher.join().unwrap() <= MAX);
+        assert!(lim.len() <= MAX);
+        // Memory stays that of about MAX keys.
+        assert!(lim.memory_bytes() < 200 * 1024, "{}", lim.memory_bytes());
+    }
+}
+
+#[test]
+fn a_refused_new_key_says_too_many_keys() {
+    let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())
+        .unwrap()
+        .with_max_keys(1);
+    assert!(lim.try_acquire(&"a"));
+    let d = lim.try_acquire_decision(&"b", 1);
+    assert_eq!(
+        (d.denied(), d.limit(), d.remaining(), d.retry_after()),
+        (Some(Denied::TooManyKeys), 5, 0, None)
+    );
+    // A read of a key that cannot be held answers for an empty window.
+    assert!(lim.peek(&"b", 5).is_granted());
+    assert!(lim.try_acquire_n(&"a", 4));
+    assert_eq!(lim.untracked_decisions(), 1);
+}
+
+#[test]
+fn string_keys_take_str_and_time_never_runs_backwards_for_a_key() {
+    let lim: KeyedLimiter<String, _> =
+        KeyedLimiter::with_clock(2, Duration::from_millis(2), 2, ManualClock::new()).unwrap();
+    assert!(lim.try_acquire_at("k", 5 * MS, 2));
+    // Stamped earlier: judged at the key's newest slice, which is full.
+    assert_eq!(
+        lim.try_acquire_decision_at("k", 0, 1).denied(),
+        Some(Denied::Exhausted)
+    );
+    assert!(lim.try_acquire_at(&"j".to_string(), 0, 2)); // another key's time is its own
+    assert!(lim.try_acquire_at("k", 7 * MS, 2));
+}
+
+#[test]
+fn quotas_change_without_resetting_windows() {
+    let lim = KeyedLimiter::with_clock(4, Duration::from_millis(2), 2, ManualClock::new()).unwrap();
+    assert!(lim.try_acquire_at(&1u8, 0, 4));
+    lim.set_key_limit(&1, 8).unwrap();
+    assert!(lim.try_acquire_at(&1, 0, 4)); // raised: 4 more fit
+    lim.set_key_limit(&1, 2).unwrap();
+    assert!(!lim.try_acquire_at(&1, MS, 1)); // lowered below the 8 held
+    assert!(lim.clear_key_limits(&1));
+    assert!(!lim.try_acquire_at(&1, MS, 1)); // the default 4 is also full
+    assert!(lim.try_acquire_at(&1, 2 * MS, 4)); // the first slice expired
+    assert_eq!(
+        lim.set_key_limits(&1, &[1, 2]),
+        Err(ConfigError::Invalid(
+            "a key's limits need one value per limit of the limiter"
+        ))
+    );
+    let two = KeyedLimiter::<u8, _>::multi_with_clock(
+        &[
+            (1, Duration::from_millis(1), 1),
+            (2, Duration::from_millis(4), 4),
+        ],
+        ManualClock::new(),
+    )
+    .unwrap();
+    assert!(two.set_key_limit(&1, 3).is_err());
+    assert!(two.set_key_limits(&1, &[3, 3]).is_ok());
+    assert!(two.try_acquire_at(&1, 0, 3));
+    assert_eq!(two.limits_for(&1), vec![3, 3]);
+}
+
+#[test]
+fn reads_hold_no_key_and_idle_keys_go() {
+    let lim = KeyedLimiter::with_clock(3, Duration::from_millis(2), 2, ManualClock::new())
+        .unwrap()
+        .with_auto_evict(false);
+    assert_eq!(lim.available_at(&9u32, 0), 3);
+    assert_eq!(lim.retry_after_at(&9, 0, 4), None);
+    assert!(lim.peek_at(&9, 0, 3).is_granted());
+    assert!(lim.try_acquire_decision_at(&9, 0, 0).is_granted());
+    assert!(!lim.try_acquire_at(&9, 0, 4));
+    assert!(lim.is_empty());
+    assert!(lim.try_acquire_at(&9, 0, 1));
+    assert!(lim.try_acquire_at(&8, MS, 1));
+    assert_eq!(lim.evict_idle_at(2 * MS), 1); // 9's slice left the window
+    assert_eq!(lim.len(), 1);
+    assert_eq!(lim.available_at(&9, 2 * MS), 3);
+    assert_eq!(lim.evict_idle_at(3 * MS), 1);
+    assert!(lim.is_empty());
+}
+
+#[test]
+fn every_configuration_error() {
+    let c = ManualClock::new;
+    let s = Duration::from_secs(1);
+    let single = |w: Duration, slices: usize| {
+        KeyedLimiter::<u64, _>::with_clock(1, w, slices, c())
+            .map(|_| ())
+            .unwrap_err()
+    };
+    assert_eq!(single(Duration::ZERO, 1), ConfigError::ZeroWindow);
+    assert_eq!(single(s, 0), ConfigError::ZeroSlices);
+    assert_eq!(
+        single(Duration::from_nanos(10), 3),
+        ConfigError::UnevenSlices {
+            window: Duration::from_nanos(10),
+            slices: 3
+        }
+    );
+    assert!(matches!(
+        single(s, stripecount::MAX_SLICES + 1),
+        ConfigError::TooManySlices { .. }
+    ));
+    let long = Duration::from_secs(u64::MAX);
+    assert_eq!(single(long, 1), ConfigError::WindowTooLong { window: long });
+    assert!(KeyedLimiter::<u64>::new(1, Duration::ZERO, 1).is_err());
+    let multi = |l: &[(u64, Duration, usize)]| {
+        KeyedLimiter::<u64, _>::multi_with_clock(l, c())
+            .map(|_| ())
+            .unwrap_err()
+    };
+    assert_eq!(multi(&[]), ConfigError::NoLevels);
+    assert!(matches!(multi(&[(1, s, 1); 9]), ConfigError::Invalid(_)));
+    assert_eq!(
+        multi(&[(1, s, 10), (1, Duration::from_millis(1150), 1)]),
+        ConfigError::LevelSliceMismatch { level: 1 }
+    );
+    assert_eq!(multi(&[(1, s, 1), (1, s, 0)]), ConfigError::ZeroSlices);
+    assert!(KeyedLimiter::<u64>::multi(&[]).is_err());
+}
+
+#[test]
+fn keys_moved_to_bigger_tables_keep_their_windows() {
+    // 20k keys force every shard to rebuild several times; each key's
+    // first grant must survive the moves.
+    let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new()).unwrap();
+    for k in 0..20_000u32 {
+        assert!(lim.try_acquire_n(&k, 2));
+    }
+    assert_eq!(lim.len(), 20_000);
+    for k in 0..20_000u32 {
+        assert!(!lim.try_acquire(&k), "key {k} lost its grant in a move");
+    }
+}
