@@ -28,6 +28,9 @@
 //!   threshold of [`HOT_THRESHOLD`]; governor keyed gets the admitting
 //!   quota; the map of atomics is a `DashMap` (the map governor itself uses).
 //! - `fast-counter` is sized as its docs suggest, one cell per core.
+//! - Clock rows ([`clocks`]) read a clock once per operation.
+
+mod clocks;
 
 use super::args::cores;
 use dashmap::DashMap;
@@ -69,6 +72,8 @@ pub enum Group {
     Limiters,
     /// Per-key counting.
     Keyed,
+    /// Clock reads.
+    Clocks,
 }
 
 impl Group {
@@ -79,6 +84,7 @@ impl Group {
             Group::Windows => "windows",
             Group::Limiters => "limiters",
             Group::Keyed => "keyed",
+            Group::Clocks => "clocks",
         }
     }
 
@@ -89,6 +95,7 @@ impl Group {
             Group::Windows => "Sliding windows (1 s / 10 slices): add 1",
             Group::Limiters => "Rate limiters: acquire 1 permit",
             Group::Keyed => "Per-key counting: add 1 to a key",
+            Group::Clocks => "Clocks: now()",
         }
     }
 }
@@ -244,7 +251,16 @@ pub fn all() -> Vec<Row> {
             ("governor keyed, Zipf keys", Peer, governor_keyed_zipf),
         ],
     );
-    [counters, windows, limiters, keyed]
+    let clocks = group(
+        Group::Clocks,
+        &[
+            ("MonotonicClock now()", Ours, clocks::monotonic),
+            ("CoarseClock now()", Ours, clocks::coarse),
+            ("Instant::now()", Baseline, clocks::instant),
+            ("quanta Clock::now()", Peer, clocks::quanta),
+        ],
+    );
+    [counters, windows, limiters, keyed, clocks]
         .into_iter()
         .flatten()
         .collect()
