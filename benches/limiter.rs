@@ -10,8 +10,8 @@
 //! with the same permits per window, and a `Mutex`-guarded sliding window.
 //! Clocks are matched: ours on `CoarseClock` vs governor on its coarse
 //! `QuantaUpkeepClock` (both a cached load), and ours vs governor's default
-//! both on governor's precise `QuantaClock` (TSC-based, ~4x cheaper here
-//! than `Instant::now`, which `MonotonicClock` reads).
+//! both on governor's precise `QuantaClock` (TSC-based, like our default
+//! `MonotonicClock` where the TSC is trusted).
 //!
 //! Run: `cargo bench --bench limiter -- --warm-up-time 1 --measurement-time 2`
 
