@@ -10,8 +10,8 @@
 //! with the same permits per window, and a `Mutex`-guarded sliding window.
 //! Clocks are matched: ours on `CoarseClock` vs governor on its coarse
 //! `QuantaUpkeepClock` (both a cached load), and ours vs governor's default
-//! both on governor's precise `QuantaClock` (TSC-based, ~4x cheaper here
-//! than `Instant::now`, which `MonotonicClock` reads).
+//! both on governor's precise `QuantaClock` (TSC-based, like our default
+//! `MonotonicClock` where the TSC is trusted).
 //!
 //! Per key (issue 11): `KeyedLimiter` against governor's keyed limiter
 //! (`check_key`, GCRA in a `DashMap`, on its coarse `QuantaUpkeepClock`),

@@ -2,6 +2,12 @@
 //! atomic ring, with StripedCounter as the unit, at 1, 2, 4 and 8 threads
 //! sharing one instance. Times are caller-supplied and advance 64 ns per op
 //! per thread, so the 1 ms slices roll over every ~15,600 ops.
+//!
+//! Also a window built the obvious way, `SlidingWindow::new(..)` then
+//! `add` (the default clock, read on every add; its 1 ms slices roll over
+//! every ~60,000 ops at 60M adds/s a thread). Targets (issue 12):
+//! `add_at` at least 0.6x `StripedCounter::add`, `new(..)` + `add` at least
+//! 0.33x `add_at` (aim 0.5x), at 1 and 2 threads.
 
 mod common;
 
@@ -32,6 +38,16 @@ fn windows(c: &mut Criterion) {
         bench_threads(&mut g, &pool, "SlidingWindow", Arc::new(w), |s, _, i| {
             s.add_at(black_box(i * 64), 1);
         });
+        let w = SlidingWindow::new(Duration::from_nanos(SLICE_NS * SLICES as u64), SLICES).unwrap();
+        bench_threads(
+            &mut g,
+            &pool,
+            "SlidingWindow::new+add",
+            Arc::new(w),
+            |s, _, _| {
+                s.add(black_box(1));
+            },
+        );
         bench_threads(
             &mut g,
             &pool,

@@ -11,6 +11,8 @@
 # 1b. The integration features (metrics, prometheus): their tests and doc
 #    tests, and the README's doc tests (which use them). Only those targets,
 #    so the rest of the workspace is not rebuilt with the features.
+# 1b'. The clock's tests without the default `tsc` feature: the `Instant`
+#    fallback through the public API.
 # 1c. The library's unit tests and the per-key tests again in release:
 #    optimized builds inline and reorder the lock-free paths differently,
 #    so both builds must pass.
@@ -40,6 +42,9 @@ cargo test --workspace
 echo "== integration features: tests, doc tests and the README (--all-features)"
 cargo test -p stripecount --all-features --test metrics --test prometheus
 cargo test -p stripecount --all-features --doc -- metrics prometheus ReadmeDoctests
+
+echo "== the clock without the tsc feature (Instant fallback)"
+cargo test -p stripecount --no-default-features --test clock
 
 echo "== library unit tests and per-key tests, optimized"
 cargo test -p stripecount --release --lib --test keyed

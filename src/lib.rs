@@ -69,6 +69,12 @@ pub mod admission {
     pub use crate::limiter::{AdmissionState, Config, Refused};
 }
 
+/// Loom models only: the clock's clamp (a shared floor and per-thread
+/// records), driven with explicit raw times (see `src/clock/clamp.rs`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use clock::clamp as __loom_clamp;
+
 /// Loom models only: the calling thread gives its token back, as a real
 /// thread does when it exits (see `src/thread_id.rs`).
 #[cfg(loom)]

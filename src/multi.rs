@@ -328,7 +328,7 @@ impl MultiWindow {
     /// whole multiple of the previous level's
     /// ([`ConfigError::LevelSliceMismatch`]).
     pub fn new(levels: &[(Duration, usize)]) -> Result<Self, ConfigError> {
-        Self::with_clock(levels, MonotonicClock)
+        Self::with_clock(levels, MonotonicClock::new())
     }
 }
 

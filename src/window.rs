@@ -277,7 +277,7 @@ impl SlidingWindow {
     /// window whose nanoseconds are not a whole multiple of `slices`, or one
     /// longer than `u64::MAX` nanoseconds.
     pub fn new(window: Duration, slices: usize) -> Result<Self, ConfigError> {
-        Self::with_clock(window, slices, MonotonicClock)
+        Self::with_clock(window, slices, MonotonicClock::new())
     }
 }
 

@@ -4,11 +4,14 @@
 //! hotkeys --window 10s --slices 10 --threshold 1000 [--top 20] [--timestamps] [--threads N]
 //! ```
 //!
-//! Each line is a key, or with `--timestamps` `<millis> <key>`. Output is
+//! Each line is a key, or with `--timestamps` `<millis> <key>`; keys are
+//! bytes (a binary stream is fine: only `\n` ends a line). Output is
 //! tab-separated: `hot\t<millis>\t<key>\t<sum>` each time a key becomes hot,
 //! then `top\t<key>\t<sum>` for the `--top` keys at the last time (ties by
-//! key). Malformed lines and backwards timestamps (treated as the newest
-//! time seen) are counted and reported on stderr at the end.
+//! key). Keys are escaped ([`write_key`]; the rule is in `--help`) so that
+//! a record is always one line of four (or three) fields of valid UTF-8. Malformed lines
+//! and backwards timestamps (treated as the newest time seen) are counted
+//! and reported on stderr at the end.
 //!
 //! With `--threads N`, the reading thread deals lines to N workers by a
 //! hash of the key, so each key's lines keep their order and, with
@@ -21,6 +24,11 @@
 //! reused buffer, keys looked up by `&[u8]` (no allocation for known keys),
 //! `add_at` with the line's time, stdout through a `BufWriter`.
 
+mod escape;
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+use escape::write_key;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
@@ -30,14 +38,49 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stripecount::{HotKeyDetector, ManualClock};
 
-const USAGE: &str = "usage: stripecount hotkeys --window <dur> --slices <n> --threshold <n> \
-[--top <n>] [--timestamps] [--threads <n>]
-  --window <dur>     window length: a number with ms, s, m or h (e.g. 10s)
-  --slices <n>       slices per window (the window must divide evenly)
-  --threshold <n>    a key is hot once its window sum reaches n (n >= 1)
-  --top <n>          keys listed at the end (default 10)
-  --timestamps       lines are `<millis> <key>`; otherwise the real clock is used
-  --threads <n>      workers sharing one detector (default 1)";
+/// stripecount hotkeys: the keys of a stream that become hot.
+#[derive(Debug, Parser)]
+#[command(
+    name = "stripecount hotkeys",
+    bin_name = "stripecount hotkeys",
+    about = "Reads keys from standard input, one per line, counts each in a sliding window, and \
+             reports every key whose window sum reaches the threshold.",
+    after_help = concat!(
+        "Output (stdout), tab-separated: `hot<TAB><millis><TAB><key><TAB><sum>` each time a key \
+         becomes hot, then `top<TAB><key><TAB><sum>` for the --top keys at the end (ties by \
+         key). Malformed lines and timestamps that go backwards are counted on stderr.\n\n",
+        "Keys are escaped so that every record is one line of tab-separated fields in valid \
+         UTF-8: a tab is written \\t, a newline \\n, a carriage return \\r, a backslash \\\\, \
+         any other ASCII control byte (0x00-0x1F, 0x7F) and every byte that is not part of \
+         valid UTF-8 as \\xNN (two lowercase hex digits); every other character as is. \
+         Unescaping gives back the key's bytes."
+    )
+)]
+struct Opts {
+    /// Window length: a number with ms, s, m or h (e.g. 10s)
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    window: Duration,
+    /// Slices per window (the window must divide evenly)
+    #[arg(long, value_name = "N")]
+    slices: usize,
+    /// A key is hot once its window sum reaches N (N >= 1)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    threshold: u64,
+    /// Keys listed at the end
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    top: usize,
+    /// Lines are `<millis> <key>`; otherwise the real clock is used
+    #[arg(long)]
+    timestamps: bool,
+    /// Workers sharing one detector
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    threads: usize,
+}
 
 type Detector = HotKeyDetector<Key, ManualClock>;
 
@@ -115,16 +158,6 @@ impl ToOwned for KeyRef {
     }
 }
 
-#[derive(Debug)]
-struct Opts {
-    window: Duration,
-    slices: usize,
-    threshold: u64,
-    top: usize,
-    timestamps: bool,
-    threads: usize,
-}
-
 /// Parses `10ms`, `10s`, `5m`, `1h`.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -152,47 +185,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-fn parse_args(args: &[String]) -> Result<Opts, String> {
-    let (mut window, mut slices, mut threshold) = (None, None, None);
-    let (mut top, mut timestamps, mut threads) = (10usize, false, 1usize);
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        let number = |name: &str, v: String| -> Result<u64, String> {
-            v.parse::<u64>()
-                .map_err(|_| format!("{name}: `{v}` is not a non-negative integer"))
-        };
-        match flag {
-            "--window" => window = Some(parse_duration(&value("--window")?)?),
-            "--slices" => slices = Some(number("--slices", value("--slices")?)? as usize),
-            "--threshold" => threshold = Some(number("--threshold", value("--threshold")?)?),
-            "--top" => top = number("--top", value("--top")?)? as usize,
-            "--threads" => threads = number("--threads", value("--threads")?)? as usize,
-            "--timestamps" if inline.is_none() => timestamps = true,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument `{other}`")),
-        }
+impl Opts {
+    /// Parses `args` (the command line after `hotkeys`).
+    fn parse_args(args: &[String]) -> Result<Opts, clap::Error> {
+        Opts::try_parse_from(
+            std::iter::once("stripecount hotkeys".to_string()).chain(args.iter().cloned()),
+        )
     }
-    if threads == 0 {
-        return Err("--threads must be at least 1".into());
-    }
-    Ok(Opts {
-        window: window.ok_or("--window is required")?,
-        slices: slices.ok_or("--slices is required")?,
-        threshold: threshold.ok_or("--threshold is required")?,
-        top,
-        timestamps,
-        threads,
-    })
 }
 
 /// One parsed line: `(millis, key)`, or `None` if malformed.
@@ -292,7 +291,7 @@ fn write_hot(out: &mut impl Write, ms: u64, key: &[u8], sum: u64) -> io::Result<
     out.write_all(b"hot\t")?;
     out.write_all(fmt_u64(&mut b, ms))?;
     out.write_all(b"\t")?;
-    out.write_all(key)?;
+    write_key(out, key)?;
     out.write_all(b"\t")?;
     out.write_all(fmt_u64(&mut b, sum))?;
     out.write_all(b"\n")
@@ -314,17 +313,23 @@ fn fmt_u64(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
     }
 }
 
+/// Exit code of a usage error (as clap uses).
+const USAGE: u8 = 2;
+
+/// Prints a usage error (or the help) and gives the exit code.
+fn usage(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(USAGE)
+    } else {
+        ExitCode::SUCCESS // --help
+    }
+}
+
 pub fn run(args: &[String]) -> ExitCode {
-    let opts = match parse_args(args) {
+    let opts = match Opts::parse_args(args) {
         Ok(o) => o,
-        Err(msg) if msg.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(msg) => {
-            eprintln!("hotkeys: {msg}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return usage(&e),
     };
     let detector = match HotKeyDetector::with_clock(
         opts.window,
@@ -333,10 +338,9 @@ pub fn run(args: &[String]) -> ExitCode {
         ManualClock::new(),
     ) {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("hotkeys: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        // A window the detector refuses (zero slices, uneven slices): a
+        // usage error like clap's own.
+        Err(e) => return usage(&Opts::command().error(ErrorKind::ValueValidation, e)),
     };
     let mut reader = Reader {
         timestamps: opts.timestamps,
@@ -378,7 +382,7 @@ fn write_top(out: &mut impl Write, detector: &Detector, newest: u64, top: usize)
     let mut b = itoa_buf();
     for (key, sum) in best {
         out.write_all(b"top\t")?;
-        out.write_all(key.bytes())?;
+        write_key(out, key.bytes())?;
         out.write_all(b"\t")?;
         out.write_all(fmt_u64(&mut b, sum))?;
         out.write_all(b"\n")?;

@@ -4,6 +4,10 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn run(args: &[&str], input: &str) -> Output {
+    run_bytes(args, input.as_bytes())
+}
+
+fn run_bytes(args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_stripecount"))
         .arg("hotkeys")
         .args(args)
@@ -13,9 +17,9 @@ fn run(args: &[&str], input: &str) -> Output {
         .spawn()
         .expect("the binary runs");
     let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_string();
+    let input = input.to_vec();
     let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(input.as_bytes());
+        let _ = stdin.write_all(&input);
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
@@ -232,9 +236,10 @@ fn bad_flags_are_usage_errors() {
     ] {
         let o = run(&args, "");
         assert_eq!(o.status.code(), Some(2), "{args:?}");
+        // clap's error format: the error, then a pointer to --help.
         let err = stderr(&o);
-        assert!(err.starts_with("hotkeys: "), "{err}");
-        assert!(err.contains("usage: stripecount hotkeys"), "{err}");
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.contains("try '--help'"), "{err}");
         assert!(o.stdout.is_empty());
     }
 }
@@ -243,5 +248,106 @@ fn bad_flags_are_usage_errors() {
 fn help_prints_usage() {
     let o = run(&["--help"], "");
     assert!(o.status.success());
-    assert!(stdout(&o).starts_with("usage: stripecount hotkeys"));
+    let help = stdout(&o);
+    assert!(help.contains("Usage: stripecount hotkeys"), "{help}");
+    assert!(
+        help.contains("--timestamps") && help.contains("\\xNN"),
+        "{help}"
+    );
+}
+
+/// The inverse of the output's key escaping (`--help`), as a consumer
+/// would write it.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        match b[i + 1] {
+            b't' => out.push(b'\t'),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b'\\' => out.push(b'\\'),
+            b'x' => {
+                let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 2;
+            }
+            other => panic!("unknown escape \\{}", other as char),
+        }
+        i += 2;
+    }
+    out
+}
+
+/// Keys with every kind of byte the output must escape (a tab, a carriage
+/// return, a backslash, control bytes, bytes that are not UTF-8) and one it
+/// must not (UTF-8 text), each read twice so that each becomes hot: every
+/// record is one line of tab-separated UTF-8 fields, and every key field
+/// unescapes to the key's bytes. (A key cannot hold a newline: a newline
+/// ends the line.)
+#[test]
+fn keys_are_escaped_and_parse_back_to_their_bytes() {
+    let keys: [&[u8]; 8] = [
+        b"a\tb",
+        b"cr\rmid",
+        b"back\\slash",
+        b"ctl\x01\x1b[0m\x7f",
+        b"bin\xff\xfe\x00",
+        b"trunc\xc3",
+        "caf\u{e9} \u{1f600}".as_bytes(),
+        b"\\x41 not an escape",
+    ];
+    let mut input = Vec::new();
+    for (i, key) in keys.iter().chain(keys.iter()).enumerate() {
+        input.extend_from_slice(format!("{i} ").as_bytes());
+        input.extend_from_slice(key);
+        input.push(b'\n');
+    }
+    for threads in ["1", "2"] {
+        let args = [
+            "--window",
+            "1h",
+            "--slices",
+            "60",
+            "--threshold",
+            "2",
+            "--timestamps",
+            "--top",
+            "100",
+            "--threads",
+            threads,
+        ];
+        let o = run_bytes(&args, &input);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8(o.stdout.clone()).expect("the output is UTF-8");
+        let (mut hot, mut top) = (Vec::new(), Vec::new());
+        for line in out.lines() {
+            let fields: Vec<&str> = line.split('\t').collect();
+            match fields[0] {
+                "hot" => {
+                    assert_eq!(fields.len(), 4, "{line:?}");
+                    assert_eq!(fields[3], "2", "{line:?}");
+                    hot.push(unescape(fields[2]));
+                }
+                "top" => {
+                    assert_eq!(fields.len(), 3, "{line:?}");
+                    assert_eq!(fields[2], "2", "{line:?}");
+                    top.push(unescape(fields[1]));
+                }
+                _ => panic!("not a record: {line:?}"),
+            }
+        }
+        let mut want: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        want.sort();
+        hot.sort();
+        top.sort();
+        assert_eq!(hot, want, "threads {threads}");
+        assert_eq!(top, want, "threads {threads}");
+    }
 }

@@ -33,7 +33,7 @@ impl Limiter<Fixed> {
     ///
     /// Errors: zero window, or one longer than `u64::MAX` ns.
     pub fn new(limit: u64, window: Duration) -> Result<Self, ConfigError> {
-        Self::with_clock(limit, window, MonotonicClock)
+        Self::with_clock(limit, window, MonotonicClock::new())
     }
 }
 

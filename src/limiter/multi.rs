@@ -59,7 +59,7 @@ impl Limiter<Multi> {
     /// length that is not a whole multiple of the shortest one
     /// ([`ConfigError::LevelSliceMismatch`]).
     pub fn new(limits: &[(u64, Duration, usize)]) -> Result<Self, ConfigError> {
-        Self::with_clock(limits, MonotonicClock)
+        Self::with_clock(limits, MonotonicClock::new())
     }
 }
 

@@ -41,7 +41,7 @@ impl Limiter<Sliding> {
     /// [`MAX_SLICES`](crate::MAX_SLICES), a window whose nanoseconds are not a
     /// whole multiple of `slices`, or one longer than `u64::MAX` ns.
     pub fn new(limit: u64, window: Duration, slices: usize) -> Result<Self, ConfigError> {
-        Self::with_clock(limit, window, slices, MonotonicClock)
+        Self::with_clock(limit, window, slices, MonotonicClock::new())
     }
 }
 

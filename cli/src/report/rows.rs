@@ -31,6 +31,9 @@
 //!   clock, each with the limiters' admitting and refusing quotas (every
 //!   key gets the quota).
 //! - `fast-counter` is sized as its docs suggest, one cell per core.
+//! - Clock rows ([`clocks`]) read a clock once per operation.
+
+mod clocks;
 
 use super::args::cores;
 use dashmap::DashMap;
@@ -72,6 +75,8 @@ pub enum Group {
     Limiters,
     /// Per-key counting.
     Keyed,
+    /// Clock reads.
+    Clocks,
 }
 
 impl Group {
@@ -82,6 +87,7 @@ impl Group {
             Group::Windows => "windows",
             Group::Limiters => "limiters",
             Group::Keyed => "keyed",
+            Group::Clocks => "clocks",
         }
     }
 
@@ -92,6 +98,7 @@ impl Group {
             Group::Windows => "Sliding windows (1 s / 10 slices): add 1",
             Group::Limiters => "Rate limiters: acquire 1 permit",
             Group::Keyed => "Per-key counting: add 1 to a key",
+            Group::Clocks => "Clocks: now()",
         }
     }
 }
@@ -277,7 +284,16 @@ pub fn all() -> Vec<Row> {
             ),
         ],
     );
-    [counters, windows, limiters, keyed]
+    let clocks = group(
+        Group::Clocks,
+        &[
+            ("MonotonicClock now()", Ours, clocks::monotonic),
+            ("CoarseClock now()", Ours, clocks::coarse),
+            ("Instant::now()", Baseline, clocks::instant),
+            ("quanta Clock::now()", Peer, clocks::quanta),
+        ],
+    );
+    [counters, windows, limiters, keyed, clocks]
         .into_iter()
         .flatten()
         .collect()
