@@ -217,6 +217,11 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                 if let Some(after) = en.try_add(n) {
                     return Some((en, Some(after)));
                 }
+                // Striped, contended or saturated: the entry's own slow
+                // path, without a second lookup.
+                if let Add::Done(after) = en.add(n) {
+                    return Some((en, after));
+                }
             }
         }
         self.add_slow(hash, key, e, n, guard)
