@@ -25,13 +25,13 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F> {
-        Inner { #[pin] future: F, fields: Option<Box<Fields>> },
+        Inner { #[pin] future: F, fields: Option<Fields> },
         Refused { response: Option<Response<Bytes>> },
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn inner(future: F, fields: Option<Box<Fields>>) -> Self {
+    pub(crate) fn inner(future: F, fields: Option<Fields>) -> Self {
         ResponseFuture {
             kind: Kind::Inner { future, fields },
         }
@@ -58,7 +58,7 @@ where
                 let mut response = std::task::ready!(future.poll(cx))?;
                 if let Some(fields) = fields.take() {
                     let headers = response.headers_mut();
-                    for (name, value) in *fields {
+                    for (name, value) in fields {
                         headers.insert(name, value);
                     }
                 }

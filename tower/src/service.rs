@@ -83,7 +83,7 @@ impl<Svc: fmt::Debug, X: KeyExtractor, C: Clock, S> fmt::Debug for KeyedRateLimi
 /// A request's fate.
 enum Outcome {
     /// Call the inner service (adding these fields to its response).
-    Call(Option<Box<Fields>>),
+    Call(Option<Fields>),
     /// Answer at once.
     Refuse(Response<Bytes>),
 }
@@ -111,7 +111,7 @@ where
             Some(key) => {
                 let d = st.limiter.try_acquire_decision(&*key, 1);
                 if d.is_granted() {
-                    Outcome::Call(st.on_grant.then(|| Box::new(fields(st, &key, &d))))
+                    Outcome::Call(st.on_grant.then(|| fields(st, &key, &d)))
                 } else {
                     Outcome::Refuse(refusal(st, &key, &d))
                 }

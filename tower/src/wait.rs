@@ -1,23 +1,7 @@
 //! Waiting instead of refusing (feature `tokio`): [`UntilReady`] on a
 //! [`KeyedLimiter`], and [`TokioClock`], a limiter clock on tokio's time.
 //!
-//! # Cancel safety
-//! A wait is a loop of one attempt (`try_acquire_decision`, all `n`
-//! permits or none, decided in one step) and one sleep for the refusal's
-//! `retry_after`. Permits exist only in the limiter: a grant returns from
-//! the same poll that took it, with no await in between, so a waiter
-//! dropped at any await point (a timeout, a `select!`, a client gone) holds
-//! nothing and has taken nothing. There is no queue to leave either.
-//!
-//! # Order
-//! Waiters are not served in arrival order: each sleeps until its request
-//! would fit if nothing else were granted, then tries again; when several
-//! wake for the same room, the limit decides who gets it (never more than
-//! the limit), and the others sleep again. A waiter whose request fits the
-//! key's limit is granted as soon as it finds room at one of its attempts;
-//! with more demand than the limit it may wait through several windows.
-//! Each attempt that does not fit is a refusal in
-//! [`KeyedLimiter::refusals`].
+//! The guarantees are on [`UntilReady`]'s docs.
 
 use std::future::Future;
 use std::hash::BuildHasher;
@@ -25,6 +9,24 @@ use stripecount::{Clock, Decision, Denied, Key, KeyRef, KeyedLimiter};
 
 /// `until_ready` for a [`KeyedLimiter`]: wait for a key's permits instead
 /// of being refused (governor's `until_ready`, per key).
+///
+/// # Cancel safety
+/// A wait is a loop of one attempt (`try_acquire_decision`, all `n`
+/// permits or none, decided in one step) and one sleep for the refusal's
+/// `retry_after`. Permits exist only in the limiter: a grant returns from
+/// the same poll that took it, with no await in between, so a waiter
+/// dropped at any await point (a timeout, a `select!`, a client gone) holds
+/// nothing and has taken nothing. There is no queue to leave either.
+///
+/// # Order
+/// Waiters are not served in arrival order: each sleeps until its request
+/// would fit if nothing else were granted, then tries again; when several
+/// wake for the same room, the limit decides who gets it (never more than
+/// the limit), and the others sleep again. A waiter is granted at the first
+/// of its attempts that finds room; with more demand than the limit it may
+/// wait through several windows (no fairness is promised).
+/// Each attempt that does not fit is a refusal in
+/// [`KeyedLimiter::refusals`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -58,7 +60,7 @@ pub trait UntilReady<K> {
 
     /// Waits until `n` permits for `key` are granted, all at once, and
     /// returns the grant's decision. Cancel-safe: dropping the future at
-    /// any point takes nothing (see the [module docs](self)).
+    /// any point takes nothing (see the [trait docs](UntilReady)).
     ///
     /// Errors, at once: the request can never fit
     /// ([`Denied::ExceedsLimit`]: `n` above the key's limit), or the
@@ -90,24 +92,18 @@ where
         self.until_ready_n(key, 1)
     }
 
-    fn until_ready_n<'a, Q>(
-        &'a self,
-        key: &'a Q,
-        n: u64,
-    ) -> impl Future<Output = Result<Decision, Denied>> + Send + 'a
+    async fn until_ready_n<'a, Q>(&'a self, key: &'a Q, n: u64) -> Result<Decision, Denied>
     where
         Q: KeyRef<K> + Sync + ?Sized,
     {
-        async move {
-            loop {
-                let d = self.try_acquire_decision(key, n);
-                if d.is_granted() {
-                    return Ok(d);
-                }
-                match (d.denied(), d.retry_after()) {
-                    (Some(Denied::Exhausted), Some(wait)) => tokio::time::sleep(wait).await,
-                    (reason, _) => return Err(reason.unwrap_or(Denied::Exhausted)),
-                }
+        loop {
+            let d = self.try_acquire_decision(key, n);
+            if d.is_granted() {
+                return Ok(d);
+            }
+            match (d.denied(), d.retry_after()) {
+                (Some(Denied::Exhausted), Some(wait)) => tokio::time::sleep(wait).await,
+                (reason, _) => return Err(reason.unwrap_or(Denied::Exhausted)),
             }
         }
     }

@@ -70,12 +70,9 @@ async fn body(r: Response<LimitBody<String>>) -> String {
 
 type Extractor = fn(&Parts) -> Option<(String, String)>;
 type Limited = KeyedRateLimit<Inner, Extractor, ManualClock>;
+type Limiter = Arc<KeyedLimiter<(String, String), ManualClock>>;
 
-fn setup() -> (
-    Limited,
-    Arc<KeyedLimiter<(String, String), ManualClock>>,
-    Inner,
-) {
+fn setup() -> (Limited, Limiter, Inner) {
     let clock = ManualClock::new();
     let limiter = Arc::new(KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, clock).unwrap());
     let inner = Inner {
@@ -158,9 +155,6 @@ async fn refusals_never_reach_the_inner_service_and_its_errors_pass_through() {
 #[test]
 fn clones_on_threads_share_one_budget() {
     let (svc, limiter, inner) = setup();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
     let handles: Vec<_> = (0..4)
         .map(|_| {
             let svc = svc.clone();
