@@ -15,7 +15,8 @@ pub(crate) type Fields = [(HeaderName, HeaderValue); 2];
 
 pin_project! {
     /// The future of a [`KeyedRateLimit`](crate::KeyedRateLimit)'s
-    /// response.
+    /// response. Like most futures, it panics if polled again after it
+    /// returned `Ready`.
     pub struct ResponseFuture<F> {
         #[pin]
         kind: Kind<F>,

@@ -54,14 +54,11 @@ impl Policies {
                 1 => l.clone(),
                 _ => format!("{l}-{i}"),
             })
-            .collect::<Vec<_>>();
-        let mut p = Policies {
-            names: Vec::new(),
+            .collect::<Vec<String>>();
+        Policies {
+            names: names.iter().map(|n| quote(n)).collect(),
             windows: windows.iter().map(|&w| window_param(w)).collect(),
-        };
-        p.set_names(&names.iter().map(String::as_str).collect::<Vec<_>>())
-            .expect("window labels are plain ASCII");
-        p
+        }
     }
 
     /// Renames the policies, one name per limit. Errors: another number of
@@ -80,16 +77,7 @@ impl Policies {
                     "a policy name must be non-empty printable ASCII",
                 ));
             }
-            let mut q = String::with_capacity(name.len() + 2);
-            q.push('"');
-            for c in name.chars() {
-                if c == '"' || c == '\\' {
-                    q.push('\\');
-                }
-                q.push(c);
-            }
-            q.push('"');
-            quoted.push(q);
+            quoted.push(quote(name));
         }
         self.names = quoted;
         Ok(())
@@ -114,6 +102,21 @@ impl Policies {
         let t = ceil_secs(reset_secs(d));
         value(format!("{name};r={};t={t}", d.remaining()))
     }
+}
+
+/// `name` as an sf-string: quoted, `"` and `\` escaped (the caller has
+/// checked it is printable ASCII).
+fn quote(name: &str) -> String {
+    let mut q = String::with_capacity(name.len() + 2);
+    q.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
 }
 
 /// The `t` of a decision, before rounding: see the module docs.
