@@ -10,7 +10,9 @@
 #    Redis layer's included.
 # 1b. The integration features (metrics, prometheus): their tests and doc
 #    tests, and the README's doc tests (which use them). Only those targets,
-#    so the rest of the workspace is not rebuilt with the features.
+#    so the rest of the workspace is not rebuilt with the features. Then the
+#    tower layer (tower/) with its features (tokio, axum): the end-to-end
+#    tests against a real axum server and client, and the waits.
 # 1b'. The clock's tests without the default `tsc` feature: the `Instant`
 #    fallback through the public API.
 # 1c. The library's unit tests and the per-key tests again in release:
@@ -42,6 +44,7 @@ cargo test --workspace
 echo "== integration features: tests, doc tests and the README (--all-features)"
 cargo test -p stripecount --all-features --test metrics --test prometheus
 cargo test -p stripecount --all-features --doc -- metrics prometheus ReadmeDoctests
+cargo test -p stripecount-tower --all-features
 
 echo "== the clock without the tsc feature (Instant fallback)"
 cargo test -p stripecount --no-default-features --test clock

@@ -100,6 +100,7 @@ fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bo
     let mut overrides: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut refs: HashMap<u32, Reference> = HashMap::new();
     let mut now = 0u64;
+    let mut refused = 0u64;
     for step in 0..steps {
         let key = rng.random_range(0..12u32);
         let limits = overrides.get(&key).unwrap_or(&defaults).clone();
@@ -115,13 +116,16 @@ fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bo
         let n = rng.random_range(0..=max + 1);
         let ctx = || format!("seed {seed} step {step}: key {key} at {t} n {n} limits {limits:?}");
         match rng.random_range(0..100) {
-            0..=39 => assert_eq!(
-                lim.try_acquire_decision_at(&key, t, n),
-                r.decision(t, n),
-                "{}",
-                ctx()
-            ),
-            40..=69 => assert_eq!(lim.try_acquire_at(&key, t, n), r.acquire(t, n), "{}", ctx()),
+            0..=39 => {
+                let d = r.decision(t, n);
+                refused += u64::from(!d.is_granted());
+                assert_eq!(lim.try_acquire_decision_at(&key, t, n), d, "{}", ctx());
+            }
+            40..=69 => {
+                let granted = r.acquire(t, n);
+                refused += u64::from(!granted);
+                assert_eq!(lim.try_acquire_at(&key, t, n), granted, "{}", ctx());
+            }
             70..=79 => assert_eq!(lim.peek_at(&key, t, n), r.peek(t, n), "{}", ctx()),
             80..=84 => assert_eq!(lim.available_at(&key, t), r.available(t), "{}", ctx()),
             85..=88 => assert_eq!(
@@ -154,6 +158,8 @@ fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bo
             *overrides.get(&key).unwrap_or(&defaults)
         );
         assert_eq!(lim.key_overrides(), overrides.len());
+        // Every refused request counted, reads not.
+        assert_eq!(lim.refusals(), refused, "seed {seed} step {step}");
     }
 }
 
@@ -263,6 +269,7 @@ fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
             std::thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(t as u64);
                 let mut grants = Vec::new();
+                let mut refused = 0u64;
                 start.wait();
                 while !stop.load(Ordering::Acquire) {
                     let hot = rng.random_bool(0.5);
@@ -277,14 +284,15 @@ fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
                         Ok(e) => grants.push((key, e, n)),
                         Err(Denied::TooManyKeys) => {
                             too_many.fetch_add(1, Ordering::Relaxed);
+                            refused += 1;
                         }
-                        Err(_) => {}
+                        Err(_) => refused += 1,
                     }
                     if hot {
                         hot_done.fetch_add(1, Ordering::Release);
                     }
                 }
-                grants
+                (grants, refused)
             })
         })
         .collect();
@@ -310,10 +318,16 @@ fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
     }
     stop.store(true, Ordering::Release);
     evictor.join().unwrap();
+    let mut refused = 0;
     let grants: Vec<(u64, u64, u64)> = handles
         .into_iter()
-        .flat_map(|h| h.join().unwrap())
+        .flat_map(|h| {
+            let (grants, r) = h.join().unwrap();
+            refused += r;
+            grants
+        })
         .collect();
+    assert_eq!(lim.refusals(), refused);
     check_windows(
         &grants,
         SLICES,

@@ -1,7 +1,9 @@
 //! Prometheus export (feature `prometheus`): registries holding our
 //! counters and a `ScrapeCollector` are encoded with prometheus-client's
 //! own text encoder and every line is checked, values included; random add
-//! sequences are checked against a reference; bad names are refused.
+//! sequences are checked against a reference; bad names are refused; keyed
+//! limiters' keys held, refusals and untracked decisions, counted from
+//! several threads.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::{Atomic, Counter};
@@ -13,7 +15,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 use stripecount::prometheus::ScrapeCollector;
-use stripecount::{ConfigError, ManualClock, MultiWindow, SlidingWindow, StripedCounter};
+use stripecount::{
+    ConfigError, FloodPolicy, KeyedLimiter, ManualClock, MultiWindow, SlidingWindow, StripedCounter,
+};
 
 const SEC: u64 = 1_000_000_000;
 const MIN: Duration = Duration::from_secs(60);
@@ -348,4 +352,115 @@ fn bad_names_labels_and_help_are_refused() {
             .count(),
         8
     );
+}
+
+/// Two keyed limiters under one name (labels apart) and a third under
+/// another: keys held, refusals (every reason) and untracked decisions,
+/// exactly, after requests from several threads; reads do not count.
+#[test]
+fn keyed_limiters_export_keys_refusals_and_untracked() {
+    let clock = ManualClock::new();
+    let sec = Duration::from_secs(1);
+    // 3 per second per key; at most 4 keys, refusing the rest.
+    let api = Arc::new(
+        KeyedLimiter::<u64, _>::with_clock(3, sec, 1, clock.clone())
+            .unwrap()
+            .with_max_keys(4),
+    );
+    // 1 per second and 2 per minute per key; untracked keys admitted.
+    let login = Arc::new(
+        KeyedLimiter::<String, _>::multi_with_clock(&[(1, sec, 1), (2, MIN, 60)], clock.clone())
+            .unwrap()
+            .with_max_keys(1)
+            .with_flood_policy(FloodPolicy::AdmitUntracked),
+    );
+    let idle = Arc::new(KeyedLimiter::<u64, _>::with_clock(1, sec, 1, clock.clone()).unwrap());
+    let collector = Arc::new(ScrapeCollector::new());
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Arc::clone(&collector)));
+    let help = "Per-client limits";
+    collector
+        .keyed_limiter("limiter", help, &[("route", "/api")], api.clone())
+        .unwrap();
+    collector
+        .keyed_limiter("limiter", help, &[("route", "/login")], login.clone())
+        .unwrap();
+    // A limiter writes no label of its own: `window` is free.
+    collector
+        .keyed_limiter("idle", "Idle", &[("window", "w")], idle.clone())
+        .unwrap();
+
+    // 4 threads, each 100 requests on key t (3 granted, 97 refused), then,
+    // once every thread's key is held, 10 on keys 4 + t (the map holds 4
+    // keys, none idle: all refused).
+    let barrier = Arc::new(std::sync::Barrier::new(4));
+    let handles: Vec<_> = (0..4u64)
+        .map(|t| {
+            let api = Arc::clone(&api);
+            let barrier = Arc::clone(&barrier);
+            thread::spawn(move || {
+                let granted = (0..100).filter(|_| api.try_acquire(&t)).count();
+                barrier.wait();
+                let extra = (0..10).filter(|_| api.try_acquire(&(4 + t))).count();
+                assert_eq!(api.available(&t), 0); // a read: neither counted nor held
+                (granted, extra)
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), (3, 0));
+    }
+    // ExceedsLimit is a refusal too; a peek is not a request.
+    assert!(!api.try_acquire_decision(&0, 4).is_granted());
+    assert!(!api.peek(&1, 1).is_granted());
+    // login: "a" twice (1 refused), "b" untracked (admitted), "a" for 2 at
+    // once (more than its 1-per-second limit).
+    assert!(login.try_acquire("a"));
+    assert!(!login.try_acquire("a"));
+    assert!(login.try_acquire("b"));
+    assert!(!login.try_acquire_n("a", 2));
+    assert_eq!(
+        text(&registry),
+        lines(&[
+            "# HELP limiter_keys Per-client limits, keys held.",
+            "# TYPE limiter_keys gauge",
+            "limiter_keys{route=\"/api\"} 4",
+            "limiter_keys{route=\"/login\"} 1",
+            "# HELP limiter_refused Per-client limits, requests refused.",
+            "# TYPE limiter_refused counter",
+            "limiter_refused_total{route=\"/api\"} 429",
+            "limiter_refused_total{route=\"/login\"} 2",
+            "# HELP limiter_untracked Per-client limits, decisions on keys the limiter could not hold.",
+            "# TYPE limiter_untracked counter",
+            "limiter_untracked_total{route=\"/api\"} 40",
+            "limiter_untracked_total{route=\"/login\"} 1",
+            "# HELP idle_keys Idle, keys held.",
+            "# TYPE idle_keys gauge",
+            "idle_keys{window=\"w\"} 0",
+            "# HELP idle_refused Idle, requests refused.",
+            "# TYPE idle_refused counter",
+            "idle_refused_total{window=\"w\"} 0",
+            "# HELP idle_untracked Idle, decisions on keys the limiter could not hold.",
+            "# TYPE idle_untracked counter",
+            "idle_untracked_total{window=\"w\"} 0",
+            "# EOF",
+        ])
+    );
+
+    // Two windows on, the idle keys are evicted by the next request's
+    // sweep; counters only grow.
+    clock.advance(2 * sec);
+    assert!(api.try_acquire(&9));
+    assert_eq!(api.evict_idle_at(2_000_000_000), 0); // the sweep already did it
+    let out = text(&registry);
+    for line in [
+        "limiter_keys{route=\"/api\"} 1",
+        "limiter_refused_total{route=\"/api\"} 429",
+        "limiter_untracked_total{route=\"/api\"} 40",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+    // A label set already registered under the name is refused.
+    let again = collector.keyed_limiter("limiter", help, &[("route", "/api")], api.clone());
+    assert!(matches!(again, Err(ConfigError::Invalid(_))));
 }

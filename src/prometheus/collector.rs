@@ -2,16 +2,19 @@
 //! and read once each when Prometheus scrapes (see the module docs of
 //! [`crate::prometheus`] for what is written).
 
-use super::source::{Family, MultiSource, Sample, SlidingSource, Source, Value};
-use crate::{Clock, ConfigError, MultiWindow, SlidingWindow};
+use super::source::{
+    Family, KeyedLimiterSource, MultiSource, Sample, SlidingSource, Source, Value,
+};
+use crate::{Clock, ConfigError, Key, KeyedLimiter, MultiWindow, SlidingWindow};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use std::fmt;
+use std::hash::BuildHasher;
 use std::sync::{Arc, PoisonError, RwLock};
 
-/// A prometheus-client [`Collector`] that reads windows' sums and rates at
-/// scrape time. See the [module docs](crate::prometheus) for the names,
+/// A prometheus-client [`Collector`] that reads windows' sums and rates,
+/// and keyed limiters' figures, at scrape time. See the [module docs](crate::prometheus) for the names,
 /// types and labels it writes.
 ///
 /// ```
@@ -80,6 +83,47 @@ impl ScrapeCollector {
         window: Arc<MultiWindow<C>>,
     ) -> Result<(), ConfigError> {
         self.insert(name, help, labels, Box::new(MultiSource::new(window)))
+    }
+
+    /// Exports `limiter`'s own figures, with `labels`: `<name>_keys` (a
+    /// gauge: keys held), `<name>_refused_total` (a counter: requests
+    /// refused, [`KeyedLimiter::refusals`]) and `<name>_untracked_total` (a
+    /// counter: decisions on keys it could not hold,
+    /// [`KeyedLimiter::untracked_decisions`]). Errors as
+    /// [`sliding_window`](Self::sliding_window), except that a label may be
+    /// named `window` (the limiter writes no label of its own).
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// use std::{sync::Arc, time::Duration};
+    /// use stripecount::{prometheus::ScrapeCollector, KeyedLimiter};
+    ///
+    /// let lim = Arc::new(KeyedLimiter::<String>::new(1, Duration::from_secs(1), 1)?);
+    /// let collector = ScrapeCollector::new();
+    /// collector.keyed_limiter("api_limiter", "Per-client API limit", &[], Arc::clone(&lim))?;
+    /// let mut registry = Registry::default();
+    /// registry.register_collector(Box::new(collector));
+    /// assert!(lim.try_acquire("alice") && !lim.try_acquire("alice"));
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("api_limiter_keys 1\n"));
+    /// assert!(text.contains("api_limiter_refused_total 1\n"));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn keyed_limiter<K, C, S>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        limiter: Arc<KeyedLimiter<K, C, S>>,
+    ) -> Result<(), ConfigError>
+    where
+        K: Key,
+        C: Clock,
+        S: BuildHasher + Send + Sync + 'static,
+    {
+        let source = KeyedLimiterSource::new(limiter);
+        self.insert(name, help, labels, Box::new(source))
     }
 
     fn insert(

@@ -5,8 +5,10 @@
 //!   [`counter::Atomic<u64>`](prometheus_client::metrics::counter::Atomic),
 //!   so `Counter<u64, StripedCounter>` registers like any counter and its
 //!   `inc` is a striped add.
-//! - [`ScrapeCollector`] exposes windows' sums and rates, read when
-//!   Prometheus scrapes (nothing is copied on the hot path).
+//! - [`ScrapeCollector`] exposes windows' sums and rates, and a
+//!   [`KeyedLimiter`](crate::KeyedLimiter)'s keys held, refusals and
+//!   untracked decisions, read when Prometheus scrapes (nothing is copied
+//!   on the hot path).
 //!
 //! ```
 //! use prometheus_client::encoding::text::encode;
@@ -65,6 +67,17 @@
 //! the same help text and different label sets; their series are written
 //! under one family.
 //!
+//! # What a keyed limiter exports
+//! A [`KeyedLimiter`](crate::KeyedLimiter) registered under `name` writes,
+//! with the caller's labels only:
+//! - `<name>_keys`: a gauge, the keys it holds now
+//!   ([`len`](crate::KeyedLimiter::len));
+//! - `<name>_refused_total`: a counter, the requests it refused for any
+//!   reason ([`refusals`](crate::KeyedLimiter::refusals));
+//! - `<name>_untracked_total`: a counter, its decisions on keys it could not
+//!   hold ([`untracked_decisions`](crate::KeyedLimiter::untracked_decisions)):
+//!   a key flood against `max_keys`.
+//!
 //! # Invariants
 //! - A scrape reads each structure once, at one clock reading: its series
 //!   (every window of a `MultiWindow`, a sum and its rate) are from the same
@@ -83,11 +96,10 @@
 //! # Adding a kind of structure
 //! Every registered structure is a *source* (`src/prometheus/source.rs`):
 //! a fixed list of families (suffix, help, type), the label names it adds
-//! itself, and one reading that yields all its samples. A new kind (a keyed
-//! limiter's keys held, refusals and untracked keys: `<name>_keys` gauge,
-//! `<name>_refused` and `<name>_untracked` counters) is one more `Source`
-//! and one registration method on [`ScrapeCollector`]; grouping, checks and
-//! encoding stay as they are.
+//! itself, and one reading that yields all its samples. A new kind is one
+//! more `Source` and one registration method on [`ScrapeCollector`] (the
+//! keyed limiter's was added that way); grouping, checks and encoding stay
+//! as they are.
 //!
 //! # `inc` returns 0
 //! prometheus-client's `Atomic::inc`/`inc_by` return the previous value.

@@ -10,14 +10,15 @@
 //! one more `Source` here and one registration method on the collector;
 //! the collector's grouping, checks and encoding do not change.
 //!
-//! For a keyed limiter that would be: `<name>_keys` (gauge: keys held),
-//! `<name>_refused` and `<name>_untracked` (counters, written with the
-//! `_total` suffix: refusals, adds for keys the cap kept out), no label of
-//! its own.
+//! A keyed limiter writes `<name>_keys` (gauge: keys held), `<name>_refused`
+//! and `<name>_untracked` (counters, written with the `_total` suffix:
+//! refused requests, decisions on keys the `max_keys` bound kept out), no
+//! label of its own.
 
 use crate::clock::duration_nanos;
-use crate::{Clock, MultiWindow, SlidingWindow};
+use crate::{Clock, Key, KeyedLimiter, MultiWindow, SlidingWindow};
 use prometheus_client::metrics::MetricType;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -140,6 +141,63 @@ impl<C: Clock> Source for MultiSource<C> {
         let now = self.window.clock().now();
         for (span, label) in &self.spans {
             window_samples(out, label, *span, self.window.sum_over_at(now, *span));
+        }
+    }
+}
+
+/// A [`KeyedLimiter`]'s own figures.
+const KEYED_LIMITER_FAMILIES: &[Family] = &[
+    Family {
+        suffix: "_keys",
+        help: "keys held.",
+        kind: MetricType::Gauge,
+    },
+    Family {
+        suffix: "_refused",
+        help: "requests refused.",
+        kind: MetricType::Counter,
+    },
+    Family {
+        suffix: "_untracked",
+        help: "decisions on keys the limiter could not hold.",
+        kind: MetricType::Counter,
+    },
+];
+
+/// A [`KeyedLimiter`]: keys held ([`KeyedLimiter::len`]), refusals
+/// ([`KeyedLimiter::refusals`]) and untracked decisions
+/// ([`KeyedLimiter::untracked_decisions`]), one series each.
+pub(super) struct KeyedLimiterSource<K: 'static, C: Clock, S> {
+    limiter: Arc<KeyedLimiter<K, C, S>>,
+}
+
+impl<K: Key, C: Clock, S> KeyedLimiterSource<K, C, S> {
+    pub(super) fn new(limiter: Arc<KeyedLimiter<K, C, S>>) -> Self {
+        KeyedLimiterSource { limiter }
+    }
+}
+
+impl<K, C, S> Source for KeyedLimiterSource<K, C, S>
+where
+    K: Key,
+    C: Clock,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    fn families(&self) -> &'static [Family] {
+        KEYED_LIMITER_FAMILIES
+    }
+    fn own_labels(&self) -> &'static [&'static str] {
+        &[]
+    }
+    fn read<'a>(&'a self, out: &mut Vec<Sample<'a>>) {
+        let l = &self.limiter;
+        let values = [l.len() as u64, l.refusals(), l.untracked_decisions()];
+        for (family, v) in values.into_iter().enumerate() {
+            out.push(Sample {
+                family,
+                label: None,
+                value: Value::Count(v),
+            });
         }
     }
 }

@@ -22,6 +22,12 @@
 //! leaves the decision to the [`FloodPolicy`]: refuse
 //! ([`Denied::TooManyKeys`]) or admit untracked. Either is counted. Reads of
 //! a key the map does not hold answer as for an empty window.
+//!
+//! # Refusals
+//! Every refused request is counted ([`KeyedLimiter::refusals`]), whatever
+//! the reason, in a striped counter bumped out of line after the verdict:
+//! a grant pays one test of its result; a refusal, an uncontended add to
+//! its thread's cell (a flood of refusals on one hot key shares no word).
 
 use super::{FloodPolicy, KeyedLimiter};
 use crate::clock::Clock;
@@ -128,6 +134,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
                 return if n == 0 {
                     Ok(self.epoch(now))
                 } else {
+                    self.count_refusal();
                     Err(Denied::ExceedsLimit)
                 };
             }
@@ -141,6 +148,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
                 return if n == 0 {
                     Ok(self.epoch(now))
                 } else {
+                    self.count_refusal();
                     Err(Denied::ExceedsLimit)
                 };
             }
@@ -149,12 +157,16 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             })
         };
         self.sweep_step(now);
-        r.unwrap_or_else(|| {
+        let r = r.unwrap_or_else(|| {
             self.untracked(|admit| match admit {
                 true => Ok(self.epoch(now)),
                 false => Err(Denied::TooManyKeys),
             })
-        })
+        });
+        if r.is_err() {
+            self.count_refusal();
+        }
+        r
     }
 
     /// Takes `n` permits for `key` now and returns the whole [`Decision`]:
@@ -203,9 +215,13 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         if n == 0 || limits.iter().any(|&l| n > l) {
             // Nothing to take: the grant writes nothing (it decides on
             // `n` alone), so it runs as a read, and holds no key.
-            return self.read_state(hash, key, &guard, |st| {
+            let d = self.read_state(hash, key, &guard, |st| {
                 st.decide_with::<false>(cfg, now, n, limits)
             });
+            if !d.is_granted() {
+                self.count_refusal();
+            }
+            return d;
         }
         let d = if limits.len() == 1 {
             self.on_state(hash, key, now, &guard, |st| {
@@ -217,9 +233,13 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             })
         };
         self.sweep_step(now);
-        d.unwrap_or_else(|| {
+        let d = d.unwrap_or_else(|| {
             self.untracked(|admit| Decision::untracked(admit, self.epoch(now), limits[0], n))
-        })
+        });
+        if !d.is_granted() {
+            self.count_refusal();
+        }
+        d
     }
 
     /// Runs `f` on the key's state, inserting the key if it is absent,
@@ -283,6 +303,14 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     fn untracked<R>(&self, decide: impl FnOnce(bool) -> R) -> R {
         self.untracked.fetch_add(1, Ordering::Relaxed);
         decide(self.flood == FloodPolicy::AdmitUntracked)
+    }
+
+    /// Counts one refused request ([`refusals`](Self::refusals)): out of
+    /// line, so the grant path pays one test of its verdict.
+    #[cold]
+    #[inline(never)]
+    fn count_refusal(&self) {
+        self.refused.add(1);
     }
 
     /// The automatic sweep step (one load unless `now` opens a new slice).

@@ -144,9 +144,32 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         self.untracked.load(Ordering::Relaxed)
     }
 
+    /// Requests refused so far, whatever the reason ([`Denied`]'s
+    /// `Exhausted`, `ExceedsLimit` or `TooManyKeys`), by `try_acquire*`;
+    /// peeks and other reads are not requests. Counted in a
+    /// [`StripedCounter`](crate::StripedCounter), off the grant path: read
+    /// it for metrics, not for decisions (a read sums every stripe).
+    ///
+    /// ```
+    /// # use stripecount::{KeyedLimiter, ManualClock};
+    /// # use std::time::Duration;
+    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// assert!(lim.try_acquire_n(&"k", 2));
+    /// assert!(!lim.try_acquire(&"k")); // the window is full
+    /// assert!(!lim.try_acquire_decision(&"k", 3).is_granted()); // more than the limit
+    /// assert!(!lim.peek(&"k", 1).is_granted()); // a read: not counted
+    /// assert_eq!(lim.refusals(), 2);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    ///
+    /// [`Denied`]: crate::Denied
+    pub fn refusals(&self) -> u64 {
+        self.refused.sum()
+    }
+
     /// Bytes held by the structure: the map's tables (each slot a key and
     /// its 24-byte state), the history blocks of keys with grants in more
-    /// than one slice, and the overrides. Keys' own heap data (a `String`'s
+    /// than one slice, the overrides and the refusal counter's cells. Keys' own heap data (a `String`'s
     /// buffer) is not included.
     ///
     /// ```
@@ -163,5 +186,6 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             + self.map.memory_bytes(&self.shared)
             + self.quotas.memory_bytes()
             + self.empty.heap_bytes(&self.shared.cfg)
+            + self.refused.heap_bytes()
     }
 }

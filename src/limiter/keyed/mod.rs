@@ -47,6 +47,7 @@ use crate::keyed::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
 use crate::limiter::state::AdmissionState;
 use crate::sync::AtomicU64;
+use crate::StripedCounter;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
@@ -117,6 +118,10 @@ pub struct KeyedLimiter<K: 'static, C: Clock = MonotonicClock, S = RandomState> 
     clock: C,
     flood: FloodPolicy,
     untracked: AtomicU64,
+    /// Requests refused, whatever the reason (`acquire.rs`): striped, so a
+    /// flood of refusals on one key does not turn one shared word into the
+    /// bottleneck; bumped off the grant path.
+    refused: StripedCounter,
 }
 
 impl<K: Key> KeyedLimiter<K> {
@@ -280,6 +285,7 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
             clock,
             flood: FloodPolicy::Refuse,
             untracked: AtomicU64::new(0),
+            refused: StripedCounter::new(),
         }
     }
 }

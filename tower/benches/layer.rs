@@ -1,0 +1,117 @@
+//! What the layer costs per request, on one thread, against the limiter
+//! called directly with the same key.
+//!
+//! Rows (group `layer`), each one request on a key the limiter holds:
+//! - `inner_alone`: building the request and calling the inner service
+//!   (a ready response), polled to completion: the floor.
+//! - `limiter_direct`: `try_acquire_decision` with the key as `&str`.
+//! - `layer_granted`: the request through the layer (a `Header` key,
+//!   borrowed), granted.
+//! - `layer_granted_fields`: the same with `fields_on_grant(true)`
+//!   (`RateLimit` and `RateLimit-Policy` formatted on every response).
+//! - `layer_refused`: refused, with the 429 built and its three fields.
+//!
+//! The layer's overhead is `layer_granted - inner_alone`, compared with
+//! `limiter_direct`. Run:
+//! `cargo bench -p stripecount-tower --bench layer -- --warm-up-time 1 --measurement-time 2`
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use http::{HeaderName, Request, Response};
+use std::convert::Infallible;
+use std::future::{ready, Future, Ready};
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use stripecount::KeyedLimiter;
+use stripecount_tower::{Header, KeyedRateLimitLayer};
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// An inner service answering at once.
+#[derive(Clone)]
+struct Hello;
+
+impl Service<Request<()>> for Hello {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = Ready<Result<Response<String>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<()>) -> Self::Future {
+        ready(Ok(Response::new(String::new())))
+    }
+}
+
+fn request() -> Request<()> {
+    Request::get("/v1/items")
+        .header("x-api-key", "k-0042")
+        .header("accept", "application/json")
+        .body(())
+        .unwrap()
+}
+
+/// Calls `svc` once and polls the response to completion.
+fn once<S>(svc: &mut S) -> S::Response
+where
+    S: Service<Request<()>>,
+    S::Error: std::fmt::Debug,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    let fut = pin!(svc.call(request()));
+    match fut.poll(&mut cx) {
+        Poll::Ready(r) => r.unwrap(),
+        Poll::Pending => unreachable!("every future here is ready"),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("layer");
+    let key = HeaderName::from_static("x-api-key");
+    let limiter = || {
+        Arc::new(
+            KeyedLimiter::<String>::new(u32::MAX as u64, Duration::from_secs(3600), 60).unwrap(),
+        )
+    };
+
+    g.bench_function("inner_alone", |b| {
+        let mut svc = Hello;
+        b.iter(|| black_box(once(&mut svc)))
+    });
+
+    let direct = limiter();
+    g.bench_function("limiter_direct", |b| {
+        b.iter(|| black_box(direct.try_acquire_decision(black_box("k-0042"), 1)))
+    });
+
+    let lim = limiter();
+    let mut svc = KeyedRateLimitLayer::new(Arc::clone(&lim), Header::new(key.clone())).layer(Hello);
+    g.bench_function("layer_granted", |b| b.iter(|| black_box(once(&mut svc))));
+
+    let mut svc = KeyedRateLimitLayer::new(limiter(), Header::new(key.clone()))
+        .fields_on_grant(true)
+        .layer(Hello);
+    g.bench_function("layer_granted_fields", |b| {
+        b.iter(|| black_box(once(&mut svc)))
+    });
+
+    let full = Arc::new(KeyedLimiter::<String>::new(1, Duration::from_secs(3600), 60).unwrap());
+    assert!(full.try_acquire("k-0042"));
+    let mut svc = KeyedRateLimitLayer::new(full, Header::new(key)).layer(Hello);
+    g.bench_function("layer_refused", |b| {
+        b.iter(|| {
+            let r = once(&mut svc);
+            debug_assert_eq!(r.status(), 429);
+            black_box(r)
+        })
+    });
+    g.finish();
+    assert!(lim.len() == 1, "the layer rows used one key");
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,242 @@
+//! The response fields: `Retry-After` (RFC 9110) and the IETF `RateLimit`
+//! and `RateLimit-Policy` fields of
+//! [draft-ietf-httpapi-ratelimit-headers-10](https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/)
+//! (September 2025), in its Structured Field syntax (RFC 9651).
+//!
+//! # What is written
+//! - `RateLimit-Policy`: one Item per limit of the key, in the limiter's
+//!   order: `"<name>";q=<limit>;w=<window seconds>`. The quota unit is the
+//!   default (`requests`: one permit per request), so `qu` is not written;
+//!   `w` only for a window of whole seconds (the draft has no sub-second
+//!   windows). The limits are the key's own (per-key overrides included).
+//! - `RateLimit`: one Item, for the limit the decision describes
+//!   ([`Decision::limit_index`]: the one that refused, or after a grant the
+//!   one with the fewest permits left): `"<name>";r=<remaining>;t=<secs>`.
+//!   `t` is when more quota is available: on a grant, when the key's window
+//!   for that limit is empty again ([`Decision::reset_after`]); on a
+//!   refusal, when the refused request would fit
+//!   ([`Decision::retry_after`]), so that `Retry-After` never names a time
+//!   before `t` (the draft's rule).
+//! - `Retry-After` (refusals only): the same seconds as `t`; absent when no
+//!   retry can succeed (a request above the key's limit).
+//!
+//! Times are whole seconds rounded up (a request retried after them fits,
+//! if nothing else took the room). No partition key (`pk`) is written: keys
+//! are client data (API keys, addresses) the draft warns against echoing.
+
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use std::fmt::Write as _;
+use std::time::Duration;
+use stripecount::{ConfigError, Decision};
+
+/// `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+/// The policies a limiter advertises: each limit's name (an sf-string,
+/// quoted and escaped) and window.
+#[derive(Debug, Clone)]
+pub(crate) struct Policies {
+    /// `"<name>"`, escaped, per limit.
+    names: Vec<String>,
+    /// `;w=<seconds>`, or empty for a window that is not whole seconds.
+    windows: Vec<String>,
+}
+
+impl Policies {
+    /// Policies named after their windows (`"1s"`, `"1m"`, `"1d"`; a window
+    /// named twice gets its limit's index appended: `"1m-2"`).
+    pub(crate) fn new(windows: &[Duration]) -> Policies {
+        let labels: Vec<String> = windows.iter().map(|&w| window_label(w)).collect();
+        let names = (labels.iter().enumerate())
+            .map(|(i, l)| match labels.iter().filter(|m| *m == l).count() {
+                1 => l.clone(),
+                _ => format!("{l}-{i}"),
+            })
+            .collect::<Vec<String>>();
+        Policies {
+            names: names.iter().map(|n| quote(n)).collect(),
+            windows: windows.iter().map(|&w| window_param(w)).collect(),
+        }
+    }
+
+    /// Renames the policies, one name per limit. Errors: another number of
+    /// names than of limits, an empty name, or a character an sf-string
+    /// cannot hold (only printable ASCII, space included).
+    pub(crate) fn set_names(&mut self, names: &[&str]) -> Result<(), ConfigError> {
+        if names.len() != self.windows.len() {
+            return Err(ConfigError::Invalid(
+                "one policy name per limit of the limiter",
+            ));
+        }
+        let mut quoted = Vec::with_capacity(names.len());
+        for name in names {
+            if name.is_empty() || !name.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+                return Err(ConfigError::Invalid(
+                    "a policy name must be non-empty printable ASCII",
+                ));
+            }
+            quoted.push(quote(name));
+        }
+        self.names = quoted;
+        Ok(())
+    }
+
+    /// `RateLimit-Policy` for a key whose limits are `limits`.
+    pub(crate) fn policy(&self, limits: &[u64]) -> HeaderValue {
+        let mut s = String::with_capacity(24 * limits.len());
+        for (i, (name, window)) in self.names.iter().zip(&self.windows).enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let q = limits.get(i).copied().unwrap_or(0);
+            let _ = write!(s, "{name};q={q}{window}");
+        }
+        value(s)
+    }
+
+    /// `RateLimit` for the decision (see the module docs for `t`).
+    pub(crate) fn ratelimit(&self, d: &Decision) -> HeaderValue {
+        let name = self.names.get(d.limit_index()).map_or("\"\"", |n| n);
+        let t = ceil_secs(reset_secs(d));
+        value(format!("{name};r={};t={t}", d.remaining()))
+    }
+}
+
+/// `name` as an sf-string: quoted, `"` and `\` escaped (the caller has
+/// checked it is printable ASCII).
+fn quote(name: &str) -> String {
+    let mut q = String::with_capacity(name.len() + 2);
+    q.push('"');
+    for c in name.chars() {
+        if c == '"' || c == '\\' {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
+}
+
+/// The `t` of a decision, before rounding: see the module docs.
+fn reset_secs(d: &Decision) -> Duration {
+    match (d.is_granted(), d.retry_after()) {
+        (false, Some(retry)) => retry,
+        _ => d.reset_after(),
+    }
+}
+
+/// `Retry-After` for a refusal that a retry can succeed.
+pub(crate) fn retry_after(d: &Decision) -> Option<(HeaderName, HeaderValue)> {
+    let retry = d.retry_after().filter(|_| !d.is_granted())?;
+    Some((RETRY_AFTER, HeaderValue::from(ceil_secs(retry))))
+}
+
+/// Whole seconds, rounded up.
+fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// `;w=<seconds>` for a window of whole seconds, else nothing.
+fn window_param(w: Duration) -> String {
+    match (w.subsec_nanos(), w.as_secs()) {
+        (0, s) if s > 0 => format!(";w={s}"),
+        _ => String::new(),
+    }
+}
+
+/// A window's length in the largest unit that divides it: `"1d"`, `"1h"`,
+/// `"90s"`, `"250ms"`.
+fn window_label(d: Duration) -> String {
+    const UNITS: [(u128, &str); 7] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    let nanos = d.as_nanos();
+    let (unit, suffix) = (UNITS.into_iter())
+        .find(|&(unit, _)| nanos % unit == 0 && nanos > 0)
+        .unwrap_or((1, "ns"));
+    format!("{}{suffix}", nanos / unit)
+}
+
+/// A header value from text built of printable ASCII only.
+fn value(s: String) -> HeaderValue {
+    HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stripecount::{KeyedLimiter, ManualClock};
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn lim(limits: &[(u64, Duration, usize)]) -> KeyedLimiter<u32, ManualClock> {
+        KeyedLimiter::multi_with_clock(limits, ManualClock::new()).unwrap()
+    }
+
+    #[test]
+    fn names_follow_windows_and_are_escaped() {
+        let p = Policies::new(&[S, 60 * S, 60 * S, Duration::from_millis(250)]);
+        assert_eq!(
+            p.policy(&[1, 2, 3, 4]),
+            "\"1s\";q=1;w=1, \"1m-1\";q=2;w=60, \"1m-2\";q=3;w=60, \"250ms\";q=4"
+        );
+        let mut p = Policies::new(&[S, 86_400 * S]);
+        p.set_names(&["burst", "say \"hi\" \\o/"]).unwrap();
+        assert_eq!(
+            p.policy(&[10, 1000]),
+            "\"burst\";q=10;w=1, \"say \\\"hi\\\" \\\\o/\";q=1000;w=86400"
+        );
+        for bad in [&["x"][..], &["a", ""], &["a", "é"], &["a", "tab\t"]] {
+            assert!(p.set_names(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(window_label(Duration::from_secs(90)), "90s");
+        assert_eq!(window_label(Duration::from_nanos(1500)), "1500ns");
+    }
+
+    #[test]
+    fn fields_of_grants_and_refusals() {
+        // 3 per 3 s in 3 slices: a grant at 0 and one at 1.5 s.
+        let l = lim(&[(3, 3 * S, 3)]);
+        let p = Policies::new(&[3 * S]);
+        let sec = 1_000_000_000;
+        let d = l.try_acquire_decision_at(&1, 0, 2);
+        assert_eq!(p.ratelimit(&d), "\"3s\";r=1;t=3");
+        assert_eq!(retry_after(&d), None);
+        let d = l.try_acquire_decision_at(&1, 3 * sec / 2, 1);
+        // The window empties when the 1 s slice leaves it: at 4 s, 2.5 s on.
+        assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=3");
+        let d = l.try_acquire_decision_at(&1, 3 * sec / 2, 1);
+        assert!(!d.is_granted());
+        // The first 2 leave at 3 s: 1.5 s on, rounded up.
+        assert_eq!(d.retry_after(), Some(Duration::from_millis(1500)));
+        assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=2");
+        assert_eq!(retry_after(&d), Some((RETRY_AFTER, HeaderValue::from(2))));
+        // Never: no Retry-After; t says when the window is empty.
+        let d = l.try_acquire_decision_at(&1, 3 * sec / 2, 4);
+        assert_eq!((d.retry_after(), retry_after(&d)), (None, None));
+        assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=3");
+    }
+
+    #[test]
+    fn several_limits_name_the_binding_one() {
+        let l = lim(&[(2, S, 1), (3, 60 * S, 60)]);
+        let p = Policies::new(&[S, 60 * S]);
+        let sec = 1_000_000_000;
+        assert!(l.try_acquire_decision_at(&1, 0, 2).is_granted());
+        let d = l.try_acquire_decision_at(&1, sec, 1);
+        assert_eq!(p.ratelimit(&d), "\"1m\";r=0;t=60");
+        let d = l.try_acquire_decision_at(&1, sec, 1);
+        // Refused by the minute; it fits when the 2 of second 0 leave it.
+        assert_eq!(p.ratelimit(&d), "\"1m\";r=0;t=59");
+        assert_eq!(retry_after(&d), Some((RETRY_AFTER, HeaderValue::from(59))));
+        assert_eq!(p.policy(&[2, 3]), "\"1s\";q=2;w=1, \"1m\";q=3;w=60");
+    }
+}

@@ -1,0 +1,107 @@
+//! # stripecount-tower
+//!
+//! Per-key rate limits for tower HTTP services, on stripecount's
+//! [`KeyedLimiter`](stripecount::KeyedLimiter): strict (never more than a
+//! key's limit in any window, under any concurrency), shared by every clone
+//! of the service, with bounded memory under a key flood.
+//!
+//! - [`KeyedRateLimitLayer`]: a [`tower_layer::Layer`] over any
+//!   `Service<http::Request<B>>`. A [`KeyExtractor`] finds each request's
+//!   key ([`PeerIp`], a [`Header`] such as an API key, or any closure over
+//!   the request's head); a refused request gets `429 Too Many Requests`
+//!   with `Retry-After` and the IETF `RateLimit` and `RateLimit-Policy`
+//!   fields, and never reaches the inner service.
+//! - [`UntilReady`] (feature `tokio`): `limiter.until_ready(key).await`
+//!   for callers who would rather wait than be refused; cancel-safe.
+//!
+//! A separate crate, so that stripecount's users who do not serve HTTP
+//! never compile `http` or tower.
+//!
+//! ```
+//! use http::{HeaderName, Request, Response, StatusCode};
+//! use std::{convert::Infallible, time::Duration};
+//! use stripecount::{KeyedLimiter, ManualClock};
+//! use stripecount_tower::{Header, KeyedRateLimitLayer};
+//! use tower::{service_fn, Layer, ServiceExt};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! // 2 requests a minute per API key, in 6 slices of 10 s (a manual clock
+//! // here, for exact numbers; the default clock in a service).
+//! let limiter = KeyedLimiter::with_clock(2, Duration::from_secs(60), 6, ManualClock::new())?;
+//! let api_key = Header::new(HeaderName::from_static("x-api-key"));
+//! let svc = KeyedRateLimitLayer::new(limiter, api_key).layer(service_fn(|_: Request<String>| async {
+//!     Ok::<_, Infallible>(Response::new(String::from("hello\n")))
+//! }));
+//! let req = || Request::get("/").header("x-api-key", "k1").body(String::new()).unwrap();
+//! for _ in 0..2 {
+//!     // Clones share the budget: each request here goes through a new one.
+//!     assert_eq!(svc.clone().oneshot(req()).await.unwrap().status(), StatusCode::OK);
+//! }
+//! let refused = svc.clone().oneshot(req()).await.unwrap();
+//! assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+//! assert_eq!(refused.headers()["retry-after"], "60");
+//! assert_eq!(refused.headers()["ratelimit"], "\"1m\";r=0;t=60");
+//! assert_eq!(refused.headers()["ratelimit-policy"], "\"1m\";q=2;w=60");
+//! # Ok::<(), stripecount::ConfigError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! A server on a real socket, with axum, is in `examples/server.rs`
+//! (`cargo run -p stripecount-tower --all-features --example server`).
+//!
+//! # The fields
+//! Written as [draft-ietf-httpapi-ratelimit-headers-10] (September 2025)
+//! defines them, in Structured Field syntax (RFC 9651):
+//!
+//! ```text
+//! RateLimit-Policy: "burst";q=10;w=1, "hourly";q=1000;w=3600
+//! RateLimit: "burst";r=0;t=1
+//! Retry-After: 1
+//! ```
+//!
+//! - `RateLimit-Policy`: each of the key's limits (`q`, its per-key quota
+//!   if it has one) and window (`w`, in seconds; left out for a window that
+//!   is not whole seconds), named after the window unless
+//!   [`policy_names`](KeyedRateLimitLayer::policy_names) says otherwise.
+//! - `RateLimit`: for the limit that refused the request (or, on a grant,
+//!   the one with the fewest permits left): the permits left (`r`) and `t`,
+//!   the seconds until more are available: on a refusal, until the request
+//!   would fit (as `Retry-After`); on a grant, until the key's window for
+//!   that limit is empty.
+//! - `Retry-After` (refusals): seconds until the request would fit, if
+//!   nothing else is granted meanwhile; absent when it never can.
+//!
+//! Seconds are rounded up. Refusals always carry the fields; granted
+//! responses too with [`fields_on_grant`](KeyedRateLimitLayer::fields_on_grant).
+//! A refusal because the limiter cannot hold more keys
+//! ([`Denied::TooManyKeys`](stripecount::Denied::TooManyKeys)) is a `503`
+//! without them: the key has no window to report. Earlier drafts' fields
+//! (`RateLimit-Limit`, `-Remaining`, `-Reset`, up to draft 06) are not
+//! written.
+//!
+//! [draft-ietf-httpapi-ratelimit-headers-10]: https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/
+//!
+//! # Features
+//! - `tokio`: [`UntilReady`] and [`TokioClock`].
+//! - `axum`: [`PeerIp`] also reads axum's `ConnectInfo<SocketAddr>`.
+#![warn(missing_docs)]
+
+mod body;
+mod future;
+mod headers;
+mod key;
+mod layer;
+mod refusal;
+mod service;
+#[cfg(feature = "tokio")]
+mod wait;
+
+pub use body::LimitBody;
+pub use future::ResponseFuture;
+pub use headers::{RATELIMIT, RATELIMIT_POLICY};
+pub use key::{Header, KeyExtractor, PeerIp};
+pub use layer::KeyedRateLimitLayer;
+pub use refusal::{default_response, MissingKey, Refusal};
+pub use service::KeyedRateLimit;
+#[cfg(feature = "tokio")]
+pub use wait::{TokioClock, UntilReady};
