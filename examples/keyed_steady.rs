@@ -1,0 +1,90 @@
+//! Per-key adds in the steady state, one thread: the issue-10 Zipf stream
+//! (`stripecount_baselines::zipf`), keys pre-inserted, then `warm` untimed
+//! adds (40M = 10 slices of 10 s windows, so every warm key has counts in
+//! the whole window), then `ops` timed adds, time advancing 1 ms every 4096
+//! adds. Prints ns per add. Also the harness for `valgrind --tool=callgrind
+//! --toggle-collect='keyed_steady::timed*'` (BENCHMARKS.md, issue 10).
+//!
+//! ```sh
+//! cargo run --release --example keyed_steady -- kw 20000000 40000000
+//! ```
+//! `kw`: `KeyedWindows::add_at`; `hk`: `HotKeyDetector::add_at`; `dm`: a
+//! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter.
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
+use stripecount_baselines::keyed::DashCounter;
+use stripecount_baselines::zipf::ZipfStream;
+
+const START: u64 = 1_000_000_000;
+fn now_of(i: u64) -> u64 {
+    START + (i / 4096) * 1_000_000
+}
+
+#[inline(never)]
+fn timed(z: &ZipfStream, warm: u64, ops: u64, add: &impl Fn(u64, u64)) {
+    for i in warm..warm + ops {
+        add(z.key(i as usize), now_of(i));
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let which = args.get(1).map(|s| s.as_str()).unwrap_or("kw");
+    assert!(
+        ["kw", "hk", "dm", "gv"].contains(&which),
+        "kw | hk | dm | gv"
+    );
+    let ops: u64 = args
+        .get(2)
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(20_000_000);
+    let warm: u64 = args.get(3).map(|s| s.parse().unwrap()).unwrap_or(0);
+    let z = ZipfStream::new();
+    let w = Duration::from_secs(10);
+    macro_rules! run {
+        ($add:expr) => {{
+            let add = $add;
+            for k in z.all_keys() {
+                add(k, START);
+            }
+            for i in 0..warm {
+                add(z.key(i as usize), now_of(i));
+            }
+            let t = Instant::now();
+            timed(&z, warm, ops, &add);
+            let el = t.elapsed();
+            println!("{which}: {:.1} ns/op", el.as_nanos() as f64 / ops as f64);
+        }};
+    }
+    match which {
+        "kw" => {
+            let s = KeyedWindows::with_clock(w, 10, ManualClock::new()).unwrap();
+            run!(|k: u64, now: u64| {
+                black_box(s.add_at(&k, now, 1));
+            })
+        }
+        "hk" => {
+            let s = HotKeyDetector::with_clock(w, 10, 1000, ManualClock::new()).unwrap();
+            run!(|k: u64, now: u64| {
+                black_box(s.add_at(&k, now, 1));
+            })
+        }
+        "dm" => {
+            let s = DashCounter::<u64>::new();
+            run!(|k: u64, _now: u64| {
+                black_box(s.add(&k, 1));
+            })
+        }
+        "gv" => {
+            let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(governor::Quota::per_second(
+                NonZeroU32::MAX,
+            ));
+            run!(|k: u64, _now: u64| {
+                let _ = black_box(s.check_key(&k));
+            })
+        }
+        _ => panic!("which?"),
+    }
+}
