@@ -47,35 +47,18 @@
 //! never reported absent. Tables are freed only through the collector
 //! (`reclaim.rs`), so a pointer a guard has loaded stays valid.
 //!
-//! # Growth
-//! An insert that would take a table over 7/8 used (`FULL` + `TOMB`)
-//! first sweeps the shard's idle keys, then rebuilds: a table sized for
-//! 1.5 times the live keys (never below one group; any number of groups,
-//! `table.rs`), so removals are compacted away and tables stay between
-//! 7/12 and 7/8 full; or for a presized map, for 10% over its hint.
-//!
-//! # Bounds and eviction
-//! `len` counts keys held (reserved before an insert, released when the
-//! key turned out present, decremented by removals): the map never holds
-//! more than `max_keys`. An insert into a full map first sweeps every shard
-//! (at most once per epoch: no key can turn idle before time moves), and
-//! fails if that frees nothing. With automatic sweeping on, the first add
-//! of each new epoch sweeps the next `ceil(SHARDS / S)` shards (a cursor
-//! over the shards), so every key idle for a whole window is removed
-//! within about one more window, a bounded amount of work per epoch and no
-//! background thread. (A jump of `k` epochs sweeps `k` times as many
-//! shards, up to all of them.)
-//!
-//! A value whose retire closes it for good before its second idle check
-//! (the per-key limiter's sealed state, `src/limiter/keyed/slot.rs`) may
-//! find the key live again: it stays `FULL`, closed
-//! ([`Value::must_move`]), and the sweep rebuilds the shard before it
-//! releases the lock, which moves the key into a fresh, open slot. Writers
-//! that meet the closed state look the key up again (they wait for the
-//! lock holder, a rare event: a write landing between the two checks).
+//! # Growth and eviction
+//! `grow.rs`: moving a shard to a bigger table. `sweep.rs`: the bound on
+//! keys, and sweeps of idle keys.
+
+mod grow;
+mod sweep;
+mod value;
+
+pub(crate) use value::Value;
 
 use super::reclaim::{Graveyard, Guard};
-use super::table::{Slot, Table, GROUP};
+use super::table::{Slot, Table};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 use std::ptr::{self, NonNull};
@@ -111,59 +94,6 @@ pub(crate) const SHARDS: usize = 128;
 /// Loom models use a handful of keys: two shards keep their tables tiny.
 #[cfg(loom)]
 pub(crate) const SHARDS: usize = 2;
-
-/// What the map needs from the per-key state it holds inline.
-pub(crate) trait Value: Send + Sync + 'static {
-    /// The per-map settings the state's operations need.
-    type Cfg: Send + Sync;
-
-    /// The state of a slot that holds no key (every slot starts so).
-    fn vacant() -> Self;
-
-    /// Whether [`vacant`](Self::vacant) is all zero bytes, so that tables
-    /// can take zeroed memory instead of writing every slot (only outside
-    /// loom, whose atomics are not plain memory).
-    #[cfg_attr(loom, allow(dead_code))]
-    const ZEROED_VACANT: bool = false;
-
-    /// Prepares a vacant slot's state before its key is published: for a
-    /// new key, or (`incoming`) for a key whose state is moving in from
-    /// another table.
-    fn init(&self, cfg: &Self::Cfg, incoming: bool);
-
-    /// Moves the state of `self` (in the table being replaced) into `to`
-    /// (already published and prepared with `incoming`). Closes `self` to
-    /// writers first; a writer that finds `self` closed looks the key up
-    /// again. Runs under the shard lock.
-    fn move_into(&self, to: &Self, cfg: &Self::Cfg, guard: &Guard<'_>, graveyard: &Graveyard);
-
-    /// Retires the state if the key is idle at epoch `now`: `true` if it
-    /// is now dead (the map then removes its slot). Runs under the shard
-    /// lock.
-    fn try_retire(
-        &self,
-        now: u64,
-        cfg: &Self::Cfg,
-        guard: &Guard<'_>,
-        graveyard: &Graveyard,
-    ) -> bool;
-
-    /// Whether the state was retired (an add that finds it so inserts the
-    /// key afresh).
-    fn is_dead(&self) -> bool;
-
-    /// Whether a [`try_retire`](Value::try_retire) that returned `false`
-    /// left the state closed to writers although the key is live (a write
-    /// slipped in after its idle check), so that the key must be moved to a
-    /// fresh slot: the sweep then rebuilds the shard (see "Bounds and
-    /// eviction"). Under the shard lock.
-    fn must_move(&self) -> bool {
-        false
-    }
-
-    /// Heap bytes the state holds outside its slot.
-    fn heap_bytes(&self, cfg: &Self::Cfg) -> usize;
-}
 
 /// A shard's table pointers, read by every lookup.
 struct Ptrs<K, V> {
@@ -441,203 +371,6 @@ where
         let guard = Guard::pin(&self.graveyard);
         let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
         self.rebuild(i, &mut st, cfg, &guard);
-    }
-
-    /// Reserves room for one more key, sweeping every shard (at most once
-    /// per epoch) when full.
-    fn reserve(&self, now: u64, cfg: &V::Cfg) -> bool {
-        if self.max_keys == usize::MAX {
-            return true;
-        }
-        for attempt in 0..2 {
-            let mut c = self.len.load(Ordering::Acquire);
-            while c < self.max_keys {
-                match self
-                    .len
-                    .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(_) => return true,
-                    Err(actual) => c = actual,
-                }
-            }
-            let mark = now.saturating_add(1);
-            let last = self.full_swept.load(Ordering::Acquire);
-            if attempt == 1
-                || last == mark
-                || self
-                    .full_swept
-                    .compare_exchange(last, mark, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-            {
-                return false;
-            }
-            self.evict_idle(now, cfg);
-        }
-        false
-    }
-
-    /// The automatic sweep step: the first caller at each new epoch sweeps
-    /// the next `sweep_per_epoch` shards. One load otherwise.
-    #[inline]
-    pub(crate) fn maybe_sweep(&self, now: u64, cfg: &V::Cfg) {
-        if self.sweep_per_epoch == 0 {
-            return;
-        }
-        let last = self.swept.load(Ordering::Relaxed);
-        if now > last
-            && self
-                .swept
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            self.sweep_step(now, now - last, cfg);
-        }
-    }
-
-    #[cold]
-    fn sweep_step(&self, now: u64, epochs: u64, cfg: &V::Cfg) {
-        let shards = (self.sweep_per_epoch as u64).saturating_mul(epochs);
-        for _ in 0..shards.min(self.shards as u64) {
-            let i = self.cursor.fetch_add(1, Ordering::Relaxed) % self.shards;
-            self.sweep_shard(i, now, cfg);
-        }
-    }
-
-    /// Removes every key idle at epoch `now`; returns how many.
-    pub(crate) fn evict_idle(&self, now: u64, cfg: &V::Cfg) -> usize {
-        (0..self.shards)
-            .map(|i| self.sweep_shard(i, now, cfg))
-            .sum()
-    }
-
-    /// The shard's current table, with room for one more key: allocated,
-    /// swept or rebuilt as needed. Called under the shard lock.
-    fn room_for_one<'g>(
-        &'g self,
-        i: usize,
-        st: &mut ShardState,
-        cfg: &V::Cfg,
-        now: u64,
-        guard: &'g Guard<'g>,
-    ) -> &'g Table<K, V> {
-        let p = &self.ptrs[i];
-        let cur = p.current.load(Ordering::Acquire);
-        // SAFETY: as in `get_or_insert`.
-        if let Some(t) = unsafe { cur.as_ref() } {
-            if st.len + st.tombs < t.max_used() {
-                return t;
-            }
-            if self.sweep_per_epoch > 0 {
-                // Idle keys become tombstones, which the rebuild drops:
-                // the new table is sized for the keys still live (and
-                // moves any key a retire left closed).
-                self.sweep_locked(t, st, now, cfg, guard);
-            }
-        }
-        self.rebuild(i, st, cfg, guard)
-    }
-
-    /// Replaces the shard's table by a bigger one (see "Growth"),
-    /// moving every key (invariants 1, 2). Called under the shard lock.
-    fn rebuild<'g>(
-        &'g self,
-        i: usize,
-        st: &mut ShardState,
-        cfg: &V::Cfg,
-        guard: &'g Guard<'g>,
-    ) -> &'g Table<K, V> {
-        let p = &self.ptrs[i];
-        // Room for 1.5 times the live keys (growth by half: tables stay
-        // between 7/12 and 7/8 full), or 10% over the hint; a group may
-        // hold 7 keys (`Table::max_used`).
-        let keys = ((st.len + 1) * 3 / 2 + 1).max(st.hint + st.hint / 10);
-        let want = keys.div_ceil(GROUP - 1);
-        #[cfg(not(loom))]
-        let table = if V::ZEROED_VACANT {
-            // SAFETY: `V` says its vacant state is all zero bytes.
-            unsafe { Table::new_zeroed(want) }
-        } else {
-            Table::new(want, V::vacant)
-        };
-        #[cfg(loom)]
-        let table = Table::new(want, V::vacant);
-        let fresh = Box::into_raw(Box::new(table));
-        let old = p.current.load(Ordering::Acquire);
-        if old.is_null() {
-            p.current.store(fresh, Ordering::Release);
-            // SAFETY: just allocated; freed only through the collector.
-            return unsafe { &*fresh };
-        }
-        p.old.store(old, Ordering::Release);
-        p.current.store(fresh, Ordering::Release);
-        // SAFETY: `old` and `fresh` stay valid: `old` is freed below only
-        // through the collector, `fresh` is the shard's current table.
-        let (o, n) = unsafe { (&*old, &*fresh) };
-        let mut moved = 0;
-        o.for_each(|s| {
-            let v = s.value();
-            if v.is_dead() {
-                return;
-            }
-            // SAFETY: `for_each` yields `FULL` slots loaded with `Acquire`.
-            let key = unsafe { s.key() }.clone();
-            let h = self.hash(&key);
-            let to = n.insert(h, key, |to| to.init(cfg, true));
-            v.move_into(to.value(), cfg, guard, &self.graveyard);
-            moved += 1;
-        });
-        p.old.store(ptr::null_mut(), Ordering::Release);
-        // SAFETY: `old` is unlinked (neither `current` nor `old` holds it),
-        // so only guards pinned before now can reach it.
-        unsafe { guard.defer_free(old, &self.graveyard) };
-        st.len = moved;
-        st.tombs = 0;
-        n
-    }
-
-    /// Retires the idle keys of `t` (the current table); returns how many
-    /// were removed and how many must move (see [`Value::must_move`]).
-    fn sweep_locked(
-        &self,
-        t: &Table<K, V>,
-        st: &mut ShardState,
-        now: u64,
-        cfg: &V::Cfg,
-        guard: &Guard<'_>,
-    ) -> (usize, usize) {
-        let (mut dropped, mut stuck) = (0, 0);
-        t.for_each(|s| {
-            if s.value().try_retire(now, cfg, guard, &self.graveyard) {
-                t.remove(s);
-                dropped += 1;
-            } else if s.value().must_move() {
-                stuck += 1;
-            }
-        });
-        st.len -= dropped;
-        st.tombs += dropped;
-        if self.max_keys != usize::MAX {
-            self.len.fetch_sub(dropped, Ordering::AcqRel);
-        }
-        (dropped, stuck)
-    }
-
-    /// Retires and removes every idle key of shard `i` (idle at epoch
-    /// `now`); returns how many.
-    fn sweep_shard(&self, i: usize, now: u64, cfg: &V::Cfg) -> usize {
-        let guard = Guard::pin(&self.graveyard);
-        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: as in `get_or_insert`.
-        let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
-            return 0;
-        };
-        let (dropped, stuck) = self.sweep_locked(t, &mut st, now, cfg, &guard);
-        if stuck > 0 {
-            // Keys closed by a retire that found them live again: moving
-            // them reopens them (in fresh slots).
-            self.rebuild(i, &mut st, cfg, &guard);
-        }
-        dropped
     }
 
     /// Calls `f(key, state)` for every key held, one shard at a time under

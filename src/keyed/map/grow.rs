@@ -1,0 +1,108 @@
+//! Moving a shard of the per-key map to a bigger table (`mod.rs` has
+//! the lookups this must never mislead).
+//!
+//! # Growth
+//! An insert that would take a table over 7/8 used (`FULL` + `TOMB`)
+//! first sweeps the shard's idle keys, then rebuilds: a table sized for
+//! 1.5 times the live keys (never below one group; any number of groups,
+//! `table.rs`), so removals are compacted away and tables stay between
+//! 7/12 and 7/8 full; or for a presized map, for 10% over its hint.
+
+use super::{Map, ShardState, Value};
+use crate::keyed::reclaim::Guard;
+use crate::keyed::table::{Table, GROUP};
+use crate::sync::Ordering;
+use std::hash::{BuildHasher, Hash};
+use std::ptr;
+
+impl<K, V, S> Map<K, V, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Value,
+    S: BuildHasher,
+{
+    /// The shard's current table, with room for one more key: allocated,
+    /// swept or rebuilt as needed. Called under the shard lock.
+    pub(super) fn room_for_one<'g>(
+        &'g self,
+        i: usize,
+        st: &mut ShardState,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+    ) -> &'g Table<K, V> {
+        let p = &self.ptrs[i];
+        let cur = p.current.load(Ordering::Acquire);
+        // SAFETY: as in `get_or_insert`.
+        if let Some(t) = unsafe { cur.as_ref() } {
+            if st.len + st.tombs < t.max_used() {
+                return t;
+            }
+            if self.sweep_per_epoch > 0 {
+                // Idle keys become tombstones, which the rebuild drops:
+                // the new table is sized for the keys still live (and
+                // moves any key a retire left closed).
+                self.sweep_locked(t, st, now, cfg, guard);
+            }
+        }
+        self.rebuild(i, st, cfg, guard)
+    }
+
+    /// Replaces the shard's table by a bigger one (see "Growth"),
+    /// moving every key (invariants 1, 2). Called under the shard lock.
+    pub(super) fn rebuild<'g>(
+        &'g self,
+        i: usize,
+        st: &mut ShardState,
+        cfg: &V::Cfg,
+        guard: &'g Guard<'g>,
+    ) -> &'g Table<K, V> {
+        let p = &self.ptrs[i];
+        // Room for 1.5 times the live keys (growth by half: tables stay
+        // between 7/12 and 7/8 full), or 10% over the hint; a group may
+        // hold 7 keys (`Table::max_used`).
+        let keys = ((st.len + 1) * 3 / 2 + 1).max(st.hint + st.hint / 10);
+        let want = keys.div_ceil(GROUP - 1);
+        #[cfg(not(loom))]
+        let table = if V::ZEROED_VACANT {
+            // SAFETY: `V` says its vacant state is all zero bytes.
+            unsafe { Table::new_zeroed(want) }
+        } else {
+            Table::new(want, V::vacant)
+        };
+        #[cfg(loom)]
+        let table = Table::new(want, V::vacant);
+        let fresh = Box::into_raw(Box::new(table));
+        let old = p.current.load(Ordering::Acquire);
+        if old.is_null() {
+            p.current.store(fresh, Ordering::Release);
+            // SAFETY: just allocated; freed only through the collector.
+            return unsafe { &*fresh };
+        }
+        p.old.store(old, Ordering::Release);
+        p.current.store(fresh, Ordering::Release);
+        // SAFETY: `old` and `fresh` stay valid: `old` is freed below only
+        // through the collector, `fresh` is the shard's current table.
+        let (o, n) = unsafe { (&*old, &*fresh) };
+        let mut moved = 0;
+        o.for_each(|s| {
+            let v = s.value();
+            if v.is_dead() {
+                return;
+            }
+            // SAFETY: `for_each` yields `FULL` slots loaded with `Acquire`.
+            let key = unsafe { s.key() }.clone();
+            let h = self.hash(&key);
+            let to = n.insert(h, key, |to| to.init(cfg, true));
+            v.move_into(to.value(), cfg, guard, &self.graveyard);
+            moved += 1;
+        });
+        p.old.store(ptr::null_mut(), Ordering::Release);
+        // SAFETY: `old` is unlinked (neither `current` nor `old` holds it),
+        // so only guards pinned before now can reach it.
+        unsafe { guard.defer_free(old, &self.graveyard) };
+        st.len = moved;
+        st.tombs = 0;
+        n
+    }
+}

@@ -1,0 +1,145 @@
+//! The per-key map's bound on keys, and sweeps of idle keys.
+//!
+//! # Bounds and eviction
+//! `len` counts keys held (reserved before an insert, released when the
+//! key turned out present, decremented by removals): the map never holds
+//! more than `max_keys`. An insert into a full map first sweeps every shard
+//! (at most once per epoch: no key can turn idle before time moves), and
+//! fails if that frees nothing. With automatic sweeping on, the first add
+//! of each new epoch sweeps the next `ceil(SHARDS / S)` shards (a cursor
+//! over the shards), so every key idle for a whole window is removed
+//! within about one more window, a bounded amount of work per epoch and no
+//! background thread. (A jump of `k` epochs sweeps `k` times as many
+//! shards, up to all of them.)
+//!
+//! A value whose retire closes it for good before its second idle check
+//! (the per-key limiter's sealed state, `src/limiter/keyed/slot.rs`) may
+//! find the key live again: it stays `FULL`, closed
+//! ([`Value::must_move`]), and the sweep rebuilds the shard before it
+//! releases the lock, which moves the key into a fresh, open slot. Writers
+//! that meet the closed state look the key up again (they wait for the
+//! lock holder, a rare event: a write landing between the two checks).
+
+use super::{Map, ShardState, Table, Value};
+use crate::keyed::reclaim::Guard;
+use crate::sync::Ordering;
+use std::hash::{BuildHasher, Hash};
+
+impl<K, V, S> Map<K, V, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Value,
+    S: BuildHasher,
+{
+    /// Reserves room for one more key, sweeping every shard (at most once
+    /// per epoch) when full.
+    pub(super) fn reserve(&self, now: u64, cfg: &V::Cfg) -> bool {
+        if self.max_keys == usize::MAX {
+            return true;
+        }
+        for attempt in 0..2 {
+            let mut c = self.len.load(Ordering::Acquire);
+            while c < self.max_keys {
+                match self
+                    .len
+                    .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return true,
+                    Err(actual) => c = actual,
+                }
+            }
+            let mark = now.saturating_add(1);
+            let last = self.full_swept.load(Ordering::Acquire);
+            if attempt == 1
+                || last == mark
+                || self
+                    .full_swept
+                    .compare_exchange(last, mark, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                return false;
+            }
+            self.evict_idle(now, cfg);
+        }
+        false
+    }
+
+    /// The automatic sweep step: the first caller at each new epoch sweeps
+    /// the next `sweep_per_epoch` shards. One load otherwise.
+    #[inline]
+    pub(crate) fn maybe_sweep(&self, now: u64, cfg: &V::Cfg) {
+        if self.sweep_per_epoch == 0 {
+            return;
+        }
+        let last = self.swept.load(Ordering::Relaxed);
+        if now > last
+            && self
+                .swept
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.sweep_step(now, now - last, cfg);
+        }
+    }
+
+    #[cold]
+    pub(super) fn sweep_step(&self, now: u64, epochs: u64, cfg: &V::Cfg) {
+        let shards = (self.sweep_per_epoch as u64).saturating_mul(epochs);
+        for _ in 0..shards.min(self.shards as u64) {
+            let i = self.cursor.fetch_add(1, Ordering::Relaxed) % self.shards;
+            self.sweep_shard(i, now, cfg);
+        }
+    }
+
+    /// Removes every key idle at epoch `now`; returns how many.
+    pub(crate) fn evict_idle(&self, now: u64, cfg: &V::Cfg) -> usize {
+        (0..self.shards)
+            .map(|i| self.sweep_shard(i, now, cfg))
+            .sum()
+    }
+
+    /// Retires the idle keys of `t` (the current table); returns how many
+    /// were removed and how many must move (see [`Value::must_move`]).
+    pub(super) fn sweep_locked(
+        &self,
+        t: &Table<K, V>,
+        st: &mut ShardState,
+        now: u64,
+        cfg: &V::Cfg,
+        guard: &Guard<'_>,
+    ) -> (usize, usize) {
+        let (mut dropped, mut stuck) = (0, 0);
+        t.for_each(|s| {
+            if s.value().try_retire(now, cfg, guard, &self.graveyard) {
+                t.remove(s);
+                dropped += 1;
+            } else if s.value().must_move() {
+                stuck += 1;
+            }
+        });
+        st.len -= dropped;
+        st.tombs += dropped;
+        if self.max_keys != usize::MAX {
+            self.len.fetch_sub(dropped, Ordering::AcqRel);
+        }
+        (dropped, stuck)
+    }
+
+    /// Retires and removes every idle key of shard `i` (idle at epoch
+    /// `now`); returns how many.
+    pub(super) fn sweep_shard(&self, i: usize, now: u64, cfg: &V::Cfg) -> usize {
+        let guard = Guard::pin(&self.graveyard);
+        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: as in `get_or_insert`.
+        let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
+            return 0;
+        };
+        let (dropped, stuck) = self.sweep_locked(t, &mut st, now, cfg, &guard);
+        if stuck > 0 {
+            // Keys closed by a retire that found them live again: moving
+            // them reopens them (in fresh slots).
+            self.rebuild(i, &mut st, cfg, &guard);
+        }
+        dropped
+    }
+}
