@@ -24,7 +24,7 @@
 //! `INCOMING` is never striped (the mover brings the stripes); one that is
 //! `SEALED` refuses adds ([`Add::Moved`]: look the key up again).
 //!
-//! # Moves (a slice map's table grows; map.rs invariant 2)
+//! # Moves (a slice map's table grows; `map/mod.rs` invariant 2)
 //! Under the shard lock the mover prepares the new slot `INCOMING`, then:
 //! 1. `fetch_or(SEALED)` on the old word: its count is final, and every
 //!    later add there is refused;

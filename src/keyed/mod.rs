@@ -5,7 +5,7 @@
 //! # Where each concept lives
 //! - `table.rs`: one open-addressing table, control bytes in groups of
 //!   eight, keys and their state **inline** in the slots.
-//! - `map.rs`: the sharded map over tables: lock-free lookups, inserts and
+//! - `map/`: the sharded map over tables: lock-free lookups, inserts and
 //!   moves under a per-shard lock, the bound on keys and the sweeps that
 //!   evict idle keys. Generic over the state it holds (`map::Value`).
 //! - `reclaim.rs`: when unlinked tables and windows may be freed (epochs).

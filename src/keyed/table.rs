@@ -11,7 +11,7 @@
 //!
 //! # Invariants
 //! 1. Control words are written only by the owner of the table's shard
-//!    lock (see `map.rs`), and only these transitions happen:
+//!    lock (see `map/`), and only these transitions happen:
 //!    `EMPTY -> FULL(h2)` (insert) and `FULL(h2) -> TOMB` (remove). A slot
 //!    is never reused: a lock-free reader may still be comparing the key of
 //!    a removed slot, so a key is written once, before its slot turns

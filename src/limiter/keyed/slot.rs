@@ -26,7 +26,7 @@
 //!   slipped in between the first check and the seal is in the sealed
 //!   state: the key is live, its state closed for good, and it *must move*
 //!   (`must_move`): the sweep rebuilds the shard before releasing the lock,
-//!   which copies it into a fresh, open slot (`map.rs`). Nothing is lost.
+//!   which copies it into a fresh, open slot (`keyed/map/`). Nothing is lost.
 //!
 //! # The floor (time never runs backwards for a key)
 //! An evicted key forgets its grants; its next state must not judge a
