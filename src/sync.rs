@@ -24,7 +24,7 @@ pub(crate) use loom::sync::Arc;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::Mutex;
-/// The per-key map's shard locks (see `keyed/map.rs`): taken only to change
+/// The per-key map's shard locks (see `keyed/map/`): taken only to change
 /// a shard's structure (inserting or removing a key, moving its keys to a
 /// bigger table), never by an add on a key the map holds.
 #[cfg(not(loom))]
