@@ -35,7 +35,7 @@ pub(crate) use std::sync::Mutex;
 /// modeled protocol, so they stay std atomics even under `--cfg loom`.
 pub(crate) mod process_wide {
     #[allow(unused_imports)]
-    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
 /// A hint to the CPU that we are in a retry loop (never a wait: every loop

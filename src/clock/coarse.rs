@@ -67,7 +67,7 @@ impl Clock for CoarseClock {
 /// never use `CoarseClock` (they pass explicit times).
 mod ticker {
     use crate::clock::{Clock, MonotonicClock};
-    use crate::sync::process_wide::{AtomicU64, AtomicUsize, Ordering};
+    use crate::sync::process_wide::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use crossbeam_utils::CachePadded;
     use std::sync::Mutex;
 
@@ -76,7 +76,18 @@ mod ticker {
     /// (the linker packs statics of every crate together) turns each read
     /// into a cache miss. Measured: unpadded, it shared a pair of lines with
     /// other crates' statics and two threads reading it ran at 0.4x.
-    static NOW: CachePadded<AtomicU64> = CachePadded::new(AtomicU64::new(0));
+    static SHARED: CachePadded<Shared> = CachePadded::new(Shared {
+        now: AtomicU64::new(0),
+        no_ticker: AtomicBool::new(false),
+    });
+
+    /// What every `now()` reads, on one line: the cached time, and whether
+    /// the ticker could not be started (then `now()` reads the precise
+    /// clock itself, so time never stands still).
+    struct Shared {
+        now: AtomicU64,
+        no_ticker: AtomicBool,
+    }
     static LIVE: AtomicUsize = AtomicUsize::new(0);
     /// Serializes starting and stopping the ticker thread (never touched by
     /// `now()`).
@@ -89,17 +100,17 @@ mod ticker {
         pub(super) fn acquire() -> Live {
             LIVE.fetch_add(1, Ordering::AcqRel);
             // Publish a fresh time before the first `now()` can run.
-            NOW.fetch_max(MonotonicClock.now(), Ordering::AcqRel);
+            SHARED.now.fetch_max(MonotonicClock.now(), Ordering::AcqRel);
             let mut running = TICKER.lock().unwrap_or_else(|e| e.into_inner());
             if !*running {
                 *running = true;
                 let spawned = std::thread::Builder::new()
                     .name("stripecount-coarse-clock".into())
                     .spawn(tick);
-                if spawned.is_err() {
-                    // No thread: `now()` falls back to the precise clock.
-                    *running = false;
-                }
+                // No thread: `now()` reads the precise clock until a later
+                // `CoarseClock` starts one.
+                *running = spawned.is_ok();
+                SHARED.no_ticker.store(spawned.is_err(), Ordering::Release);
             }
             Live(())
         }
@@ -114,7 +125,9 @@ mod ticker {
     fn tick() {
         let mut idle_ticks = 0u32;
         loop {
-            NOW.fetch_max(MonotonicClock.now(), Ordering::Release);
+            SHARED
+                .now
+                .fetch_max(MonotonicClock.now(), Ordering::Release);
             std::thread::sleep(super::CoarseClock::TICK);
             if LIVE.load(Ordering::Acquire) == 0 {
                 idle_ticks += 1;
@@ -136,6 +149,49 @@ mod ticker {
 
     #[inline]
     pub(super) fn now() -> u64 {
-        NOW.load(Ordering::Acquire)
+        if SHARED.no_ticker.load(Ordering::Relaxed) {
+            return precise();
+        }
+        SHARED.now.load(Ordering::Acquire)
+    }
+
+    /// The fallback: the precise time, never below what `now()` returned
+    /// before (a `fetch_max` on the shared word: contended, but only when
+    /// the process cannot start the ticker thread).
+    #[cold]
+    fn precise() -> u64 {
+        let t = MonotonicClock.now();
+        SHARED.now.fetch_max(t, Ordering::AcqRel).max(t)
+    }
+
+    /// Tests only: pretend the ticker could not be started (or could).
+    #[cfg(test)]
+    pub(super) fn force_no_ticker(on: bool) {
+        SHARED.no_ticker.store(on, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Without a ticker thread `now()` reads the precise clock (it used to
+    /// return the last cached time, which stood still): each read is at
+    /// least a precise read taken just before it, which a cached time (up
+    /// to a tick old) almost never is. Back on the ticker, it never goes
+    /// back.
+    #[test]
+    fn without_a_ticker_now_follows_the_precise_clock() {
+        let c = CoarseClock::new();
+        let precise = crate::MonotonicClock::new();
+        ticker::force_no_ticker(true);
+        let mut last = 0;
+        for _ in 0..100 {
+            let p = precise.now();
+            last = c.now();
+            assert!(last >= p, "{last} < {p}: a cached time");
+        }
+        ticker::force_no_ticker(false);
+        assert!(c.now() >= last, "back on the ticker, time never goes back");
     }
 }
