@@ -21,53 +21,19 @@
 //! what a key with adds in all 10 slices costs.
 
 mod common;
+mod counting_alloc;
 
 use common::{bench_threads, config, THREADS};
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use governor::{Quota, RateLimiter};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
 use stripecount_baselines::harness::Pool;
 use stripecount_baselines::keyed::DashCounter;
 use stripecount_baselines::zipf::ZipfStream;
-
-/// Counts live heap bytes, to measure memory per key.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only
-// counts sizes on the side.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
 
 /// Time starts 1 s into the clock's timeline.
 const START: u64 = 1_000_000_000;
@@ -167,14 +133,14 @@ impl Subject for Gv {
 /// Heap bytes per key for every key of the distribution added once, and
 /// the same structure's count with one of them holding adds in every slice.
 fn per_key_bytes<S: Subject>(z: &ZipfStream) -> f64 {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting_alloc::live_bytes();
     let s = S::make();
     let mut n = 0u64;
     for k in z.all_keys() {
         s.add(k, START);
         n += 1;
     }
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = counting_alloc::live_bytes();
     drop(s);
     (after - before) as f64 / n as f64
 }

@@ -43,7 +43,7 @@
 //! [`SlidingWindow`]: crate::SlidingWindow
 //! [`MultiWindow`]: crate::MultiWindow
 
-use crate::sync::{probe, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{probe, AtomicPtr, AtomicU32, AtomicUsize, Exclusive, Ordering};
 use crate::thread_id;
 
 /// The most stripes of each kind any structure grows to, whatever the CPU
@@ -269,10 +269,7 @@ impl<T> Stripes<T> {
 impl<T> Drop for Stripes<T> {
     fn drop(&mut self) {
         for slot in self.owned.iter_mut().chain(self.shared.iter_mut()) {
-            #[cfg(not(loom))]
-            let p = *slot.get_mut();
-            #[cfg(loom)]
-            let p = slot.with_mut(|p| *p);
+            let p = slot.read_mut();
             if !p.is_null() {
                 // SAFETY: non-null pointers came from `Box::into_raw` and
                 // are freed only here, once, with exclusive access.

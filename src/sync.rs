@@ -30,6 +30,49 @@ pub(crate) use loom::sync::Mutex;
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 
+/// The value of an atomic its owner holds exclusively (`&mut`, as in a
+/// `Drop`): std's `get_mut`, or loom's `with_mut`, behind one name.
+pub(crate) trait Exclusive {
+    /// The atomic's value type.
+    type Value: Copy;
+    /// The value, read with exclusive access.
+    fn read_mut(&mut self) -> Self::Value;
+    /// Sets the value with exclusive access.
+    fn write_mut(&mut self, v: Self::Value);
+}
+
+macro_rules! exclusive {
+    ($([$($generic:tt)*] $atomic:ty => $value:ty),* $(,)?) => {$(
+        impl<$($generic)*> Exclusive for $atomic {
+            type Value = $value;
+            #[inline]
+            fn read_mut(&mut self) -> $value {
+                #[cfg(not(loom))]
+                {
+                    *self.get_mut()
+                }
+                #[cfg(loom)]
+                {
+                    self.with_mut(|v| *v)
+                }
+            }
+            #[inline]
+            fn write_mut(&mut self, v: $value) {
+                #[cfg(not(loom))]
+                {
+                    *self.get_mut() = v;
+                }
+                #[cfg(loom)]
+                {
+                    self.with_mut(|x| *x = v);
+                }
+            }
+        }
+    )*};
+}
+
+exclusive!([T] AtomicPtr<T> => *mut T, [] AtomicU64 => u64, [] AtomicUsize => usize);
+
 /// Std atomics for process-wide statics (the coarse clock's ticker, the
 /// probe seed). Loom cannot model a `static`, and these never take part in a
 /// modeled protocol, so they stay std atomics even under `--cfg loom`.

@@ -59,3 +59,27 @@ where
         "loom found no failing execution of the naive design `{name}`: the model cannot fail"
     );
 }
+
+/// The permits of `grants` (`(slice, n)`) in the window of `slices` slices
+/// ending at slice `j`: what the limiter models check a window against.
+pub fn window_total(grants: &[(u64, u64)], j: u64, slices: u64) -> u64 {
+    grants
+        .iter()
+        .filter(|(e, _)| *e <= j && j - e < slices)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Asserts that no window of `slices` slices holds more than `limit`
+/// permits of `grants`. Windows ending after the last grant hold a subset
+/// of the one ending at it, so those up to the last grant are all of them.
+pub fn check_windows(grants: &[(u64, u64)], slices: u64, limit: u64) {
+    let last = grants.iter().map(|g| g.0).max().unwrap_or(0);
+    for j in 0..=last {
+        let total = window_total(grants, j, slices);
+        assert!(
+            total <= limit,
+            "window ending at {j}: {total} > {limit} ({grants:?})"
+        );
+    }
+}

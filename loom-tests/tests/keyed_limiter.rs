@@ -19,7 +19,7 @@ use std::hash::BuildHasherDefault;
 use std::time::Duration;
 use stripecount::admission::{AdmissionState, Config};
 use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
-use stripecount_loom_tests::expect_failure;
+use stripecount_loom_tests::{check_windows, expect_failure, window_total};
 
 const KEY: u32 = 7;
 const NS: Duration = Duration::from_nanos(1);
@@ -62,26 +62,6 @@ fn race(lim: &Arc<Keyed>, reqs: Vec<Vec<(u64, u64)>>) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The grants in the window at epoch `j` of `slices` slices.
-fn window(grants: &[(u64, u64)], j: u64, slices: u64) -> u64 {
-    grants
-        .iter()
-        .filter(|(e, _)| *e <= j && j - e < slices)
-        .map(|(_, n)| n)
-        .sum()
-}
-
-fn check_windows(grants: &[(u64, u64)], slices: u64, limit: u64) {
-    for &(e, _) in grants {
-        for j in e..e + slices {
-            assert!(
-                window(grants, j, slices) <= limit,
-                "window at {j}: {grants:?}"
-            );
-        }
-    }
-}
-
 /// Two requests for the last permit of a key's window, one of them in the
 /// next slice (it rolls the key's state while the other grants into the
 /// old slice): exactly one is granted.
@@ -94,7 +74,7 @@ fn last_permit_of_a_key_across_a_slice_boundary() {
         grants.push((0, 1));
         check_windows(&grants, 2, 2);
         assert_eq!(grants.len(), 2, "{grants:?}");
-        assert_eq!(lim.available_at(&KEY, 1), 2 - window(&grants, 1, 2));
+        assert_eq!(lim.available_at(&KEY, 1), 2 - window_total(&grants, 1, 2));
     });
 }
 

@@ -13,26 +13,7 @@ use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
 use stripecount::{FixedWindowLimiter, ManualClock, SlidingWindowLimiter};
-
-/// Sum of the grants `(slice, n)` in the window of `slices` ending at `j`.
-fn window_total(grants: &[(u64, u64)], j: u64, slices: u64) -> u64 {
-    grants
-        .iter()
-        .filter(|(e, _)| *e <= j && j - e < slices)
-        .map(|(_, n)| n)
-        .sum()
-}
-
-fn check_windows(grants: &[(u64, u64)], slices: u64, limit: u64) {
-    let last = grants.iter().map(|g| g.0).max().unwrap_or(0);
-    for j in 0..=last {
-        let total = window_total(grants, j, slices);
-        assert!(
-            total <= limit,
-            "window ending at {j}: {total} > {limit} ({grants:?})"
-        );
-    }
-}
+use stripecount_loom_tests::{check_windows, window_total};
 
 fn sliding(limit: u64, slices: usize) -> Arc<SlidingWindowLimiter<ManualClock>> {
     Arc::new(

@@ -51,7 +51,7 @@
 
 use crate::counter::StripedCounter;
 use crate::stripes::install_if_null;
-use crate::sync::{wait_hint, AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{wait_hint, AtomicPtr, AtomicU64, Exclusive, Ordering};
 
 const SEALED: u64 = 1 << 63;
 const INCOMING: u64 = 1 << 62;
@@ -282,10 +282,7 @@ impl Entry {
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        #[cfg(not(loom))]
-        let p = *self.stripes.get_mut();
-        #[cfg(loom)]
-        let p = self.stripes.with_mut(|p| *p);
+        let p = self.stripes.read_mut();
         if !p.is_null() && p as usize & LENT == 0 {
             // SAFETY: owned (not `LENT`), from `Box::into_raw`, and the slot
             // is being dropped with its table, past every guard.

@@ -44,7 +44,7 @@ use super::entry::Entry;
 use super::key::KeyHasher;
 use super::map::{Map, Value};
 use super::reclaim::{Graveyard, Guard};
-use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, Exclusive, Ordering};
 use std::hash::Hash;
 use std::ptr;
 use strength_reduce::StrengthReducedU64;
@@ -340,10 +340,7 @@ where
 impl<K, S> Drop for Ring<K, S> {
     fn drop(&mut self) {
         for s in self.slots.iter_mut() {
-            #[cfg(not(loom))]
-            let p = *s.get_mut();
-            #[cfg(loom)]
-            let p = s.with_mut(|p| *p);
+            let p = s.read_mut();
             if !p.is_null() {
                 // SAFETY: `&mut self`: no guard of this ring is alive, and an
                 // installed map was never handed to the collector.

@@ -32,7 +32,7 @@
 //! shard's and of `h2`), visits the following groups in order, wrapping,
 //! and stops at the first group with an `EMPTY` byte.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Exclusive, Ordering};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 
@@ -283,10 +283,7 @@ impl<K, V> Table<K, V> {
 impl<K, V> Drop for Table<K, V> {
     fn drop(&mut self) {
         for (g, word) in self.ctrl.iter_mut().enumerate() {
-            #[cfg(not(loom))]
-            let bytes = word.get_mut().to_ne_bytes();
-            #[cfg(loom)]
-            let bytes = word.with_mut(|w| w.to_ne_bytes());
+            let bytes = word.read_mut().to_ne_bytes();
             for (b, &c) in bytes.iter().enumerate() {
                 if c != EMPTY {
                     // SAFETY: `FULL` and `TOMB` slots hold an initialized key

@@ -396,14 +396,24 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         self.ring.memory_bytes()
     }
 
+    /// `key`'s entry in the slice of `now`, if that slice holds it.
+    fn entry_at<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        key: &Q,
+        now: u64,
+        guard: &'g Guard<'g>,
+    ) -> Option<&'g Entry> {
+        let hash = self.ring.hash(key);
+        self.ring
+            .get(self.epoch(now), guard)
+            .and_then(|m| m.map.get(hash, |k| key.is(k), guard))
+    }
+
     /// Whether `key`'s entry in the slice of `now` is striped (several
     /// threads added to it at once).
     pub fn is_striped_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
         let guard = Guard::pin(self.ring.graveyard());
-        let hash = self.ring.hash(key);
-        self.ring
-            .get(self.epoch(now), &guard)
-            .and_then(|m| m.map.get(hash, |k| key.is(k), &guard))
+        self.entry_at(key, now, &guard)
             .is_some_and(|en| en.is_striped())
     }
 
@@ -414,10 +424,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     #[doc(hidden)]
     pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
         let guard = Guard::pin(self.ring.graveyard());
-        let hash = self.ring.hash(key);
-        self.ring
-            .get(self.epoch(now), &guard)
-            .and_then(|m| m.map.get(hash, |k| key.is(k), &guard))
+        self.entry_at(key, now, &guard)
             .map(|en| en.stripe())
             .is_some()
     }

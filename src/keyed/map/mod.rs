@@ -59,7 +59,7 @@ pub(crate) use value::Value;
 
 use super::reclaim::{Graveyard, Guard};
 use super::table::{Slot, Table};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 use std::ptr::{self, NonNull};
 
@@ -228,12 +228,7 @@ where
             .iter_mut()
             .map(|l| l.get_mut().unwrap_or_else(|e| e.into_inner()).len)
             .sum();
-        #[cfg(not(loom))]
-        {
-            *self.len.get_mut() = held;
-        }
-        #[cfg(loom)]
-        self.len.with_mut(|l| *l = held);
+        self.len.write_mut(held);
         self.max_keys = max_keys;
     }
 
@@ -445,10 +440,7 @@ impl<K, V, S> Drop for Map<K, V, S> {
     fn drop(&mut self) {
         for p in self.ptrs.iter_mut() {
             for t in [&mut p.current, &mut p.old] {
-                #[cfg(not(loom))]
-                let raw = *t.get_mut();
-                #[cfg(loom)]
-                let raw = t.with_mut(|t| *t);
+                let raw = t.read_mut();
                 if !raw.is_null() {
                     // SAFETY: `&mut self`: no lookup is running, and a
                     // table in `current`/`old` was never handed to the

@@ -130,13 +130,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         let cfg = &self.shared.cfg;
         let r = if self.quotas.levels() == 1 {
             let limit = self.quotas.read_one(hash, key, &guard);
-            if n == 0 || n > limit {
-                return if n == 0 {
-                    Ok(self.epoch(now))
-                } else {
-                    self.count_refusal();
-                    Err(Denied::ExceedsLimit)
-                };
+            if let Some(r) = self.settled(now, n, n > limit) {
+                return r;
             }
             self.on_state(hash, key, now, &guard, |st| {
                 verdict(st.acquire_one(cfg, now, n, limit))
@@ -144,13 +139,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         } else {
             let mut buf = [0u64; MAX_LIMITS];
             let limits = self.quotas.read(hash, key, &guard, &mut buf);
-            if n == 0 || limits.iter().any(|&l| n > l) {
-                return if n == 0 {
-                    Ok(self.epoch(now))
-                } else {
-                    self.count_refusal();
-                    Err(Denied::ExceedsLimit)
-                };
+            if let Some(r) = self.settled(now, n, limits.iter().any(|&l| n > l)) {
+                return r;
             }
             self.on_state(hash, key, now, &guard, |st| {
                 verdict(st.acquire(cfg, now, n, limits))
@@ -311,6 +301,21 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     #[inline(never)]
     fn count_refusal(&self) {
         self.refused.add(1);
+    }
+
+    /// A verdict no state is needed for: `n == 0` is granted in `now`'s
+    /// slice, and `n` above one of the key's limits never fits
+    /// (`exceeds`); `None` otherwise.
+    #[inline]
+    fn settled(&self, now: u64, n: u64, exceeds: bool) -> Option<Result<u64, Denied>> {
+        if n == 0 {
+            Some(Ok(self.epoch(now)))
+        } else if exceeds {
+            self.count_refusal();
+            Some(Err(Denied::ExceedsLimit))
+        } else {
+            None
+        }
     }
 
     /// The automatic sweep step (one load unless `now` opens a new slice).
