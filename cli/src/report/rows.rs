@@ -34,18 +34,14 @@
 //! - Clock rows ([`clocks`]) read a clock once per operation.
 
 mod clocks;
+mod keyed;
+mod limiters;
 
 use super::args::cores;
-use dashmap::DashMap;
 use std::hint::black_box;
-use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use stripecount::{
-    Clock, CoarseClock, FixedWindowLimiter, HotKeyDetector, KeyedLimiter, KeyedWindows,
-    MonotonicClock, MultiLimiter, MultiWindow, SlidingWindow, SlidingWindowLimiter, StripedCounter,
-};
+use stripecount::{Clock, CoarseClock, MonotonicClock, MultiWindow, SlidingWindow, StripedCounter};
 use stripecount_baselines::counters::AtomicCounter;
 use stripecount_baselines::harness::{batches, batches_at, Job};
 use stripecount_baselines::rings::{MutexRing, NaiveAtomicRing};
@@ -217,70 +213,114 @@ pub fn all() -> Vec<Row> {
     let limiters = group(
         Group::Limiters,
         &[
-            ("SlidingWindowLimiter, admitting", Ours, sliding_admitting),
-            ("SlidingWindowLimiter, refusing", Ours, sliding_refusing),
-            ("FixedWindowLimiter, admitting", Ours, fixed_admitting),
-            ("FixedWindowLimiter, refusing", Ours, fixed_refusing),
+            (
+                "SlidingWindowLimiter, admitting",
+                Ours,
+                limiters::sliding_admitting,
+            ),
+            (
+                "SlidingWindowLimiter, refusing",
+                Ours,
+                limiters::sliding_refusing,
+            ),
+            (
+                "FixedWindowLimiter, admitting",
+                Ours,
+                limiters::fixed_admitting,
+            ),
+            (
+                "FixedWindowLimiter, refusing",
+                Ours,
+                limiters::fixed_refusing,
+            ),
             (
                 "SlidingWindowLimiter decision, refusing",
                 Ours,
-                sliding_decision_refusing,
+                limiters::sliding_decision_refusing,
             ),
-            ("MultiLimiter 1 s + 1 min, admitting", Ours, multi_admitting),
-            ("governor direct, admitting", Peer, governor_admitting),
-            ("governor direct, refusing", Peer, governor_refusing),
+            (
+                "MultiLimiter 1 s + 1 min, admitting",
+                Ours,
+                limiters::multi_admitting,
+            ),
+            (
+                "governor direct, admitting",
+                Peer,
+                limiters::governor_admitting,
+            ),
+            (
+                "governor direct, refusing",
+                Peer,
+                limiters::governor_refusing,
+            ),
             (
                 "governor direct x2, admitting",
                 Peer,
-                governor_two_admitting,
+                limiters::governor_two_admitting,
             ),
         ],
     );
     let keyed = group(
         Group::Keyed,
         &[
-            ("KeyedWindows add, one hot key", Ours, windows_hot),
-            ("KeyedWindows add, Zipf keys", Ours, windows_zipf),
+            ("KeyedWindows add, one hot key", Ours, keyed::windows_hot),
+            ("KeyedWindows add, Zipf keys", Ours, keyed::windows_zipf),
             (
                 "KeyedWindows add_and_sum, one hot key",
                 Ours,
-                windows_sum_hot,
+                keyed::windows_sum_hot,
             ),
-            ("HotKeyDetector, one hot key", Ours, detector_hot),
-            ("HotKeyDetector, Zipf keys", Ours, detector_zipf),
-            ("DashMap<u64,AtomicU64>, one hot key", Peer, dashmap_hot),
-            ("DashMap<u64,AtomicU64>, Zipf keys", Peer, dashmap_zipf),
-            ("governor keyed, one hot key", Peer, governor_keyed_hot),
-            ("governor keyed, Zipf keys", Peer, governor_keyed_zipf),
+            ("HotKeyDetector, one hot key", Ours, keyed::detector_hot),
+            ("HotKeyDetector, Zipf keys", Ours, keyed::detector_zipf),
+            (
+                "DashMap<u64,AtomicU64>, one hot key",
+                Peer,
+                keyed::dashmap_hot,
+            ),
+            (
+                "DashMap<u64,AtomicU64>, Zipf keys",
+                Peer,
+                keyed::dashmap_zipf,
+            ),
+            (
+                "governor keyed, one hot key",
+                Peer,
+                keyed::governor_keyed_hot,
+            ),
+            (
+                "governor keyed, Zipf keys",
+                Peer,
+                keyed::governor_keyed_zipf,
+            ),
             (
                 "KeyedLimiter, one hot key, admitting",
                 Ours,
-                keyed_limiter_hot_admitting,
+                keyed::keyed_limiter_hot_admitting,
             ),
             (
                 "KeyedLimiter, one hot key, refusing",
                 Ours,
-                keyed_limiter_hot_refusing,
+                keyed::keyed_limiter_hot_refusing,
             ),
             (
                 "KeyedLimiter, Zipf keys, admitting",
                 Ours,
-                keyed_limiter_zipf_admitting,
+                keyed::keyed_limiter_zipf_admitting,
             ),
             (
                 "KeyedLimiter, Zipf keys, refusing",
                 Ours,
-                keyed_limiter_zipf_refusing,
+                keyed::keyed_limiter_zipf_refusing,
             ),
             (
                 "governor keyed, one hot key, refusing",
                 Peer,
-                governor_keyed_hot_refusing,
+                keyed::governor_keyed_hot_refusing,
             ),
             (
                 "governor keyed, Zipf keys, refusing",
                 Peer,
-                governor_keyed_zipf_refusing,
+                keyed::governor_keyed_zipf_refusing,
             ),
         ],
     );
@@ -395,276 +435,10 @@ fn naive_ring(_: &Setup, _: usize) -> Job {
     Arc::new(move |_, stop| batches_at(stop, caller_now, |t| r.add_at(t, 1)))
 }
 
-// ---- limiters ---------------------------------------------------------------
-
-// Our limiters read their clock on every request, as governor does; they
-// use `CoarseClock` (one atomic load), the clock this crate recommends for
-// hot paths (governor's default clock reads the TSC).
-
-/// A job of requests for one permit, each result kept alive.
-fn acquire_job(acquire: impl Fn() -> bool + Send + Sync + 'static) -> Job {
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(acquire());
-        })
-    })
-}
-
-fn sliding(limit: u32) -> SlidingWindowLimiter<CoarseClock> {
-    SlidingWindowLimiter::with_clock(limit.into(), WINDOW, SLICES, CoarseClock::new())
-        .expect("a valid limiter")
-}
-
-fn fixed(limit: u32) -> FixedWindowLimiter<CoarseClock> {
-    FixedWindowLimiter::with_clock(limit.into(), WINDOW, CoarseClock::new())
-        .expect("a valid limiter")
-}
-
-fn governor_direct(per_second: u32) -> governor::DefaultDirectRateLimiter {
-    let quota = governor::Quota::per_second(NonZeroU32::new(per_second).expect("non-zero quota"));
-    governor::RateLimiter::direct(quota)
-}
-
-fn sliding_admitting(_: &Setup, _: usize) -> Job {
-    let l = sliding(ADMIT_LIMIT);
-    acquire_job(move || l.try_acquire())
-}
-
-fn sliding_refusing(_: &Setup, _: usize) -> Job {
-    let l = sliding(REFUSE_LIMIT);
-    acquire_job(move || l.try_acquire())
-}
-
-fn fixed_admitting(_: &Setup, _: usize) -> Job {
-    let l = fixed(ADMIT_LIMIT);
-    acquire_job(move || l.try_acquire())
-}
-
-fn fixed_refusing(_: &Setup, _: usize) -> Job {
-    let l = fixed(REFUSE_LIMIT);
-    acquire_job(move || l.try_acquire())
-}
-
-fn sliding_decision_refusing(_: &Setup, _: usize) -> Job {
-    let l = sliding(REFUSE_LIMIT);
-    acquire_job(move || l.try_acquire_decision(1).is_granted())
-}
-
-/// The report's limit per second and 60 times it per minute (60 slices):
-/// two limits, all or nothing, one CAS a grant.
-fn multi(limit: u32) -> MultiLimiter<CoarseClock> {
-    let per_minute = (60 * u64::from(limit), 60 * WINDOW, 60);
-    MultiLimiter::with_clock(
-        &[(limit.into(), WINDOW, SLICES), per_minute],
-        CoarseClock::new(),
-    )
-    .expect("a valid limiter")
-}
-
-fn multi_admitting(_: &Setup, _: usize) -> Job {
-    let l = multi(ADMIT_LIMIT);
-    acquire_job(move || l.try_acquire())
-}
-
-/// Two governor limiters (per second and per minute) checked in turn, as
-/// governor users combine limits (not atomic: a refusal by the second
-/// leaves the first's cell spent).
-fn governor_two_admitting(_: &Setup, _: usize) -> Job {
-    let per_minute = NonZeroU32::new(ADMIT_LIMIT.saturating_mul(60)).expect("non-zero quota");
-    let a = governor_direct(ADMIT_LIMIT);
-    let b = governor::RateLimiter::direct(governor::Quota::per_minute(per_minute));
-    acquire_job(move || a.check().is_ok() && b.check().is_ok())
-}
-
-fn governor_admitting(_: &Setup, _: usize) -> Job {
-    let l = governor_direct(ADMIT_LIMIT);
-    acquire_job(move || l.check().is_ok())
-}
-
-fn governor_refusing(_: &Setup, _: usize) -> Job {
-    let l = governor_direct(REFUSE_LIMIT);
-    acquire_job(move || l.check().is_ok())
-}
-
-// ---- keyed ------------------------------------------------------------------
-
-/// The per-key windows of the keyed rows: the report's window, on
-/// `CoarseClock`.
-fn windows() -> KeyedWindows<u64, CoarseClock> {
-    KeyedWindows::with_clock(WINDOW, SLICES, CoarseClock::new()).expect("a valid window")
-}
-
-fn windows_hot(_: &Setup, _: usize) -> Job {
-    let w = Arc::new(windows());
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(w.add(&HOT_KEY, 1));
-        })
-    })
-}
-
-/// The add that returns the key's exact window sum: on a hot key shared by
-/// threads it reads every thread's stripe (its documented cost).
-fn windows_sum_hot(_: &Setup, _: usize) -> Job {
-    let w = Arc::new(windows());
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(w.add_and_sum(&HOT_KEY, 1));
-        })
-    })
-}
-
-fn windows_zipf(setup: &Setup, threads: usize) -> Job {
-    zipf_job(setup, threads, windows(), |w, k| {
-        black_box(w.add(&k, 1));
-    })
-}
-
-/// The detector of the keyed rows: the report's window, on `CoarseClock`.
-fn detector() -> HotKeyDetector<u64, CoarseClock> {
-    HotKeyDetector::with_clock(WINDOW, SLICES, HOT_THRESHOLD, CoarseClock::new())
-        .expect("a valid detector")
-}
-
-fn detector_hot(_: &Setup, _: usize) -> Job {
-    let d = Arc::new(detector());
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(d.add(&HOT_KEY, 1));
-        })
-    })
-}
-
-fn detector_zipf(setup: &Setup, threads: usize) -> Job {
-    zipf_job(setup, threads, detector(), |d, k| {
-        black_box(d.add(&k, 1));
-    })
-}
-
-/// Adds one to `key` the way users of a concurrent map of atomics do: a
-/// shared lookup, and an insert only for a key not yet present.
-#[inline(always)]
-fn dashmap_add(m: &DashMap<u64, AtomicU64>, key: u64) {
-    if let Some(c) = m.get(&key) {
-        c.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    m.entry(key)
-        .or_insert_with(|| AtomicU64::new(0))
-        .fetch_add(1, Ordering::Relaxed);
-}
-
-fn dashmap_hot(_: &Setup, _: usize) -> Job {
-    let m = Arc::new(DashMap::<u64, AtomicU64>::new());
-    Arc::new(move |_, stop| batches(stop, || dashmap_add(&m, HOT_KEY)))
-}
-
-/// A job walking the Zipf stream from thread `t`'s offset, calling `op` on
-/// each key.
-fn zipf_job<S: Send + Sync + 'static>(
-    setup: &Setup,
-    threads: usize,
-    state: S,
-    op: fn(&S, u64),
-) -> Job {
-    let z = setup.zipf();
-    let state = Arc::new(state);
-    Arc::new(move |t, stop| {
-        let keys = &z.keys;
-        let mask = keys.len() - 1;
-        let mut i = z.offset(t, threads);
-        batches(stop, || {
-            op(&state, keys[i & mask]);
-            i = i.wrapping_add(1);
-        })
-    })
-}
-
-fn dashmap_zipf(setup: &Setup, threads: usize) -> Job {
-    zipf_job(setup, threads, DashMap::<u64, AtomicU64>::new(), |m, k| {
-        dashmap_add(m, k)
-    })
-}
-
-type GovernorKeyed = governor::DefaultKeyedRateLimiter<u64>;
-
-fn governor_keyed_with(per_second: u32) -> GovernorKeyed {
-    let quota = governor::Quota::per_second(NonZeroU32::new(per_second).expect("non-zero quota"));
-    governor::RateLimiter::keyed(quota)
-}
-
-fn governor_keyed() -> GovernorKeyed {
-    governor_keyed_with(ADMIT_LIMIT)
-}
-
-fn governor_keyed_hot(_: &Setup, _: usize) -> Job {
-    let l = Arc::new(governor_keyed());
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(l.check_key(&HOT_KEY).is_ok());
-        })
-    })
-}
-
-fn governor_keyed_zipf(setup: &Setup, threads: usize) -> Job {
-    zipf_job(setup, threads, governor_keyed(), |l, k| {
-        black_box(l.check_key(&k).is_ok());
-    })
-}
-
-fn governor_keyed_hot_refusing(_: &Setup, _: usize) -> Job {
-    let l = Arc::new(governor_keyed_with(REFUSE_LIMIT));
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(l.check_key(&HOT_KEY).is_ok());
-        })
-    })
-}
-
-fn governor_keyed_zipf_refusing(setup: &Setup, threads: usize) -> Job {
-    zipf_job(setup, threads, governor_keyed_with(REFUSE_LIMIT), |l, k| {
-        black_box(l.check_key(&k).is_ok());
-    })
-}
-
-/// The per-key limiter of the keyed rows: the report's window, on
-/// `CoarseClock`, `limit` permits per window for every key.
-fn keyed_limiter(limit: u32) -> KeyedLimiter<u64, CoarseClock> {
-    KeyedLimiter::with_clock(limit.into(), WINDOW, SLICES, CoarseClock::new())
-        .expect("a valid limiter")
-}
-
-fn keyed_limiter_hot(limit: u32) -> Job {
-    let l = Arc::new(keyed_limiter(limit));
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(l.try_acquire(&HOT_KEY));
-        })
-    })
-}
-
-fn keyed_limiter_hot_admitting(_: &Setup, _: usize) -> Job {
-    keyed_limiter_hot(ADMIT_LIMIT)
-}
-
-fn keyed_limiter_hot_refusing(_: &Setup, _: usize) -> Job {
-    keyed_limiter_hot(REFUSE_LIMIT)
-}
-
-fn keyed_limiter_zipf_admitting(setup: &Setup, threads: usize) -> Job {
-    zipf_job(setup, threads, keyed_limiter(ADMIT_LIMIT), |l, k| {
-        black_box(l.try_acquire(&k));
-    })
-}
-
-fn keyed_limiter_zipf_refusing(setup: &Setup, threads: usize) -> Job {
-    zipf_job(setup, threads, keyed_limiter(REFUSE_LIMIT), |l, k| {
-        black_box(l.try_acquire(&k));
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::keyed::{governor_keyed, keyed_limiter};
+    use super::limiters::{fixed, governor_direct, multi, sliding};
     use super::*;
     use std::collections::HashSet;
     use std::sync::atomic::AtomicBool;
