@@ -1,0 +1,570 @@
+//! The per-key engine under threads: exact totals of concurrent adds on hot
+//! and cold keys, key floods bounded per slice, table moves, takes and
+//! rotations racing adds, and slice evictions racing adds.
+
+mod keyed_support;
+
+use keyed_support::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+use stripecount::{Clock, KeyedWindows, ManualClock};
+
+/// The same from threads: in each slice exactly `max_keys` adds of new
+/// keys are tracked (whichever threads win), every other one is counted
+/// untracked, and the bound holds throughout.
+#[test]
+fn key_flood_from_threads_is_bounded_per_slice() {
+    const THREADS: u32 = 4;
+    const PER: u32 = 2_000;
+    const PHASES: u64 = 8;
+    let w = Arc::new(windows().with_max_keys(64));
+    let barrier = Arc::new(Barrier::new(THREADS as usize + 1));
+    let hs: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (w, barrier) = (w.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut tracked = Vec::new();
+                for p in 0..PHASES {
+                    barrier.wait();
+                    let mut mine = 0u64;
+                    for i in 0..PER {
+                        let k = (p as u32) * 1_000_000 + t * PER + i;
+                        if w.add_at(&k, p * SLICE, 1) {
+                            mine += 1;
+                        }
+                        assert!(w.len() <= SLICES * 64);
+                    }
+                    tracked.push(mine);
+                    barrier.wait();
+                }
+                tracked
+            })
+        })
+        .collect();
+    for p in 0..PHASES {
+        barrier.wait();
+        barrier.wait();
+        assert_eq!(w.len(), 64 * (p as usize + 1).min(SLICES), "phase {p}");
+        let untracked = (p + 1) * (THREADS as u64 * PER as u64 - 64);
+        assert_eq!(w.untracked_adds(), untracked, "phase {p}");
+    }
+    let mut per_phase = vec![0u64; PHASES as usize];
+    for h in hs {
+        for (p, n) in h.join().unwrap().into_iter().enumerate() {
+            per_phase[p] += n;
+        }
+    }
+    assert_eq!(per_phase, vec![64; PHASES as usize]);
+    // The slices in the window at the last phase hold 64 keys each, 1 each.
+    let sums = w.top_at((PHASES - 1) * SLICE, usize::MAX);
+    assert_eq!(sums.len(), 64 * SLICES);
+    assert!(sums.iter().all(|x| x.1 == 1));
+}
+
+/// Threads adding to shared keys (one hot enough that its entry stripes,
+/// some cold), through `add` on a shared clock, `add_at`, `add_and_sum_at`
+/// and handles, all starting at once: every add is counted, exactly.
+/// Contention changes nothing observable but `is_striped_at` and memory: a
+/// key's out-of-slot bytes are non-zero exactly when its entry is striped.
+/// Rounds repeat (fresh windows each) until the hot key's entry striped, at
+/// most 8, so that the striped path is what most runs check.
+#[test]
+fn concurrent_adds_are_all_counted() {
+    const THREADS: u32 = 4;
+    let mut striped_rounds = 0;
+    for round in 0..8u64 {
+        let clock = ManualClock::starting_at(3 * SLICE + 17);
+        let w = Arc::new(
+            KeyedWindows::with_clock(
+                Duration::from_nanos(SLICE * SLICES as u64),
+                SLICES,
+                clock.clone(),
+            )
+            .unwrap(),
+        );
+        let now = clock.now();
+        let start = Arc::new(Barrier::new(THREADS as usize));
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (w, start) = (w.clone(), start.clone());
+                std::thread::spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(round * 10 + t as u64);
+                    let mut mine = vec![0u64; 8];
+                    let h0 = w.handle(&0u32);
+                    start.wait();
+                    for i in 0..40_000u64 {
+                        let k = if rng.random_bool(0.7) {
+                            0
+                        } else {
+                            rng.random_range(1..8u32)
+                        };
+                        let n = 1 + i % 3;
+                        match i % 4 {
+                            0 => assert!(w.add(&k, n)),
+                            1 if k == 0 => assert!(h0.add_at(now, n)),
+                            2 => {
+                                // At least this thread's own adds so far.
+                                let s = w.add_and_sum_at(&k, now, n);
+                                assert!(s >= mine[k as usize] + n);
+                            }
+                            _ => assert!(w.add_at(&k, now, n)),
+                        }
+                        mine[k as usize] += n;
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let mut total = [0u64; 8];
+        for h in hs {
+            for (t, m) in total.iter_mut().zip(h.join().unwrap()) {
+                *t += m;
+            }
+        }
+        for k in 0..8u32 {
+            assert_eq!(
+                w.sum_at(&k, now),
+                total[k as usize],
+                "round {round} key {k}"
+            );
+            assert_eq!(w.sum(&k), total[k as usize], "round {round} key {k}");
+            assert_eq!(w.handle(&k).sum_at(now), total[k as usize]);
+            let striped = w.is_striped_at(&k, now);
+            assert_eq!(w.key_memory_bytes(&k) > 0, striped, "round {round} key {k}");
+        }
+        assert_eq!(w.len(), 8);
+        // The next slice's entry is a fresh one: not striped after one add,
+        // and the key's bytes are still those of its striped entry.
+        let bytes = w.key_memory_bytes(&0);
+        let next = now + SLICE;
+        assert!(w.add_at(&0, next, 1));
+        assert!(!w.is_striped_at(&0, next));
+        assert_eq!(w.key_memory_bytes(&0), bytes);
+        assert_eq!(w.sum_at(&0, next), total[0] + 1);
+        let mut taken = 0;
+        w.take(&0, |_, c| taken += c);
+        assert_eq!(taken, total[0] + 1);
+        assert_eq!(w.sum_at(&0, next), 0);
+        if w.is_striped_at(&0, now) {
+            striped_rounds += 1;
+            println!("round {round}: the hot key's entry striped ({bytes} bytes)");
+            break;
+        }
+    }
+    println!("rounds with a striped hot key: {striped_rounds}");
+}
+
+/// Keys moving to bigger tables while other threads add to them, read them
+/// and flood their slices with new keys: every add is counted exactly once
+/// under its own epoch, and a reader never sees a key's sum go down (no
+/// slice leaves the window read, so it only grows), whatever the moves.
+#[test]
+fn table_moves_under_concurrent_adds_lose_nothing() {
+    for round in 0..3u64 {
+        let w = Arc::new(windows());
+        let stop = Arc::new(AtomicBool::new(false));
+        let q = 4 * SLICE; // the window at epoch 4 holds epochs 0..=4
+        let adders: Vec<_> = (0..2u64)
+            .map(|t| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    let mut mine = HashMap::new();
+                    for i in 0..40_000u64 {
+                        let k = ((i * 7 + t * 13 + round) % 64) as u32;
+                        let e = i / 10_000;
+                        assert!(w.add_at(&k, e * SLICE + i % SLICE, 1));
+                        *mine.entry((k, e)).or_insert(0u64) += 1;
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let reader = {
+            let (w, stop) = (w.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut last = [0u64; 64];
+                while !stop.load(Ordering::Relaxed) {
+                    for k in 0..64u32 {
+                        let s = w.sum_at(&k, q);
+                        assert!(
+                            s >= last[k as usize],
+                            "key {k}: {s} after {}",
+                            last[k as usize]
+                        );
+                        last[k as usize] = s;
+                    }
+                }
+            })
+        };
+        // Two floods: one into slice 0, one into slice 3.
+        let floods: Vec<_> = [(0u64, 1_000u32), (3, 100_000)]
+            .into_iter()
+            .map(|(e, base)| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    for k in base..base + 30_000 {
+                        assert!(w.add_at(&k, e * SLICE, 1));
+                    }
+                })
+            })
+            .collect();
+        let mut added: HashMap<(u32, u64), u64> = HashMap::new();
+        for a in adders {
+            for (k, n) in a.join().unwrap() {
+                *added.entry(k).or_default() += n;
+            }
+        }
+        for f in floods {
+            f.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        reader.join().unwrap();
+        for k in 0..64u32 {
+            let want: u64 = (0..4)
+                .map(|e| added.get(&(k, e)).copied().unwrap_or(0))
+                .sum();
+            assert_eq!(w.sum_at(&k, q), want, "round {round} key {k}");
+        }
+        for k in (1_000..31_000u32).chain(100_000..130_000) {
+            assert_eq!(w.sum_at(&k, q), 1, "round {round} key {k}");
+        }
+        assert_eq!(w.len(), 60_000 + added.len());
+        let mut taken = take_all_of(&w);
+        taken.retain(|(k, _), _| *k < 64);
+        let added: BTreeMap<(u32, u64), u64> = added.into_iter().collect();
+        assert_eq!(taken, added, "round {round}: per key and epoch");
+    }
+}
+
+/// `take_all` racing adds: what was taken plus what stays equals what was
+/// added, per key and per epoch. (Times stay inside one window, so no
+/// count leaves the ring before it is taken.)
+#[test]
+fn take_all_racing_adds_is_exact() {
+    let w = Arc::new(windows());
+    let done = Arc::new(AtomicUsize::new(0));
+    let adders: Vec<_> = (0..2u32)
+        .map(|t| {
+            let (w, done) = (w.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut added = BTreeMap::new();
+                for i in 0..30_000u64 {
+                    let k = ((i as u32) * 3 + t) % 40;
+                    let now = (i / 7_500) * SLICE;
+                    assert!(w.add_at(&k, now, 1));
+                    *added.entry((k, now / SLICE)).or_insert(0u64) += 1;
+                }
+                done.fetch_add(1, Ordering::Release);
+                added
+            })
+        })
+        .collect();
+    // Take while the adders run (until both are done).
+    let mut taken: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+    let mut take_one = 0u64;
+    let mut i = 0u32;
+    while done.load(Ordering::Acquire) < 2 {
+        if i % 4 == 0 {
+            let k = (i / 4) % 40;
+            w.take(&k, |e, c| {
+                *taken.entry((k, e)).or_default() += c;
+                take_one += c;
+            });
+        } else {
+            w.take_all(|k, e, c| *taken.entry((*k, e)).or_default() += c);
+        }
+        i += 1;
+    }
+    let mut added: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+    for a in adders {
+        for (k, v) in a.join().unwrap() {
+            *added.entry(k).or_default() += v;
+        }
+    }
+    let remaining: u64 = (0..40u32).map(|k| w.sum_at(&k, 4 * SLICE)).sum();
+    let taken_so_far: u64 = taken.values().sum();
+    assert_eq!(taken_so_far + remaining, 60_000);
+    w.take_all(|k, e, c| *taken.entry((*k, e)).or_default() += c);
+    assert_eq!(taken, added);
+    for k in 0..40u32 {
+        assert_eq!(w.sum_at(&k, 4 * SLICE), 0);
+    }
+    // The entries stay (at zero) until their slices leave the window.
+    assert_eq!(w.len(), 4 * 40);
+    println!("{i} takes while adding; {take_one} taken by `take`");
+}
+
+/// The ring rotating under racing adds, with times controlled: in each
+/// phase `p` every thread adds at `p` (installing the slice races), at
+/// `p - S + 1` (late, inside the ring: always counted) and at `p - S`
+/// (outside the ring once `p` is installed: counted into the slice being
+/// replaced or dropped, never visible in a window at `p` or later), while a
+/// reader checks that the window at `p` stays between what the previous
+/// phases and this one added. After each phase the window sums are exact.
+#[test]
+fn rotation_racing_adds_keeps_windows_exact() {
+    const THREADS: usize = 3;
+    const KEYS: u32 = 8;
+    const PER: u32 = 3_000;
+    const PHASES: u64 = 24;
+    for slices in [1usize, 4] {
+        let s = slices as u64;
+        // Where each add of thread `t`, phase `p`, index `i` goes:
+        // (key, epoch, visible in windows).
+        let add_of = move |t: usize, p: u64, i: u32| -> (u32, u64, bool) {
+            let key = (i + t as u32) % KEYS;
+            match i % 10 {
+                0 if p + 1 >= s => (key, p + 1 - s, true),
+                1 if p >= s => (key, p - s, false),
+                _ => (key, p, true),
+            }
+        };
+        // visible[(key, epoch, phase)]: visible adds made in `phase`.
+        let mut visible: HashMap<(u32, u64, u64), u64> = HashMap::new();
+        for p in 0..PHASES {
+            for t in 0..THREADS {
+                for i in 0..PER {
+                    let (k, e, v) = add_of(t, p, i);
+                    if v {
+                        *visible.entry((k, e, p)).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let visible = Arc::new(visible);
+        // The window sum at `p` of adds made in phases `<= upto`.
+        let expect = {
+            let visible = visible.clone();
+            move |k: u32, p: u64, upto: u64| -> u64 {
+                let first = (p + 1).saturating_sub(s);
+                (first..=p)
+                    .flat_map(|e| (0..=upto).map(move |ph| (e, ph)))
+                    .map(|(e, ph)| visible.get(&(k, e, ph)).copied().unwrap_or(0))
+                    .sum()
+            }
+        };
+        let w = Arc::new(windows_of(SLICE, slices));
+        let phase = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let barrier = Arc::new(Barrier::new(THREADS + 1));
+        let adders: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (w, barrier) = (w.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut old_counted = 0u64;
+                    for p in 0..PHASES {
+                        barrier.wait();
+                        for i in 0..PER {
+                            let (k, e, v) = add_of(t, p, i);
+                            let counted = w.add_at(&k, e * SLICE + (i as u64 % SLICE), 1);
+                            if v {
+                                assert!(counted, "phase {p}: an add at {e} inside the ring");
+                            } else if counted {
+                                old_counted += 1;
+                            }
+                        }
+                        barrier.wait();
+                    }
+                    old_counted
+                })
+            })
+            .collect();
+        let reader = {
+            let (w, phase, stop, expect) = (w.clone(), phase.clone(), stop.clone(), expect.clone());
+            std::thread::spawn(move || {
+                let mut checks = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let p = phase.load(Ordering::SeqCst);
+                    let k = (checks % KEYS as u64) as u32;
+                    let got = w.sum_at(&k, p * SLICE);
+                    assert!(w.len() <= slices * KEYS as usize);
+                    if phase.load(Ordering::SeqCst) != p {
+                        continue;
+                    }
+                    let (lo, hi) = (
+                        p.checked_sub(1).map_or(0, |q| expect(k, p, q)),
+                        expect(k, p, p),
+                    );
+                    assert!(
+                        lo <= got && got <= hi,
+                        "S={s} phase {p} key {k}: {got} not in {lo}..={hi}"
+                    );
+                    checks += 1;
+                }
+                checks
+            })
+        };
+        for p in 0..PHASES {
+            phase.store(p, Ordering::SeqCst);
+            barrier.wait();
+            barrier.wait();
+            let mut sums = BTreeMap::new();
+            for k in 0..KEYS {
+                let want = expect(k, p, p);
+                assert_eq!(w.sum_at(&k, p * SLICE), want, "S={s} phase {p} key {k}");
+                sums.insert(k, want);
+            }
+            check_top(
+                w.top_at(p * SLICE, 3),
+                &sums,
+                3,
+                &format!("S={s} phase {p}"),
+            );
+            assert_eq!(w.len(), (p as usize + 1).min(slices) * KEYS as usize);
+        }
+        let old: u64 = adders.into_iter().map(|a| a.join().unwrap()).sum();
+        stop.store(true, Ordering::SeqCst);
+        let checks = reader.join().unwrap();
+        println!("S={s}: {old} adds outside the ring counted into replaced slices, {checks} reads");
+    }
+}
+
+/// Free-running threads, each moving through the epochs on its own (so
+/// some run a window or more ahead of others), with readers: an add is
+/// dropped only if its epoch is a whole window older than the newest epoch
+/// at the end; every add at an epoch of the final window is counted and
+/// read; and every slice still installed holds exactly the adds that were
+/// counted at its epoch (one map per epoch, ever).
+#[test]
+fn free_running_rotation_follows_the_ring_rule() {
+    const THREADS: u64 = 3;
+    const KEYS: u32 = 6;
+    const EPOCHS: u64 = 60;
+    const PER: u64 = 400;
+    for slices in [2usize, 5] {
+        let s = slices as u64;
+        let w = Arc::new(windows_of(SLICE, slices));
+        let newest_seen = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let adders: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (w, newest_seen) = (w.clone(), newest_seen.clone());
+                std::thread::spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(t);
+                    let mut counted: HashMap<(u32, u64), u64> = HashMap::new();
+                    let mut dropped: Vec<u64> = Vec::new();
+                    for p in 0..EPOCHS {
+                        newest_seen.fetch_max(p, Ordering::Relaxed);
+                        for i in 0..PER {
+                            let k = ((i + t) % KEYS as u64) as u32;
+                            // Mostly at `p`; sometimes up to S + 1 back.
+                            let e = if rng.random_bool(0.8) {
+                                p
+                            } else {
+                                p.saturating_sub(rng.random_range(1..=s + 1))
+                            };
+                            if w.add_at(&k, e * SLICE, 1) {
+                                *counted.entry((k, e)).or_default() += 1;
+                            } else {
+                                dropped.push(e);
+                            }
+                        }
+                    }
+                    (counted, dropped)
+                })
+            })
+            .collect();
+        let readers: Vec<_> = (0..1)
+            .map(|_| {
+                let (w, newest_seen, stop) = (w.clone(), newest_seen.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let bound = THREADS * PER * s;
+                    while !stop.load(Ordering::Relaxed) {
+                        let q = newest_seen.load(Ordering::Relaxed) * SLICE;
+                        for k in 0..KEYS {
+                            assert!(w.sum_at(&k, q) <= bound);
+                        }
+                        for (_, c) in w.top_at(q, 2) {
+                            assert!(c <= bound);
+                        }
+                        assert!(w.len() <= slices * KEYS as usize);
+                    }
+                })
+            })
+            .collect();
+        let mut counted: BTreeMap<(u32, u64), u64> = BTreeMap::new();
+        let mut dropped = 0u64;
+        for a in adders {
+            let (c, d) = a.join().unwrap();
+            for (k, n) in c {
+                *counted.entry(k).or_default() += n;
+            }
+            for e in d {
+                assert!(e + s < EPOCHS, "S={s}: an add at {e} dropped");
+                dropped += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+        let last = EPOCHS - 1;
+        let first = last + 1 - s;
+        for k in 0..KEYS {
+            let want: u64 = (first..=last)
+                .map(|e| counted.get(&(k, e)).copied().unwrap_or(0))
+                .sum();
+            assert_eq!(w.sum_at(&k, last * SLICE), want, "S={s} key {k}");
+        }
+        let taken = take_all_of(&w);
+        let epochs: std::collections::BTreeSet<u64> = taken.keys().map(|x| x.1).collect();
+        assert_eq!(
+            epochs,
+            (first..=last).collect(),
+            "S={s}: the installed slices are the final window's"
+        );
+        for ((k, e), c) in &taken {
+            assert_eq!(counted.get(&(*k, *e)), Some(c), "S={s} key {k} epoch {e}");
+        }
+        for k in 0..KEYS {
+            for e in first..=last {
+                let (t, c) = (taken.get(&(k, e)), counted.get(&(k, e)));
+                assert_eq!(t, c, "S={s} key {k} epoch {e} of the final window");
+            }
+        }
+        println!("S={s}: {dropped} adds dropped as older than the ring");
+    }
+}
+
+/// Evictions racing adds: adds at the evictor's time are never dropped;
+/// the stale slice is dropped exactly once (by one of the evictions).
+#[test]
+fn eviction_racing_adds_loses_nothing() {
+    for round in 0..20u64 {
+        let w = Arc::new(windows());
+        for k in 0..50u32 {
+            w.add_at(&k, 0, 1);
+        }
+        // An epoch a window or more later, not in slot 0: only an eviction
+        // drops slice 0.
+        let later = (SLICES as u64 * (round + 1) + 1 + round % 3) * SLICE;
+        let evictors: Vec<_> = (0..2)
+            .map(|_| {
+                let w = w.clone();
+                std::thread::spawn(move || (0..20).map(|_| w.evict_idle_at(later)).sum::<usize>())
+            })
+            .collect();
+        let adders: Vec<_> = (0..2u32)
+            .map(|t| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    for i in 0..2_000u32 {
+                        assert!(w.add_at(&((i + t) % 50), later, 1));
+                    }
+                })
+            })
+            .collect();
+        for a in adders {
+            a.join().unwrap();
+        }
+        let evicted: usize = evictors.into_iter().map(|e| e.join().unwrap()).sum();
+        assert_eq!(evicted, 50, "round {round}");
+        let total: u64 = (0..50u32).map(|k| w.sum_at(&k, later)).sum();
+        assert_eq!(total, 4_000);
+        assert_eq!(w.len(), 50);
+    }
+}
