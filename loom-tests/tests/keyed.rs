@@ -248,6 +248,37 @@ fn late_add_racing_a_rotation_is_never_misfiled() {
     });
 }
 
+/// The ring's `head` hint (`ring.rs`, invariant 4) can be left naming
+/// an old slot: the installer of epoch 1 stores its hint after the
+/// installer of epoch 4 stored its own. Slot 1 still holds the map of
+/// epoch 1, which is older than the window of 4. An add at epoch 1 after
+/// both finished must be dropped (`false`), never counted in that map
+/// because the hint named it and the time matched its slice.
+#[test]
+fn stale_head_hint_never_counts_a_too_old_add() {
+    stripecount_loom_tests::model(|| {
+        let w = Arc::new(windows());
+        assert!(w.add_at(&7, 0, 5));
+        let hs: Vec<_> = [1u64, 4]
+            .into_iter()
+            .map(|t| {
+                let w = w.clone();
+                thread::spawn(move || w.add_at(&7, t, 1))
+            })
+            .collect();
+        let counted: Vec<bool> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(counted[1], "the add that installs epoch 4 counts");
+        assert!(
+            !w.add_at(&7, 1, 1),
+            "an add older than the window was counted"
+        );
+        assert_eq!(w.sum_at(&7, 4), 1);
+        // The next add at the newest slice mends the hint.
+        assert!(w.add_at(&7, 4, 1));
+        assert_eq!(w.sum_at(&7, 4), 2);
+    });
+}
+
 /// A key's first adds in a slice that is heavy in an older slice: one
 /// thread makes epoch 0 heavy (3 of a threshold of 5 in 2 slices, so
 /// `H = 3`) while another creates the key's entry at epoch 1. Whichever

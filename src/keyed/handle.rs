@@ -59,7 +59,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
         }
         let w = self.windows;
         let guard = Guard::pin(w.ring.graveyard());
-        w.add_in(self.hash, &self.key, w.epoch(now), n, &guard)
+        w.add_in(self.hash, &self.key, w.locate(now, &guard), n, &guard)
             .is_some()
     }
 
@@ -74,10 +74,11 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
     pub fn add_and_sum_at(&self, now: u64, n: u64) -> u64 {
         let w = self.windows;
         let guard = Guard::pin(w.ring.graveyard());
-        let e = w.epoch(now);
-        if n > 0 && w.add_in(self.hash, &self.key, e, n, &guard).is_none() {
+        let at = w.locate(now, &guard);
+        if n > 0 && w.add_in(self.hash, &self.key, at, n, &guard).is_none() {
             return 0;
         }
+        let e = at.0;
         w.read_in(self.hash, &self.key, e, &guard)
     }
 
@@ -131,7 +132,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyHandle<'_, K, C, S> {
     #[inline]
     pub fn became_hot_at(&self, now: u64, n: u64) -> Option<u64> {
         let d = self.detector;
-        d.became_hot_in(self.hash, &self.key, d.windows.epoch(now), n)
+        d.became_hot_in(self.hash, &self.key, now, n)
     }
 
     /// Adds `n` at `now`; `true` if this add made the key hot.

@@ -203,7 +203,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     #[inline]
     pub fn became_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> Option<u64> {
         let hash = self.windows.ring.hash(key);
-        self.became_hot_in(hash, key, self.windows.epoch(now), n)
+        self.became_hot_in(hash, key, now, n)
     }
 
     /// The engine of every detector add (see the module docs).
@@ -212,7 +212,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         &self,
         hash: u64,
         key: &Q,
-        e: u64,
+        now: u64,
         n: u64,
     ) -> Option<u64> {
         if n == 0 {
@@ -220,7 +220,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         }
         let w = &self.windows;
         let guard = Guard::pin(w.ring.graveyard());
-        let (en, after) = w.add_in(hash, key, e, n, &guard)?;
+        let at = w.locate(now, &guard);
+        let e = at.0;
+        let (en, after) = w.add_in(hash, key, at, n, &guard)?;
         let flags = en.hot().load(Ordering::Acquire);
         if flags & HOT_HERE != 0
             && (flags & NOTED != 0 || after.is_some_and(|c| c < self.heavy))

@@ -114,7 +114,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     ) -> Result<Self, ConfigError> {
         let slice_nanos = slice_nanos(window, slices)?;
         Ok(KeyedWindows {
-            ring: Ring::new(slices, hasher),
+            ring: Ring::new(slices, slice_nanos, hasher),
             slices,
             slice_nanos,
             divisor: StrengthReducedU64::new(slice_nanos),
@@ -171,7 +171,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         }
         let guard = Guard::pin(self.ring.graveyard());
         let hash = self.ring.hash(key);
-        self.add_in(hash, key, self.epoch(now), n, &guard).is_some()
+        self.add_in(hash, key, self.locate(now, &guard), n, &guard)
+            .is_some()
     }
 
     /// Adds `n` to `key` now and returns its window sum after the add (see
@@ -191,38 +192,79 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     pub fn add_and_sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> u64 {
         let guard = Guard::pin(self.ring.graveyard());
         let hash = self.ring.hash(key);
-        let e = self.epoch(now);
-        if n > 0 && self.add_in(hash, key, e, n, &guard).is_none() {
+        let at = self.locate(now, &guard);
+        if n > 0 && self.add_in(hash, key, at, n, &guard).is_none() {
             return 0;
         }
+        let e = at.0;
         self.read_in(hash, key, e, &guard)
     }
 
-    /// The engine of every add: the key's entry in the map of slice `e`,
-    /// inserted if needed, and the add on it. `Some(after)`: counted, with
-    /// the entry's count right after when the entry is not striped. `None`:
-    /// older than the ring, or not tracked. The common case (the slice is
-    /// current and holds the key) is inlined: one lookup and one CAS.
-    #[inline]
+    /// Where an add at `now` goes: its epoch, and the map it writes when
+    /// that map is installed and live ([`Ring::current`]). The newest
+    /// slice's map is found without a division ([`Ring::head`]).
+    #[inline(always)]
+    pub(super) fn locate<'g>(
+        &'g self,
+        now: u64,
+        guard: &'g Guard<'_>,
+    ) -> (u64, Option<&'g SliceMap<K, S>>) {
+        if let Some(m) = self.ring.head(now, guard) {
+            return (m.epoch, Some(m));
+        }
+        let e = self.epoch(now);
+        (e, self.ring.current(e, guard))
+    }
+
+    /// The engine of every add: the key's entry in the map of slice `e`
+    /// (`m`, from [`locate`](Self::locate)), inserted if needed, and the
+    /// add on it. `Some(after)`: counted, with the entry's count right
+    /// after when the entry is not striped. `None`: older than the ring,
+    /// or not tracked. The common case (the slice is current and holds
+    /// the key) is inlined: one lookup and one CAS; a key's first add in
+    /// the slice goes straight to the insert, without a second lookup.
+    #[inline(always)]
     pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
+        hash: u64,
+        key: &Q,
+        (e, m): (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(&'g Entry, Option<u64>)> {
+        if let Some(m) = m {
+            match m.map.get(hash, |k| key.is(k), guard) {
+                Some(en) => {
+                    if let Some(after) = en.try_add(n) {
+                        return Some((en, Some(after)));
+                    }
+                    // Striped, contended or saturated: the entry's own slow
+                    // path, without a second lookup.
+                    if let Add::Done(after) = en.add(n) {
+                        return Some((en, after));
+                    }
+                }
+                None => return self.add_first(m, hash, key, e, n, guard),
+            }
+        }
+        self.add_slow(hash, key, e, n, guard)
+    }
+
+    /// A key's first add in the slice of `m`, whose map did not hold it:
+    /// insert, then add (the general path if the entry moved meanwhile).
+    #[inline(never)]
+    fn add_first<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        m: &'g SliceMap<K, S>,
         hash: u64,
         key: &Q,
         e: u64,
         n: u64,
         guard: &'g Guard<'_>,
     ) -> Option<(&'g Entry, Option<u64>)> {
-        if let Some(m) = self.ring.current(e, guard) {
-            if let Some(en) = m.map.get(hash, |k| key.is(k), guard) {
-                if let Some(after) = en.try_add(n) {
-                    return Some((en, Some(after)));
-                }
-                // Striped, contended or saturated: the entry's own slow
-                // path, without a second lookup.
-                if let Add::Done(after) = en.add(n) {
-                    return Some((en, after));
-                }
-            }
+        let en = self.insert(m, hash, key, e, guard)?;
+        if let Add::Done(after) = en.add(n) {
+            return Some((en, after));
         }
         self.add_slow(hash, key, e, n, guard)
     }
