@@ -198,14 +198,25 @@ impl<K, V> Table<K, V> {
 
     /// The `FULL` slot holding a key for which `eq` is true, if any.
     /// Lock-free: callers hold a guard that keeps the table alive.
+    ///
+    /// The probe of every add: written out, without bounds checks (the
+    /// indices are in range by construction), it is ~10 instructions an
+    /// add shorter than the iterator form (callgrind, issue-10 stream).
     #[inline]
     pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(&K) -> bool) -> Option<&Slot<K, V>> {
         let tag = h2(hash);
-        for g in self.probe(hash) {
-            let group = self.ctrl[g].load(Ordering::Acquire);
+        let n = self.ctrl.len();
+        debug_assert_eq!(self.slots.len(), n * GROUP);
+        let mut g = ((u64::from(hash as u32) * n as u64) >> 32) as usize;
+        for _ in 0..n {
+            // SAFETY: `g < n`: the start is `(x * n) >> 32` with `x < 2^32`,
+            // and the step wraps at `n`.
+            let group = unsafe { self.ctrl.get_unchecked(g) }.load(Ordering::Acquire);
             let mut m = matches(group, tag);
             while m != 0 {
-                let slot = &self.slots[g * GROUP + first(m)];
+                // SAFETY: `g < n` and `first(m) < GROUP`, and a table has
+                // `n * GROUP` slots (`new`, `new_zeroed`).
+                let slot = unsafe { self.slots.get_unchecked(g * GROUP + first(m)) };
                 // SAFETY: the byte was `FULL` in a word loaded with
                 // `Acquire` (invariant 2).
                 if eq(unsafe { slot.key() }) {
@@ -215,6 +226,10 @@ impl<K, V> Table<K, V> {
             }
             if matches(group, EMPTY) != 0 {
                 return None;
+            }
+            g += 1;
+            if g == n {
+                g = 0;
             }
         }
         None
