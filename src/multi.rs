@@ -433,7 +433,7 @@ impl<C: Clock> MultiWindow<C> {
         }
         let (row, writer) = self.rows.for_writer(|| self.row());
         if writer == Writer::Sole
-            && now.wrapping_sub(row.start.load(Ordering::Relaxed)) < self.rings[0].slice_nanos
+            && now.wrapping_sub(row.start.load(Ordering::Relaxed)) < self.slice0.get()
         {
             // The finest slice of the owner's latest add: its cell holds
             // this epoch, unsealed (the slice cache's invariant).
