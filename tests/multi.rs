@@ -1,83 +1,18 @@
-//! `MultiWindow`: configuration errors, the exact `sum_over_at` semantics
-//! against a reference model (random levels, random add sequences, many
-//! spans at every level), agreement with one `SlidingWindow` per level,
-//! late adds, saturation, and adds from many threads.
+//! `MultiWindow`, one thread: configuration errors, the exact `sum_over_at`
+//! semantics against the reference model of `multi_model` (random levels,
+//! random add sequences, many spans at every level), agreement with one
+//! `SlidingWindow` per level, late adds and saturation. Threads are in
+//! `multi_threads.rs`.
 
+mod multi_model;
+
+use multi_model::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::sync::Arc;
 use std::time::Duration;
 use stripecount::{
     ConfigError, ManualClock, MultiWindow, SlidingWindow, MAX_LEVELS, MAX_SLICES, MAX_SLICE_COUNT,
 };
-
-const fn ns(n: u64) -> Duration {
-    Duration::from_nanos(n)
-}
-
-/// The specification, restated on a plain list of `(time, n)` adds: the
-/// finest level whose window is at least `span` (else the largest, with
-/// `span` clamped), `k = ceil(span / L)`, and the adds whose epoch `t / L` at
-/// that level is in `(now / L - k, now / L]`.
-fn reference(levels: &[(Duration, usize)], adds: &[(u64, u64)], now: u64, span: Duration) -> u64 {
-    let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
-    if span == 0 {
-        return 0;
-    }
-    let windows: Vec<u64> = levels.iter().map(|l| l.0.as_nanos() as u64).collect();
-    let i = windows
-        .iter()
-        .position(|&w| w >= span)
-        .unwrap_or(levels.len() - 1);
-    let l = windows[i] / levels[i].1 as u64;
-    let k = span.min(windows[i]).div_ceil(l);
-    let end = now / l;
-    adds.iter()
-        .filter(|&&(t, _)| t / l <= end && end - t / l < k)
-        .map(|&(_, n)| n)
-        .sum()
-}
-
-/// Random valid levels: 1 to 4 levels, slice lengths growing by ratios of
-/// 1 to 6 (powers of two and not), windows strictly increasing.
-fn random_levels(rng: &mut StdRng) -> Vec<(Duration, usize)> {
-    let mut l = rng.random_range(1..=50u64);
-    let mut s = rng.random_range(1..=12usize);
-    let mut levels = vec![(ns(l * s as u64), s)];
-    for _ in 1..rng.random_range(1..=4) {
-        let w_prev = l * s as u64;
-        l *= rng.random_range(1..=6u64);
-        s = (w_prev / l) as usize + 1 + rng.random_range(0..8usize);
-        levels.push((ns(l * s as u64), s));
-    }
-    levels
-}
-
-/// Spans worth checking for these levels: 0, every window and its
-/// neighbours, every slice multiple of every level and its neighbours,
-/// random spans, and spans beyond the largest window.
-fn spans(levels: &[(Duration, usize)], rng: &mut StdRng) -> Vec<Duration> {
-    let largest = levels.last().unwrap().0.as_nanos() as u64;
-    let mut out = vec![
-        Duration::ZERO,
-        ns(1),
-        ns(largest + 1),
-        ns(largest * 3),
-        Duration::MAX,
-    ];
-    for &(w, s) in levels {
-        let w = w.as_nanos() as u64;
-        let l = w / s as u64;
-        out.extend([ns(w - 1), ns(w), ns(w + 1)]);
-        for k in 1..=s as u64 {
-            out.extend([ns(k * l - 1), ns(k * l), ns(k * l + 1)]);
-        }
-    }
-    for _ in 0..8 {
-        out.push(ns(rng.random_range(1..=largest + largest / 2)));
-    }
-    out
-}
 
 #[test]
 fn random_sequences_match_the_reference_at_every_level() {
@@ -268,47 +203,6 @@ fn counts_saturate_instead_of_wrapping() {
 }
 
 #[test]
-fn adds_from_many_threads_are_counted_once_at_every_level() {
-    // Threads add on one shared schedule of times, so they roll the same
-    // slices at every level concurrently (and grow stripes on contention).
-    let levels = [(ns(40), 4), (ns(200), 10), (ns(1200), 6)];
-    let w = Arc::new(MultiWindow::new(&levels).unwrap());
-    let threads = 4u64;
-    let per_thread = 20_000u64;
-    let time = |i: u64| i / 8; // 8 adds per nanosecond per thread
-    let handles: Vec<_> = (0..threads)
-        .map(|th| {
-            let w = Arc::clone(&w);
-            std::thread::spawn(move || {
-                for i in 0..per_thread {
-                    w.add_at(time(i), th + 1);
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
-    // An add dropped as older than its ring (a slow thread behind a fast
-    // one in the same stripe) is outside every window at the final time,
-    // so the totals are exact.
-    let adds: Vec<(u64, u64)> = (0..threads)
-        .flat_map(|th| (0..per_thread).map(move |i| (time(i), th + 1)))
-        .collect();
-    let now = time(per_thread - 1);
-    let mut rng = StdRng::seed_from_u64(7);
-    for span in spans(&levels, &mut rng) {
-        assert_eq!(
-            w.sum_over_at(now, span),
-            reference(&levels, &adds, now, span),
-            "{span:?}"
-        );
-    }
-    // Level 2 at 2499: epochs 7..=12 of 200 ns, i.e. times 1400..=2499.
-    assert_eq!(w.sum_over_at(now, ns(1200)), 1100 * 8 * (1 + 2 + 3 + 4));
-}
-
-#[test]
 fn saturated_counts_fold_without_wrapping() {
     // Level 0: 2 slices of 1 ns (ring of 2); level 1: 4 slices of 4 ns.
     let w = MultiWindow::new(&[(ns(2), 2), (ns(16), 4)]).unwrap();
@@ -345,58 +239,6 @@ fn times_at_the_end_of_u64_fold_and_read_exactly() {
         }
     }
 }
-
-/// Readers of the top level race the folds that move the previous round's
-/// counts from ring 0 to ring 1 to ring 2, and must see every count exactly
-/// once, every time: each read covers only completed rounds that the
-/// running round does not roll out.
-#[test]
-fn reads_racing_folds_are_exact() {
-    // Slices of 1, 8 and 256 ns; rings of 4, 8 and 4 slots. A round is the
-    // 256 ns of one level-2 epoch: its adds roll (and fold) the previous
-    // round's cells out of rings 0 and 1.
-    let levels = [(ns(4), 4), (ns(64), 8), (ns(1024), 4)];
-    let w = Arc::new(MultiWindow::new(&levels).unwrap());
-    let adders = 3u64;
-    let rounds = 40u64;
-    let per_round: u64 = (1..=adders).map(|n| 256 * n).sum();
-    let barrier = Arc::new(std::sync::Barrier::new(adders as usize + 1));
-    let handles: Vec<_> = (0..adders)
-        .map(|th| {
-            let (w, barrier) = (Arc::clone(&w), Arc::clone(&barrier));
-            std::thread::spawn(move || {
-                for r in 0..rounds {
-                    barrier.wait();
-                    for t in 256 * r..256 * (r + 1) {
-                        w.add_at(t, th + 1);
-                    }
-                    barrier.wait();
-                }
-            })
-        })
-        .collect();
-    let mut reads = 0u64;
-    for r in 0..rounds {
-        barrier.wait();
-        // The last three level-2 slices before 256 r: rounds r-3..r-1.
-        // (Round r-4, the fourth slice of that window, is being dropped
-        // from ring 2 by round r's adds, which are newer than this read.)
-        let want = r.min(3) * per_round;
-        for _ in 0..200 {
-            if r > 0 {
-                assert_eq!(w.sum_over_at(256 * r - 1, ns(768)), want, "round {r}");
-                reads += 1;
-            }
-        }
-        barrier.wait();
-    }
-    for h in handles {
-        h.join().unwrap();
-    }
-    assert_eq!(w.sum_over_at(256 * rounds - 1, ns(1024)), 4 * per_round);
-    assert_eq!(reads, 200 * (rounds - 1));
-}
-
 #[test]
 fn config_errors() {
     use ConfigError::*;

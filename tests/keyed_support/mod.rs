@@ -1,7 +1,8 @@
 //! What the per-key test targets (`keyed.rs`, `keyed_hot.rs`,
-//! `keyed_threads.rs`) share: constructors on a `ManualClock`, a take of
-//! everything, the random time walk of the model tests, and the slice
-//! configurations they run. Each target uses part of it.
+//! `keyed_threads.rs`, `keyed_rotation.rs`) share: constructors on a
+//! `ManualClock`, a take of everything, the random time walk of the model
+//! tests, and the slice configurations they run. Each target uses part of
+//! it.
 #![allow(dead_code)]
 
 use rand::rngs::StdRng;
