@@ -99,17 +99,22 @@ mod flusher;
 mod health;
 mod hot;
 mod key;
+mod lease;
 mod link;
 mod node;
 mod pending;
 mod ring;
 mod script;
+mod sync;
 mod timeline;
 
 pub use config::{Builder, HotCallback, MAX_CLUSTER_SLICES};
 pub use error::ClusterError;
 pub use health::{Health, LinkState, Stats};
 pub use key::RedisKey;
+pub use lease::{
+    ClusterLimiter, Grant, LeaseStats, LimiterBuilder, OutagePolicy, MAX_LEASE,
+};
 pub use node::{ClusterWindows, FlushReport, SumParts};
 pub use ring::Ring;
 pub use timeline::{ServerTime, WallClock, DRIFT_PPM};
