@@ -23,10 +23,10 @@
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
+use crate::link::sample_time;
 use crate::node::{read, write, FlushReport, Inner, Outbox, Sender};
 use crate::pending::Deltas;
 use crate::ring::Ring;
-use crate::link::sample_time;
 use crate::script::{hot_read_request, int, BatchWriter, FlushReply, HotReply, Request};
 use crate::timeline::ServerTime;
 use redis::Value;

@@ -112,9 +112,7 @@ pub use config::{Builder, HotCallback, MAX_CLUSTER_SLICES};
 pub use error::ClusterError;
 pub use health::{Health, LinkState, Stats};
 pub use key::RedisKey;
-pub use lease::{
-    ClusterLimiter, Grant, LeaseStats, LimiterBuilder, OutagePolicy, MAX_LEASE,
-};
+pub use lease::{ClusterLimiter, Grant, LeaseStats, LimiterBuilder, OutagePolicy, MAX_LEASE};
 pub use node::{ClusterWindows, FlushReport, SumParts};
 pub use ring::Ring;
 pub use timeline::{ServerTime, WallClock, DRIFT_PPM};

@@ -215,10 +215,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let admit = match self.policy {
             OutagePolicy::FailClosed => false,
             OutagePolicy::FailOpen => true,
-            OutagePolicy::LocalShare { .. } => self
-                .local
-                .as_ref()
-                .is_some_and(|l| l.try_acquire_n(key, n)),
+            OutagePolicy::LocalShare { .. } => {
+                self.local.as_ref().is_some_and(|l| l.try_acquire_n(key, n))
+            }
         };
         if admit {
             bump(&self.counters.outage_admitted, 1);
@@ -249,10 +248,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let w = Arc::new(LeaseWord::new());
         match self.words.insert(k.clone(), Arc::clone(&w)) {
             Ok(()) => w,
-            Err(_) => self
-                .words
-                .peek_with(k, |_, w| Arc::clone(w))
-                .unwrap_or(w),
+            Err(_) => self.words.peek_with(k, |_, w| Arc::clone(w)).unwrap_or(w),
         }
     }
 
@@ -344,8 +340,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         self.in_flight.store(false, Ordering::Relaxed);
         self.link_health.up();
         s.link.backoff.succeeded();
-        self.time
-            .sample(t0, t1, r.server_us.saturating_mul(1_000));
+        self.time.sample(t0, t1, r.server_us.saturating_mul(1_000));
         let c = &self.counters;
         bump(&c.round_trips, 1);
         bump(&c.returned_permits, ob.returned);

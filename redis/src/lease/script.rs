@@ -182,7 +182,14 @@ mod tests {
             epoch: 7,
             permits: 3,
         }];
-        let r = lease_request("sha", &names, &shape, 5, Some((&"a".to_string(), 1, 8)), &rets);
+        let r = lease_request(
+            "sha",
+            &names,
+            &shape,
+            5,
+            Some((&"a".to_string(), 1, 8)),
+            &rets,
+        );
         let s = String::from_utf8(r.bytes).unwrap();
         assert!(s.starts_with("*17\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n4\r\n$8\r\nns:ln:id\r\n"));
         assert!(s.contains("$6\r\nns:l:a\r\n$6\r\nns:l:b\r\n$1\r\n5\r\n"));

@@ -168,7 +168,11 @@ mod tests {
         assert_eq!(w.revoke(), 0);
         // A deadline past the wrap of the unit counter.
         let now = DL_MASK - 1;
-        w.install(units(((DL_MASK + 5) & DL_MASK) << UNIT_SHIFT), 1, MAX_LEASE + 9);
+        w.install(
+            units(((DL_MASK + 5) & DL_MASK) << UNIT_SHIFT),
+            1,
+            MAX_LEASE + 9,
+        );
         assert_eq!(w.try_take(now, 1), Take::Granted { tag: 1 });
         assert_eq!(w.try_take(3, MAX_LEASE - 1), Take::Granted { tag: 1 });
         assert_eq!(w.try_take(3, 1), Take::Miss);

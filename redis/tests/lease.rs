@@ -1,0 +1,354 @@
+//! The cluster limiter (`ClusterLimiter`) against real redis-servers:
+//! three nodes hammering hot and cold keys never grant more than the limit
+//! in any window (each grant attributed to its lease's slice) and grant
+//! most of it; each outage policy while a proxy cuts Redis off; lost
+//! replies of a lease and of a return; bad configuration.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stripecount::Clock;
+use stripecount_redis::{
+    ClusterError, ClusterLimiter, Grant, LimiterBuilder, LinkState, OutagePolicy, WallClock,
+};
+use support::proxy::{Fault, Proxy};
+use support::{RedisServer, Rng};
+
+/// A node clock `off` ns (wrapping: negative is behind) from the system
+/// clock, which is Redis's on this machine.
+#[derive(Clone)]
+struct Skewed {
+    wall: WallClock,
+    off: u64,
+}
+
+impl Clock for Skewed {
+    fn now(&self) -> u64 {
+        self.wall.now().wrapping_add(self.off)
+    }
+}
+
+/// Permits of `key` Redis holds as leased, per slice.
+fn recorded(redis: &RedisServer, ns: &str, key: &str) -> HashMap<u64, u64> {
+    let mut c = redis.conn();
+    let h: HashMap<String, u64> = redis::cmd("HGETALL")
+        .arg(format!("{ns}:l:{key}"))
+        .query(&mut c)
+        .unwrap();
+    h.into_iter()
+        .map(|(e, n)| (e.parse().unwrap(), n))
+        .collect()
+}
+
+/// The server's slice now, for slices of `slice_ms`.
+fn server_slice(redis: &RedisServer, slice_ms: u64) -> u64 {
+    let mut c = redis.conn();
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut c).unwrap();
+    (s * 1_000_000 + us) / (slice_ms * 1_000)
+}
+
+#[test]
+fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_of_it() {
+    let redis = RedisServer::start();
+    const LIMIT: u64 = 300;
+    const SLICES: u64 = 4;
+    const SLICE_MS: u64 = 200;
+    const HOT: u64 = 2;
+    const COLD: u64 = 40;
+    let nodes: Vec<Arc<ClusterLimiter<String, Skewed>>> = [0i64, 5_000_000_000, -5_000_000_000]
+        .iter()
+        .map(|&off| {
+            Arc::new(
+                ClusterLimiter::builder(&redis.url(), "hammer", LIMIT)
+                    .window(Duration::from_millis(SLICE_MS * SLICES), SLICES as usize)
+                    .max_batch(64)
+                    .sweep_interval(Duration::from_millis(20))
+                    .clock(Skewed {
+                        wall: WallClock::new(),
+                        off: off as u64,
+                    })
+                    .build()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let run = Duration::from_millis(2_400);
+    let start = Instant::now();
+    let mut threads = Vec::new();
+    for (ni, node) in nodes.iter().enumerate() {
+        for t in 0..3u64 {
+            let node = Arc::clone(node);
+            threads.push(std::thread::spawn(move || {
+                let mut rng = Rng::new(ni as u64 * 10 + t + 1);
+                let mut grants: Vec<(String, u64, u64)> = Vec::new();
+                let mut denied = 0u64;
+                while start.elapsed() < run {
+                    let r = rng.next();
+                    let key = if r % 10 < 7 {
+                        format!("hot{}", (r >> 8) % HOT)
+                    } else {
+                        format!("cold{}", (r >> 8) % COLD)
+                    };
+                    let n = 1 + (r >> 20) % 3;
+                    match node.decide(key.as_str(), n) {
+                        Grant::Granted { slice } => grants.push((key, slice, n)),
+                        Grant::Refused => denied += 1,
+                        other => panic!("Redis is up: {other:?}"),
+                    }
+                }
+                (grants, denied)
+            }));
+        }
+    }
+    let mut per: HashMap<String, HashMap<u64, u64>> = HashMap::new();
+    let mut by_node = [0u64; 3];
+    let mut denied = 0;
+    for (i, t) in threads.into_iter().enumerate() {
+        let (grants, d) = t.join().unwrap();
+        denied += d;
+        by_node[i / 3] += grants.len() as u64;
+        for (k, e, n) in grants {
+            *per.entry(k).or_default().entry(e).or_default() += n;
+        }
+    }
+    assert!(denied > 0, "the hot keys were not overloaded");
+    assert!(
+        by_node.iter().all(|&g| g > 0),
+        "every node granted: {by_node:?}"
+    );
+    // No window of any key holds more than the limit.
+    for (k, slices) in &per {
+        let (lo, hi) = (*slices.keys().min().unwrap(), *slices.keys().max().unwrap());
+        for j in lo..=hi {
+            let w: u64 = (j.saturating_sub(SLICES - 1)..=j)
+                .filter_map(|e| slices.get(&e))
+                .sum();
+            assert!(
+                w <= LIMIT,
+                "{k}: {w} granted in the window ending at slice {j}"
+            );
+        }
+    }
+    // The hot keys, overloaded throughout: their windows wholly inside the
+    // run (the first full one after the first slice, up to the one before
+    // the last) grant at least 80% of the limit on average.
+    for h in 0..HOT {
+        let slices = &per[&format!("hot{h}")];
+        let (lo, hi) = (*slices.keys().min().unwrap(), *slices.keys().max().unwrap());
+        let ends: Vec<u64> = (lo + SLICES..hi).collect();
+        assert!(ends.len() >= 3, "too few whole windows: {lo}..{hi}");
+        let total: u64 = ends
+            .iter()
+            .map(|&j| {
+                (j + 1 - SLICES..=j)
+                    .filter_map(|e| slices.get(&e))
+                    .sum::<u64>()
+            })
+            .sum();
+        let avg = total / ends.len() as u64;
+        assert!(
+            avg * 10 >= LIMIT * 8,
+            "hot{h}: {avg} of {LIMIT} granted per window on average ({slices:?})"
+        );
+    }
+    // Every node gives back what it holds: Redis then holds, for every
+    // live slice, exactly the permits granted in it (none returned twice,
+    // none lost).
+    for n in &nodes {
+        n.release_all().unwrap();
+    }
+    let cur = server_slice(&redis, SLICE_MS);
+    for (k, slices) in &per {
+        let rec = recorded(&redis, "hammer", k);
+        for e in cur + 2 - SLICES..=cur {
+            assert_eq!(
+                rec.get(&e).copied().unwrap_or(0),
+                slices.get(&e).copied().unwrap_or(0),
+                "{k} slice {e}"
+            );
+        }
+    }
+    for n in &nodes {
+        let s = n.stats();
+        assert_eq!(s.errors, 0, "{s:?}");
+        assert!(s.returned_permits > 0, "{s:?}");
+    }
+}
+
+/// A node behind a proxy, with one slice a day (no lease ends mid-test).
+fn proxied(url: &str, ns: &str, limit: u64, policy: OutagePolicy) -> ClusterLimiter<String> {
+    builder(url, ns, limit).outage(policy).build().unwrap()
+}
+
+fn builder(url: &str, ns: &str, limit: u64) -> LimiterBuilder<String> {
+    ClusterLimiter::builder(url, ns, limit)
+        .window(Duration::from_secs(86_400), 1)
+        .max_batch(8)
+        .timeouts(Duration::from_millis(200), Duration::from_millis(200))
+        .backoff(Duration::from_millis(1), Duration::from_millis(5))
+}
+
+/// Takes 8 permits one at a time while Redis is up: leases of 1, 2 and 4
+/// then 8 (doubling while they run out), so 7 are held after.
+fn take_eight(l: &ClusterLimiter<String>, key: &str) {
+    for _ in 0..8 {
+        assert!(matches!(l.decide(key, 1), Grant::Granted { .. }));
+    }
+    let s = l.stats();
+    assert_eq!((s.leases, s.leased_permits), (4, 15), "{s:?}");
+}
+
+/// Decisions of 40 single permits while Redis is cut off.
+fn during_outage(l: &ClusterLimiter<String>, key: &str) -> HashMap<&'static str, u64> {
+    let mut m = HashMap::new();
+    for _ in 0..40 {
+        let k = match l.decide(key, 1) {
+            Grant::Granted { .. } => "lease",
+            Grant::Refused => "refused",
+            Grant::OutageAdmitted => "admitted",
+            Grant::OutageRefused => "outage_refused",
+            _ => "other",
+        };
+        *m.entry(k).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn fail_closed_grants_only_what_its_leases_hold_while_redis_is_cut_off() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let l = proxied(&proxy.url(), "closed", 100, OutagePolicy::FailClosed);
+    take_eight(&l, "k");
+    proxy.set_down(true);
+    let m = during_outage(&l, "k");
+    assert_eq!(m.get("lease"), Some(&7)); // the held lease, to its last permit
+    assert_eq!(m.get("outage_refused"), Some(&33));
+    assert_eq!(m.len(), 2);
+    let h = l.health();
+    assert_eq!(h.state, LinkState::Disconnected);
+    assert!(h.last_error.is_some_and(|e| e.is_transient()));
+    assert_eq!(l.stats().outage_refused, 33);
+    // Back: leases again, and Redis counts every grant once.
+    proxy.set_down(false);
+    support::wait_until(10, "a lease after the outage", || {
+        matches!(l.decide("k", 1), Grant::Granted { .. })
+    });
+    l.release_all().unwrap();
+    let rec: u64 = recorded(&redis, "closed", "k").values().sum();
+    assert_eq!(rec, 16);
+}
+
+#[test]
+fn fail_open_admits_everything_while_redis_is_cut_off() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let l = proxied(&proxy.url(), "open", 40, OutagePolicy::FailOpen);
+    take_eight(&l, "k");
+    proxy.set_down(true);
+    let m = during_outage(&l, "k");
+    // 8 + 40 granted against a limit of 40: the limit is not enforced.
+    assert_eq!(m.get("lease"), Some(&7));
+    assert_eq!(m.get("admitted"), Some(&33));
+    assert_eq!(l.stats().outage_admitted, 33);
+}
+
+#[test]
+fn local_share_admits_the_nodes_share_of_the_limit_while_redis_is_cut_off() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let l = proxied(
+        &proxy.url(),
+        "share",
+        100,
+        OutagePolicy::LocalShare { expected_nodes: 4 },
+    );
+    take_eight(&l, "k");
+    proxy.set_down(true);
+    let m = during_outage(&l, "k");
+    assert_eq!(m.get("lease"), Some(&7));
+    assert_eq!(m.get("admitted"), Some(&25)); // 100 / 4, per window
+    assert_eq!(m.get("outage_refused"), Some(&8));
+}
+
+#[test]
+fn a_lease_whose_reply_was_lost_is_granted_once() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let l = proxied(&proxy.url(), "lostlease", 100, OutagePolicy::FailClosed);
+    take_eight(&l, "k"); // and 8 more next time (max_batch)
+    for _ in 0..7 {
+        assert!(l.try_acquire("k"));
+    }
+    proxy.arm(Fault::DropReply(b"lostlease:l:k".to_vec()));
+    assert_eq!(l.decide("k", 1), Grant::OutageRefused);
+    assert_eq!(proxy.fired(), 1);
+    assert!(l.health().batch_in_flight);
+    // Redis applied it: 15 + 8.
+    assert_eq!(recorded(&redis, "lostlease", "k").values().sum::<u64>(), 23);
+    // The next request resends it (Redis answers from its record), then
+    // grants from the lease it made.
+    support::wait_until(10, "the resend", || {
+        matches!(l.decide("k", 1), Grant::Granted { .. })
+    });
+    let s = l.stats();
+    assert_eq!((s.replays, s.leases, s.leased_permits), (1, 5, 23), "{s:?}");
+    assert!(!l.health().batch_in_flight);
+    // 15 granted before, 1 now: the other 7 of the lease are held, and
+    // given back once.
+    l.release_all().unwrap();
+    assert_eq!(recorded(&redis, "lostlease", "k").values().sum::<u64>(), 16);
+}
+
+#[test]
+fn a_return_whose_reply_was_lost_is_applied_once() {
+    let redis = RedisServer::start();
+    let proxy = Proxy::start(redis.port());
+    let l = proxied(&proxy.url(), "lostret", 100, OutagePolicy::FailClosed);
+    take_eight(&l, "k"); // 8 granted, 7 held, 15 leased
+    proxy.arm(Fault::DropReply(b"lostret:l:k".to_vec()));
+    assert!(l.release_all().is_err());
+    assert_eq!(proxy.fired(), 1);
+    assert_eq!(recorded(&redis, "lostret", "k").values().sum::<u64>(), 8);
+    support::wait_until(10, "the resend", || l.release_all().is_ok());
+    let s = l.stats();
+    assert_eq!((s.replays, s.returned_permits), (1, 7), "{s:?}");
+    // Returned twice would leave 1.
+    assert_eq!(recorded(&redis, "lostret", "k").values().sum::<u64>(), 8);
+    // The permits are free again: 92 more fit, not 93.
+    let more = (0..100).filter(|_| l.try_acquire("k")).count();
+    assert_eq!(more, 92);
+}
+
+#[test]
+fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
+    let redis = RedisServer::start();
+    let a = builder(&redis.url(), "shape", 10).build().unwrap();
+    assert!(a.try_acquire("k"));
+    let b = builder(&redis.url(), "shape", 11).build().unwrap();
+    assert_eq!(b.decide("k", 1), Grant::OutageRefused);
+    assert!(matches!(
+        b.health().last_error,
+        Some(ClusterError::ShapeMismatch(_))
+    ));
+    let bad = |b: LimiterBuilder<String>| matches!(b.build(), Err(ClusterError::Config(_)));
+    let url = redis.url();
+    assert!(bad(builder(&url, "x", 0)));
+    assert!(bad(builder(&url, "", 1)));
+    assert!(bad(builder(&url, "x", 1).window(Duration::from_secs(1), 0)));
+    assert!(bad(
+        builder(&url, "x", 1).window(Duration::from_millis(1500), 1000)
+    ));
+    assert!(bad(
+        builder(&url, "x", 1).window(Duration::from_secs(2 * 86_400), 1)
+    ));
+    assert!(bad(builder(&url, "x", 1).max_batch(0)));
+    assert!(bad(
+        builder(&url, "x", 1).outage(OutagePolicy::LocalShare { expected_nodes: 0 })
+    ));
+    // More than the limit never fits; nothing is leased for it.
+    assert_eq!(a.decide("k", 11), Grant::Refused);
+    assert!(a.try_acquire_n("k", 0));
+}
