@@ -96,6 +96,8 @@ pub(crate) struct Held {
     pub(crate) slice: u64,
     pub(crate) granted: u64,
     pub(crate) batch: u64,
+    /// Node time the lease was installed.
+    pub(crate) at: u64,
 }
 
 /// The request in flight: resent byte for byte until acknowledged.
@@ -257,12 +259,17 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     fn lease(&self, s: &mut Sender<K>, k: K, n: u64) -> Result<Option<Grant>, ClusterError> {
         let rev = self.word_of(&k).revoke();
         let h = s.held.entry(k.clone()).or_default();
-        // Batches follow this node's rate of the key: double while leases
-        // run out, else what the last one served (at least 1).
+        // Batches follow this node's rate of the key: a lease that ran out
+        // is followed by a slice's worth at the rate it ran out at (at
+        // least double), one that ended unused by what it served.
         h.batch = if h.batch == 0 {
             1
         } else if rev == 0 {
-            h.batch.saturating_mul(2)
+            let lasted = u128::from(self.node_now().wrapping_sub(h.at).max(1));
+            let per_slice = u128::from(h.granted) * u128::from(self.slice_ns) / lasted;
+            u64::try_from(per_slice)
+                .unwrap_or(u64::MAX)
+                .max(h.granted.saturating_mul(2))
         } else {
             h.granted.saturating_sub(rev)
         }
@@ -374,6 +381,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let h = s.held.entry(k.clone()).or_default();
         h.slice = r.epoch;
         h.granted = r.granted;
+        h.at = t1;
         let mut back = if live { 0 } else { g };
         if live && g > 0 {
             let old = self
