@@ -365,9 +365,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         bump(&c.leased_permits, r.granted);
         // Node nanoseconds from t0 the lease may be used for (module docs).
         let left = u64::try_from(r.left_us).unwrap_or(0).saturating_mul(1_000);
-        let life = left
-            .checked_sub(left / (1_000_000 / DRIFT_PPM) + 1_000 + self.margin_ns)
-            .unwrap_or(0);
+        let life = left.saturating_sub(
+            (left / (1_000_000 / DRIFT_PPM) + 1_000).saturating_add(self.margin_ns),
+        );
         let live = t1.wrapping_sub(t0) < life;
         let mut g = r.granted;
         let mut decided = None;
