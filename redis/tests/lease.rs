@@ -30,6 +30,14 @@ impl Clock for Skewed {
     }
 }
 
+/// The system clock, Unix nanoseconds.
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
 /// Permits of `key` Redis holds as leased, per slice.
 fn recorded(redis: &RedisServer, ns: &str, key: &str) -> HashMap<u64, u64> {
     let mut c = redis.conn();
@@ -83,6 +91,11 @@ fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_
             threads.push(std::thread::spawn(move || {
                 let mut rng = Rng::new(ni as u64 * 10 + t + 1);
                 let mut grants: Vec<(String, u64, u64)> = Vec::new();
+                // Each grant's slice bounds its time: it was granted between
+                // the two readings of the system clock (Redis's, on this
+                // machine) around the call, and within its lease's slice.
+                let slice_ns = SLICE_MS * 1_000_000;
+                let mut late = 0u64;
                 let mut denied = 0u64;
                 while start.elapsed() < run {
                     let r = rng.next();
@@ -92,12 +105,21 @@ fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_
                         format!("cold{}", (r >> 8) % COLD)
                     };
                     let n = 1 + (r >> 20) % 3;
-                    match node.decide(key.as_str(), n) {
-                        Grant::Granted { slice } => grants.push((key, slice, n)),
+                    let before = unix_ns();
+                    let g = node.decide(key.as_str(), n);
+                    let after = unix_ns();
+                    match g {
+                        Grant::Granted { slice } => {
+                            if before >= (slice + 1) * slice_ns || after < slice * slice_ns {
+                                late += 1;
+                            }
+                            grants.push((key, slice, n))
+                        }
                         Grant::Refused => denied += 1,
                         other => panic!("Redis is up: {other:?}"),
                     }
                 }
+                assert_eq!(late, 0, "grants outside their lease's slice");
                 (grants, denied)
             }));
         }
