@@ -122,11 +122,20 @@
 //! only a reconnect, and their hot sets are replaced at the next read since
 //! the server's hot version went back).
 //!
+//! For the cluster limiter, a restart with persistence off forgets the
+//! permits leased in the current window: up to another limit may be
+//! granted in it (each node's held leases stay valid to their slice's
+//! end, and the nodes' records start over, which the sequence protocol
+//! accepts). With `appendfsync always` nothing is forgotten.
+//!
 //! # Redis keys of a namespace `ns`
 //! `ns:w:<key>` one string per key: its slices in the window and its hot
 //! horizon (`ring.rs`), expiring when its newest slice leaves the window;
 //! `ns:n:<node id>` a node's last applied batch; `ns:cfg` the window shape
-//! every node must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set.
+//! every node must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set;
+//! for the cluster limiter `ns:l:<key>` a key's leased permits per slice
+//! (a hash), `ns:ln:<node id>` a node's last request, `ns:lcfg` the limit
+//! and window shape every node must share.
 //! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
 //!
 //! # Modules

@@ -170,6 +170,10 @@ fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_
             })
             .sum();
         let avg = total / ends.len() as u64;
+        eprintln!(
+            "hot{h}: {avg} of {LIMIT} per whole window on average, {} windows",
+            ends.len()
+        );
         assert!(
             avg * 10 >= LIMIT * 8,
             "hot{h}: {avg} of {LIMIT} granted per window on average ({slices:?})"
@@ -343,6 +347,40 @@ fn a_return_whose_reply_was_lost_is_applied_once() {
     // The permits are free again: 98 more fit.
     let more = (0..200).filter(|_| l.try_acquire("k")).count();
     assert_eq!(more, 98);
+}
+
+#[test]
+fn the_sweeper_returns_what_a_lease_held_when_its_slice_ended() {
+    let redis = RedisServer::start();
+    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "sweep", 100)
+        .window(Duration::from_millis(400), 2)
+        .max_batch(8)
+        .sweep_interval(Duration::from_millis(10))
+        .build()
+        .unwrap();
+    // A lease of 1, then one of 8: one or both granted in a slice (a
+    // slice edge may fall between them).
+    let mut granted: HashMap<u64, u64> = HashMap::new();
+    for _ in 0..2 {
+        match l.decide("k", 1) {
+            Grant::Granted { slice } => *granted.entry(slice).or_default() += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    let leased = l.stats().leased_permits;
+    assert!(leased > 2);
+    support::wait_until(10, "the sweeper's return", || {
+        l.stats().returned_permits == leased - 2
+    });
+    // Redis holds what was granted in each slice still in the window.
+    let rec = recorded(&redis, "sweep", "k");
+    for (e, n) in &rec {
+        assert_eq!(
+            granted.get(e),
+            Some(n),
+            "slice {e}: {rec:?} against {granted:?}"
+        );
+    }
 }
 
 #[test]

@@ -21,7 +21,7 @@ pub enum OutagePolicy {
     FailClosed,
     /// Admit: availability first, the limit is not enforced meanwhile.
     FailOpen,
-    /// Admit up to `limit / expected_nodes` per window on this node, by a
+    /// Admit up to `limit / expected_nodes` (at least 1) per window on this node, by a
     /// local [`KeyedLimiter`](stripecount::KeyedLimiter) on the server
     /// timeline: the cluster admits about the limit if `expected_nodes`
     /// nodes share it (more if more nodes are cut off, on top of the
