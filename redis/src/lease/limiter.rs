@@ -2,7 +2,8 @@
 //! same Redis and namespace, granted locally from leases.
 
 use super::config::{LimiterBuilder, OutagePolicy};
-use super::remote::{Grant, Sender, Shared, TimeRef};
+use super::grant::Grant;
+use super::remote::{Sender, Shared, TimeRef};
 use super::script::{LeaseNames, LeaseShape, LEASE};
 use super::stats::{LeaseCounters, LeaseStats};
 use crate::error::ClusterError;

@@ -39,21 +39,23 @@
 //! # Modules
 //! `limiter.rs` the limiter and its hot path; `word.rs` the lease word
 //! (its loom model: `loom-tests/tests/lease_word.rs`); `remote.rs` the
-//! miss path, returns and the outage policy; `script.rs` and `lease.lua`
-//! the script and its exactly-once protocol; `config.rs` the builder;
-//! `stats.rs` counters.
+//! miss path, returns and the outage policy; `sweep.rs` the sweeper;
+//! `grant.rs` the decision; `script.rs` and `lease.lua` the script and its
+//! exactly-once protocol; `config.rs` the builder; `stats.rs` counters.
 
 mod config;
+mod grant;
 mod limiter;
 mod remote;
 mod script;
 mod stats;
+mod sweep;
 mod word;
 
 use crate::sync;
 
 pub use config::{LimiterBuilder, OutagePolicy};
+pub use grant::Grant;
 pub use limiter::ClusterLimiter;
-pub use remote::Grant;
 pub use stats::LeaseStats;
 pub use word::MAX_LEASE;

@@ -1,6 +1,6 @@
 //! The round trips of a [`ClusterLimiter`](crate::ClusterLimiter): what a
-//! request that its held lease cannot serve does (`miss`), the sweeper's
-//! returns (`sweep`), and the sequence protocol's outbox.
+//! request that its held lease cannot serve does (`miss`), returns, and
+//! the sequence protocol's outbox (the sweeper is in `sweep.rs`).
 //!
 //! # One miss
 //! Under the sender lock (one request in flight per node, as the
@@ -30,6 +30,7 @@
 //! the miss path and by the sweeper. The hot path takes no lock.
 
 use super::config::OutagePolicy;
+use super::grant::Grant;
 use super::script::{lease_request, LeaseNames, LeaseReply, LeaseShape, Return};
 use super::stats::LeaseCounters;
 use super::word::{units, LeaseWord, Take, MAX_LEASE, TAGS};
@@ -60,33 +61,6 @@ impl<C: Clock> Clock for TimeRef<C> {
     #[inline]
     fn now(&self) -> u64 {
         self.0.now()
-    }
-}
-
-/// How one request was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Grant {
-    /// Granted from this node's lease of server slice `slice` (a held lease,
-    /// or one this request fetched): counted in Redis in that slice, and
-    /// granted while that slice is current on the server's clock.
-    Granted {
-        /// The server slice (epoch) of the lease.
-        slice: u64,
-    },
-    /// Refused: the key's cluster window had no room for the request (or
-    /// it asks for more than the limit).
-    Refused,
-    /// Redis unreachable: admitted by the outage policy.
-    OutageAdmitted,
-    /// Redis unreachable: refused by the outage policy.
-    OutageRefused,
-}
-
-impl Grant {
-    /// Whether the request was granted (by a lease or the outage policy).
-    pub fn is_granted(&self) -> bool {
-        matches!(self, Grant::Granted { .. } | Grant::OutageAdmitted)
     }
 }
 
@@ -230,7 +204,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
     }
 
-    fn failed(&self, s: &mut Sender<K>, e: &ClusterError) {
+    pub(crate) fn failed(&self, s: &mut Sender<K>, e: &ClusterError) {
         self.link_health.down(e);
         s.link.backoff.failed(Instant::now());
         bump(&self.counters.errors, 1);
@@ -405,71 +379,5 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             });
         }
         Ok(decided)
-    }
-
-    /// Revokes the leases whose deadline passed (all of them if `all`),
-    /// forgets keys with no lease for a window, and returns the unused
-    /// permits to Redis. Returns the permits queued for return.
-    pub(crate) fn sweep(&self, s: &mut Sender<K>, all: bool) -> Result<u64, ClusterError> {
-        let now = units(self.node_now());
-        let est = self.time.now() / self.slice_ns;
-        let mut queued = 0;
-        let mut gone = Vec::new();
-        let held = std::mem::take(&mut s.held);
-        for (k, h) in &held {
-            let Some(w) = self.words.peek_with(k, |_, w| Arc::clone(w)) else {
-                gone.push(k.clone());
-                continue;
-            };
-            let r = if all {
-                Some(w.revoke())
-            } else {
-                w.revoke_if_over(now)
-            };
-            if let Some(r) = r {
-                if r > 0 {
-                    queued += r;
-                    s.returns.push(Return {
-                        key: k.clone(),
-                        epoch: h.slice,
-                        permits: r,
-                    });
-                }
-                if h.slice.saturating_add(self.slices) < est {
-                    gone.push(k.clone());
-                }
-            }
-        }
-        s.held = held;
-        for k in gone {
-            // Its word is 0 (revoked, and nothing installs without the
-            // sender lock): a grant racing the removal misses and comes
-            // here for a new word.
-            s.held.remove(&k);
-            self.words.remove(&k);
-        }
-        // Returns of slices that left the window change nothing in Redis.
-        let floor = est.saturating_sub(self.slices + 1);
-        s.returns.retain(|r| r.epoch > floor);
-        if s.returns.is_empty() && s.outbox.is_none() {
-            return Ok(queued);
-        }
-        if !all && !s.link.backoff.ready(Instant::now()) {
-            return Ok(queued);
-        }
-        match self.send_returns(s) {
-            Ok(()) => Ok(queued),
-            Err(e) => {
-                self.failed(s, &e);
-                Err(e)
-            }
-        }
-    }
-
-    /// The sweeper's step: skipped if a request holds the sender.
-    pub(crate) fn tick(&self) {
-        if let Ok(mut s) = self.sender.try_lock() {
-            let _ = self.sweep(&mut s, false);
-        }
     }
 }
