@@ -115,7 +115,7 @@ fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_
                             }
                             grants.push((key, slice, n))
                         }
-                        Grant::Refused => denied += 1,
+                        Grant::Refused { .. } => denied += 1,
                         other => panic!("Redis is up: {other:?}"),
                     }
                 }
@@ -233,7 +233,7 @@ fn during_outage(l: &ClusterLimiter<String>, key: &str) -> HashMap<&'static str,
     for _ in 0..40 {
         let k = match l.decide(key, 1) {
             Grant::Granted { .. } => "lease",
-            Grant::Refused => "refused",
+            Grant::Refused { .. } => "refused",
             Grant::OutageAdmitted => "admitted",
             Grant::OutageRefused => "outage_refused",
             _ => "other",
@@ -384,6 +384,30 @@ fn the_sweeper_returns_what_a_lease_held_when_its_slice_ended() {
 }
 
 #[test]
+fn a_refusal_says_when_the_window_frees_enough() {
+    let redis = RedisServer::start();
+    let hour = Duration::from_secs(3_600);
+    let l = builder(&redis.url(), "retry", 3)
+        .window(4 * hour, 4)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        assert!(l.try_acquire("k"));
+    }
+    // Near the limit the leases shrink to the request: nothing is held.
+    assert_eq!(l.stats().leased_permits, 3);
+    // All 3 are in the current slice: the request fits when it leaves the
+    // window, 3 to 4 hours from now.
+    match l.decide("k", 1) {
+        Grant::Refused {
+            retry_after: Some(d),
+        } => assert!(d > 3 * hour && d <= 4 * hour, "{d:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(l.stats().refusals, 1);
+}
+
+#[test]
 fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
     let redis = RedisServer::start();
     let a = builder(&redis.url(), "shape", 10).build().unwrap();
@@ -410,6 +434,6 @@ fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
         builder(&url, "x", 1).outage(OutagePolicy::LocalShare { expected_nodes: 0 })
     ));
     // More than the limit never fits; nothing is leased for it.
-    assert_eq!(a.decide("k", 11), Grant::Refused);
+    assert_eq!(a.decide("k", 11), Grant::Refused { retry_after: None });
     assert!(a.try_acquire_n("k", 0));
 }

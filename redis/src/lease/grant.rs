@@ -1,6 +1,8 @@
 //! [`Grant`]: how a [`ClusterLimiter`](crate::ClusterLimiter) decided a
 //! request.
 
+use std::time::Duration;
+
 /// How one request was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -14,7 +16,13 @@ pub enum Grant {
     },
     /// Refused: the key's cluster window had no room for the request (or
     /// it asks for more than the limit).
-    Refused,
+    Refused {
+        /// When enough of the window's oldest slices leave it for the
+        /// request to fit, as Redis saw the window (`None`: never, the
+        /// request exceeds the limit; or unknown). Permits other nodes
+        /// return may free room sooner.
+        retry_after: Option<Duration>,
+    },
     /// Redis unreachable: admitted by the outage policy.
     OutageAdmitted,
     /// Redis unreachable: refused by the outage policy.

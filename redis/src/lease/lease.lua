@@ -42,7 +42,7 @@ local cur = (now_us - now_us % slice_us) / slice_us
 -- Applied before and its reply lost: answer again (the lease's slice and
 -- what it granted, with the time left in that slice now), change nothing.
 if seq == last then
-  return { 1, lg, le, (le + 1) * slice_us - now_us, t[1], t[2] }
+  return { 1, lg, le, (le + 1) * slice_us - now_us, t[1], t[2], -1 }
 end
 
 local floor = cur - S
@@ -63,14 +63,19 @@ for i = 1, nret do
 end
 
 local granted = 0
+-- Refused: server microseconds until enough of the window's oldest
+-- slices leave it for the request to fit (-1: not refused).
+local retry = -1
 if need > 0 then
   local h = redis.call('HGETALL', KEYS[3])
-  local sum, old = 0, {}
+  local sum, old, live = 0, {}, {}
   for j = 1, #h, 2 do
-    if tonumber(h[j]) <= floor then
+    local e = tonumber(h[j])
+    if e <= floor then
       old[#old + 1] = h[j]
     else
       sum = sum + tonumber(h[j + 1])
+      live[#live + 1] = { e, tonumber(h[j + 1]) }
     end
   end
   if #old > 0 then redis.call('HDEL', KEYS[3], unpack(old)) end
@@ -84,8 +89,18 @@ if need > 0 then
     redis.call('HINCRBY', KEYS[3], string.format('%d', cur), granted)
     -- Expires when its newest slice (this one) leaves the window.
     redis.call('PEXPIREAT', KEYS[3], (cur + S) * slice_ms)
+  elseif need <= limit then
+    table.sort(live, function(a, b) return a[1] < b[1] end)
+    local left = sum
+    for _, x in ipairs(live) do
+      left = left - x[2]
+      if limit - left >= need then
+        retry = (x[1] + S) * slice_us - now_us
+        break
+      end
+    end
   end
 end
 redis.call('SET', KEYS[1], struct.pack('<ddd', seq, granted, cur), 'PX', ttl)
 redis.call('SET', KEYS[2], ARGV[8], 'PX', ttl)
-return { 0, granted, cur, (cur + 1) * slice_us - now_us, t[1], t[2] }
+return { 0, granted, cur, (cur + 1) * slice_us - now_us, t[1], t[2], retry }

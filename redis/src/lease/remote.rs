@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use stripecount::{Clock, KeyRef, KeyedLimiter};
 
 /// The most returns one request carries.
@@ -153,7 +153,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         K: Borrow<Q>,
     {
         if n > self.limit {
-            return Grant::Refused;
+            return Grant::Refused { retry_after: None };
         }
         let mut s = lock(&self.sender);
         // A lease that arrives with its slice already over is returned and
@@ -181,7 +181,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 }
             }
         }
-        Grant::Refused
+        Grant::Refused { retry_after: None }
     }
 
     fn outage<Q>(&self, key: &Q, n: u64) -> Grant
@@ -333,7 +333,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         };
         if r.granted == 0 {
             bump(&c.refusals, 1);
-            return Ok(caller.map(|_| Grant::Refused));
+            let retry_after = r.retry_us.map(Duration::from_micros);
+            return Ok(caller.map(|_| Grant::Refused { retry_after }));
         }
         bump(&c.leases, 1);
         bump(&c.leased_permits, r.granted);

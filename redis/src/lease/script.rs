@@ -10,7 +10,8 @@
 //! `(last applied sequence, permits it leased, its slice)`. The script,
 //! atomically:
 //! - `seq > last` (or no record): applies the returns, then the lease,
-//!   stores the record, and answers `(0, granted, slice, us left in it)`;
+//!   stores the record, and answers `(0, granted, slice, us left in it,
+//!   server time, us until a refused request would fit)`;
 //! - `seq == last`: applied before and its reply lost: changes nothing and
 //!   answers `(1, granted, slice, us left in that slice now)` from the
 //!   record, so the lease it made is used (or returned) once and its
@@ -137,6 +138,9 @@ pub(crate) struct LeaseReply {
     pub(crate) left_us: i64,
     /// The server's time then (Unix microseconds): a `TIME` sample.
     pub(crate) server_us: u64,
+    /// Refused: server microseconds until enough of the window's slices
+    /// leave it for the request to fit (`None`: not refused, or a replay).
+    pub(crate) retry_us: Option<u64>,
 }
 
 fn protocol(what: &str) -> ClusterError {
@@ -148,7 +152,7 @@ impl LeaseReply {
         let Value::Array(a) = v else {
             return Err(protocol("the lease reply is not an array"));
         };
-        if a.len() != 6 {
+        if a.len() != 7 {
             return Err(protocol("the lease reply has the wrong length"));
         }
         let Value::Int(left_us) = a[3] else {
@@ -160,6 +164,10 @@ impl LeaseReply {
             epoch: int(&a[2])?,
             left_us,
             server_us: time_us(&a[4], &a[5])?,
+            retry_us: match a[6] {
+                Value::Int(r) => u64::try_from(r).ok(),
+                _ => return Err(protocol("the lease reply's retry is not an integer")),
+            },
         })
     }
 }
@@ -201,6 +209,7 @@ mod tests {
             Value::Int(-5),
             Value::BulkString(b"12".to_vec()),
             Value::BulkString(b"345".to_vec()),
+            Value::Int(-1),
         ]);
         assert_eq!(
             LeaseReply::decode(&v).unwrap(),
@@ -210,6 +219,7 @@ mod tests {
                 epoch: 77,
                 left_us: -5,
                 server_us: 12_000_345,
+                retry_us: None,
             }
         );
     }
