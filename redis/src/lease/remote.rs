@@ -235,9 +235,12 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let h = s.held.entry(k.clone()).or_default();
         // Batches follow this node's rate of the key: a lease that ran out
         // is followed by a slice's worth at the rate it ran out at (at
-        // least double), one that ended unused by what it served.
+        // least double), one that ended unused by what it served (the
+        // sweeper judges the leases it revokes: `granted` 0).
         h.batch = if h.batch == 0 {
             1
+        } else if h.granted == 0 {
+            h.batch
         } else if rev == 0 {
             let lasted = u128::from(self.node_now().wrapping_sub(h.at).max(1));
             let per_slice = u128::from(h.granted) * u128::from(self.slice_ns) / lasted;
@@ -355,7 +358,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let prev = s.held.get(&k).map_or(0, |h| h.slice);
         let h = s.held.entry(k.clone()).or_default();
         h.slice = r.epoch;
-        h.granted = r.granted;
+        // A lease that arrived with its slice over tells nothing of the rate.
+        h.granted = if live { r.granted } else { 0 };
         h.at = t1;
         let mut back = if live { 0 } else { g };
         if live && g > 0 {

@@ -25,8 +25,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let est = self.time.now() / self.slice_ns;
         let mut queued = 0;
         let mut gone = Vec::new();
-        let held = std::mem::take(&mut s.held);
-        for (k, h) in &held {
+        let mut held = std::mem::take(&mut s.held);
+        for (k, h) in &mut held {
             let Some(w) = self.words.peek_with(k, |_, w| Arc::clone(w)) else {
                 gone.push(k.clone());
                 continue;
@@ -37,6 +37,14 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 w.revoke_if_over(now)
             };
             if let Some(r) = r {
+                if h.granted > 0 {
+                    // Judge the lease now: the next one is sized to what
+                    // this one served (a lease that ran out keeps the size).
+                    if r > 0 {
+                        h.batch = (h.granted - r.min(h.granted)).clamp(1, self.max_batch);
+                    }
+                    h.granted = 0;
+                }
                 if r > 0 {
                     queued += r;
                     s.returns.push(Return {
