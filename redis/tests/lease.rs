@@ -384,6 +384,29 @@ fn the_sweeper_returns_what_a_lease_held_when_its_slice_ended() {
 }
 
 #[test]
+fn a_cold_key_keeps_leasing_one_permit_at_a_time() {
+    let redis = RedisServer::start();
+    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "cold", 100)
+        .window(Duration::from_millis(400), 4)
+        .max_batch(64)
+        .build()
+        .unwrap();
+    let slice = 100_000_000;
+    let mut last = 0;
+    for _ in 0..5 {
+        // One request a slice: each lease runs out, and its slice ends
+        // before the next request (the sweeper judged it by then).
+        support::wait_until(10, "the next slice", || l.time().now() / slice > last);
+        l.sweep().unwrap();
+        match l.decide("k", 1) {
+            Grant::Granted { slice } => last = slice,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(l.stats().leased_permits, 5, "{:?}", l.stats());
+}
+
+#[test]
 fn a_refusal_says_when_the_window_frees_enough() {
     let redis = RedisServer::start();
     let hour = Duration::from_secs(3_600);
