@@ -161,6 +161,20 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     }
 
     /// `n` permits of `key`, now, all or none.
+    ///
+    /// ```
+    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1: Redis is unreachable.
+    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    ///     .outage(OutagePolicy::FailOpen)
+    ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+    ///     .build()?;
+    /// assert!(limiter.try_acquire_n("alice", 3)); // admitted by FailOpen
+    /// assert!(!limiter.try_acquire_n("alice", 11)); // more than the limit: never
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
     #[inline]
     pub fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> bool
     where
@@ -189,6 +203,20 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
 
     /// `n` permits of `key` now, with how the request was decided (for a
     /// grant, the server slice it is counted in).
+    ///
+    /// ```
+    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1: Redis is unreachable.
+    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    ///     .outage(OutagePolicy::FailOpen)
+    ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+    ///     .build()?;
+    /// assert_eq!(limiter.decide("alice", 1), Grant::OutageAdmitted);
+    /// assert_eq!(limiter.decide("alice", 11), Grant::Refused { retry_after: None });
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
     pub fn decide<Q>(&self, key: &Q, n: u64) -> Grant
     where
         Q: KeyRef<K> + Hash + Eq + ?Sized,
@@ -259,6 +287,22 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
 
     /// The link's state and last error; `batch_in_flight` says a request
     /// awaits its acknowledgement (the flush fields are 0).
+    ///
+    /// ```
+    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1: Redis is unreachable.
+    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    ///     .outage(OutagePolicy::FailOpen)
+    ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+    ///     .build()?;
+    /// use stripecount_redis::LinkState;
+    ///
+    /// assert_eq!(limiter.health().state, LinkState::Disconnected);
+    /// assert!(limiter.health().last_error.is_some_and(|e| e.is_transient()));
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
     pub fn health(&self) -> Health {
         let i = &*self.inner;
         let mut h = i.link_health.health();
@@ -268,6 +312,21 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     }
 
     /// Counters of this node's round trips.
+    ///
+    /// ```
+    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1: Redis is unreachable.
+    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    ///     .outage(OutagePolicy::FailOpen)
+    ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+    ///     .build()?;
+    /// limiter.try_acquire("alice");
+    /// assert_eq!(limiter.stats().outage_admitted, 1);
+    /// assert_eq!(limiter.stats().leases, 0);
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
     pub fn stats(&self) -> LeaseStats {
         self.inner.counters.snapshot()
     }
