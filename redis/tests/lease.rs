@@ -214,6 +214,8 @@ fn builder(url: &str, ns: &str, limit: u64) -> LimiterBuilder<String> {
         .max_batch(8)
         .timeouts(Duration::from_millis(200), Duration::from_millis(200))
         .backoff(Duration::from_millis(1), Duration::from_millis(5))
+        // No background sweep: each test decides when requests are resent.
+        .sweep_interval(Duration::from_secs(3_600))
 }
 
 /// Takes 2 permits while Redis is up: a lease of 1, which runs out at
