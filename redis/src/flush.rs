@@ -23,10 +23,11 @@
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
+use crate::link::sample_time;
 use crate::node::{read, write, FlushReport, Inner, Outbox, Sender};
 use crate::pending::Deltas;
 use crate::ring::Ring;
-use crate::script::{hot_read_request, int, time_us, BatchWriter, FlushReply, HotReply, Request};
+use crate::script::{hot_read_request, int, BatchWriter, FlushReply, HotReply, Request};
 use crate::timeline::ServerTime;
 use redis::Value;
 use std::collections::HashMap;
@@ -240,17 +241,11 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// connection), then one round trip: `TIME` (a sample) and the hot
     /// version.
     pub(crate) fn probe(&self, s: &mut Sender<K>) -> Result<u64, ClusterError> {
-        if s.link.ensure()? {
+        let (opened, samples) = s.link.ensure_sampled(self.time())?;
+        if opened {
             bump(&self.counters.connects, 1);
-            self.time().reset_bound();
-            let mut t = Request::new(1);
-            t.arg(b"TIME");
-            for _ in 0..3 {
-                let t0 = self.time().node_clock().now();
-                let v = s.link.request(&t.bytes)?;
-                self.sample(t0, &v)?;
-            }
         }
+        bump(&self.counters.time_samples, samples);
         let mut req = Request::new(1);
         req.arg(b"TIME");
         let mut get = Request::new(2);
@@ -258,27 +253,13 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         req.then(&get);
         let t0 = self.time().node_clock().now();
         let vs = s.link.pipeline(&req.bytes, 2)?;
-        self.sample(t0, &vs[0])?;
+        if sample_time(self.time(), t0, &vs[0])? {
+            bump(&self.counters.time_samples, 1);
+        }
         match &vs[1] {
             Value::Nil => Ok(0),
             v => int(v),
         }
-    }
-
-    /// Files a `TIME` reply received now for a request sent at `t0`.
-    fn sample(&self, t0: u64, v: &Value) -> Result<(), ClusterError> {
-        let t1 = self.time().node_clock().now();
-        let Value::Array(a) = v else {
-            return Err(ClusterError::Protocol("TIME is not an array".into()));
-        };
-        if a.len() != 2 {
-            return Err(ClusterError::Protocol("TIME has the wrong length".into()));
-        }
-        let us = time_us(&a[0], &a[1])?;
-        if self.time().sample(t0, t1, us.saturating_mul(1_000)) {
-            bump(&self.counters.time_samples, 1);
-        }
-        Ok(())
     }
 
     /// Reads the hot set's changes if Redis's version differs from ours.

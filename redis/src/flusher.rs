@@ -25,10 +25,20 @@ impl Flusher {
         inner: Arc<Inner<K, C>>,
         every: Duration,
     ) -> std::io::Result<Self> {
+        Self::spawn("stripecount-redis-flusher", every, move || inner.tick())
+    }
+
+    /// A thread named `name` that calls `step` every `every` until stopped
+    /// (the flusher, and the cluster limiter's sweeper).
+    pub(crate) fn spawn(
+        name: &str,
+        every: Duration,
+        mut step: impl FnMut() + Send + 'static,
+    ) -> std::io::Result<Self> {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let s = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
-            .name("stripecount-redis-flusher".into())
+            .name(name.into())
             .spawn(move || loop {
                 {
                     let (m, cv) = &*s;
@@ -40,7 +50,7 @@ impl Flusher {
                         return;
                     }
                 }
-                inner.tick();
+                step();
             })?;
         Ok(Flusher {
             stop,

@@ -65,6 +65,52 @@
 //!   exponential backoff; errors are typed ([`ClusterError`]) and
 //!   visible ([`ClusterWindows::health`], [`ClusterWindows::stats`]).
 //!
+//! # The cluster limiter
+//! [`ClusterLimiter`] holds a per-key limit across the nodes of a
+//! namespace (the `KeyedLimiter` semantics, fleet-wide), by leases:
+//!
+//! ```no_run
+//! use stripecount_redis::{ClusterLimiter, OutagePolicy};
+//! use std::time::Duration;
+//!
+//! let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:6379/", "api", 100)
+//!     .window(Duration::from_secs(1), 10)
+//!     .outage(OutagePolicy::LocalShare { expected_nodes: 4 })
+//!     .build()?;
+//! if limiter.try_acquire("client-42") { /* serve */ }
+//! # Ok::<(), stripecount_redis::ClusterError>(())
+//! ```
+//!
+//! - **Never over the limit.** In every window, the permits granted
+//!   across all nodes are at most the limit. Redis counts, per key and
+//!   server slice, the permits leased less those returned; the lease
+//!   script (on the server's clock) adds a batch to the current slice only
+//!   if the window's live slices plus the batch fit. A node grants a
+//!   lease's permits only while its slice is current on the server's
+//!   clock: after the script ran, and before a deadline the node computes
+//!   from the lease's own round trip (the time the script said was left
+//!   in the slice, less the node clock's drift over it and a margin), so a
+//!   node's clock offset does not matter. Returns only lower a slice's
+//!   count, by permits no grant can take any more. Hence each window's
+//!   grants are at most the counts the last lease in it was checked
+//!   against (the proof in full: `src/lease/mod.rs`).
+//! - **Local grants.** A grant from a held lease is one compare-and-swap
+//!   on the key's lease word: no lock, no allocation, no I/O. A request
+//!   the lease cannot serve makes one round trip (returns plus a new
+//!   lease), or gets the [`OutagePolicy`] if Redis is unreachable.
+//! - **Exactly once.** Leases and returns use the flush's sequence
+//!   protocol: a lease whose reply was lost is granted once (the resend is
+//!   answered from Redis's record), a return whose reply was lost is
+//!   applied once.
+//! - **What it leaves unused.** A request is refused only when the
+//!   window's counted permits plus the request exceed the limit; counted =
+//!   granted + leased and not yet used or returned. So a refusal
+//!   under-admits by at most what the other nodes hold unused then: at
+//!   most [`max_batch`](LimiterBuilder::max_batch) each, and less near the
+//!   limit (a lease gets at most half the room left beyond the request).
+//!   Permits of a lease whose slice ended count until returned (the next
+//!   miss of the key, or the sweeper within its interval).
+//!
 //! # What a Redis restart loses
 //! With `appendonly yes` and `appendfsync always`, Redis writes a batch's
 //! effects to its file before it replies, so an acknowledged batch is never
@@ -76,20 +122,31 @@
 //! only a reconnect, and their hot sets are replaced at the next read since
 //! the server's hot version went back).
 //!
+//! For the cluster limiter, a restart with persistence off forgets the
+//! permits leased in the current window: up to another limit may be
+//! granted in it (each node's held leases stay valid to their slice's
+//! end, and the nodes' records start over, which the sequence protocol
+//! accepts). With `appendfsync always` nothing is forgotten.
+//!
 //! # Redis keys of a namespace `ns`
 //! `ns:w:<key>` one string per key: its slices in the window and its hot
 //! horizon (`ring.rs`), expiring when its newest slice leaves the window;
 //! `ns:n:<node id>` a node's last applied batch; `ns:cfg` the window shape
-//! every node must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set.
+//! every node must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set;
+//! for the cluster limiter `ns:l:<key>` a key's leased permits per slice
+//! (a hash), `ns:ln:<node id>` a node's last request, `ns:lcfg` the limit
+//! and window shape every node must share.
 //! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
 //!
 //! # Modules
 //! `node.rs` the node ([`ClusterWindows`]), its adds and reads; `flush.rs`
-//! the flush; `flusher.rs` its thread; `link.rs` the connection and backoff; `timeline.rs` server time;
+//! the flush; `flusher.rs` its thread (and the limiter's sweeper); `link.rs` the connection and backoff; `timeline.rs` server time;
 //! `script.rs` and `flush.lua`, `hot_read.lua` the scripts and their
 //! protocol; `pending.rs` counts taken and not yet acknowledged; `ring.rs`
 //! a key's stored window; `hot.rs` the cluster hot set; `health.rs` health
-//! and counters; `config.rs` the builder; `key.rs` how keys are written.
+//! and counters; `config.rs` the builder; `key.rs` how keys are written;
+//! `lease/` the cluster limiter ([`ClusterLimiter`]); `sync.rs` its loom
+//! switch.
 #![warn(missing_docs)]
 
 mod config;
@@ -99,17 +156,20 @@ mod flusher;
 mod health;
 mod hot;
 mod key;
+mod lease;
 mod link;
 mod node;
 mod pending;
 mod ring;
 mod script;
+mod sync;
 mod timeline;
 
 pub use config::{Builder, HotCallback, MAX_CLUSTER_SLICES};
 pub use error::ClusterError;
 pub use health::{Health, LinkState, Stats};
 pub use key::RedisKey;
+pub use lease::{ClusterLimiter, Grant, LeaseStats, LimiterBuilder, OutagePolicy, MAX_LEASE};
 pub use node::{ClusterWindows, FlushReport, SumParts};
 pub use ring::Ring;
 pub use timeline::{ServerTime, WallClock, DRIFT_PPM};

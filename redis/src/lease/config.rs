@@ -1,0 +1,221 @@
+//! [`LimiterBuilder`]: a cluster limiter's configuration, and the
+//! [`OutagePolicy`] it applies while Redis is unreachable.
+
+use super::limiter::ClusterLimiter;
+use super::word::MAX_LEASE;
+use crate::config::MAX_CLUSTER_SLICES;
+use crate::error::ClusterError;
+use crate::key::RedisKey;
+use crate::timeline::WallClock;
+use std::marker::PhantomData;
+use std::time::Duration;
+use stripecount::Clock;
+
+/// What a [`ClusterLimiter`] does with a request its held leases cannot
+/// serve while Redis is unreachable (a connection, timeout or server
+/// error, or the backoff after one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutagePolicy {
+    /// Refuse (held leases still grant until their deadlines): the limit
+    /// holds through any outage.
+    FailClosed,
+    /// Admit: availability first, the limit is not enforced meanwhile.
+    FailOpen,
+    /// Admit up to `limit / expected_nodes` (at least 1) per window on this node, by a
+    /// local [`KeyedLimiter`](stripecount::KeyedLimiter) on the server
+    /// timeline: the cluster admits about the limit if `expected_nodes`
+    /// nodes share it (more if more nodes are cut off, on top of the
+    /// permits granted through Redis in the same window).
+    LocalShare {
+        /// The nodes expected to share the limit (at least 1).
+        expected_nodes: u64,
+    },
+}
+
+/// Builds a [`ClusterLimiter`]. Every node of a namespace must use the same
+/// limit, window and slice count (checked by Redis: a node that differs
+/// gets [`ClusterError::ShapeMismatch`], and its requests the outage
+/// policy).
+///
+/// ```
+/// use stripecount_redis::{ClusterLimiter, OutagePolicy};
+/// use std::time::Duration;
+///
+/// // Nothing listens on port 1: building works (the failure is recorded in
+/// // the health), requests get the outage policy.
+/// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 100)
+///     .window(Duration::from_secs(1), 4)
+///     .outage(OutagePolicy::LocalShare { expected_nodes: 4 })
+///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+///     .build()?;
+/// let admitted = (0..50).filter(|_| limiter.try_acquire("alice")).count();
+/// assert_eq!(admitted, 25); // 100 / 4 nodes, locally
+/// # Ok::<(), stripecount_redis::ClusterError>(())
+/// ```
+pub struct LimiterBuilder<K, C = WallClock> {
+    pub(crate) url: String,
+    pub(crate) namespace: String,
+    pub(crate) limit: u64,
+    pub(crate) window: Duration,
+    pub(crate) slices: usize,
+    pub(crate) policy: OutagePolicy,
+    pub(crate) max_batch: u64,
+    pub(crate) margin: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) io_timeout: Duration,
+    pub(crate) backoff: (Duration, Duration),
+    pub(crate) sweep_interval: Duration,
+    pub(crate) clock: C,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K: RedisKey> LimiterBuilder<K> {
+    pub(crate) fn new(url: &str, namespace: &str, limit: u64) -> Self {
+        LimiterBuilder {
+            url: url.to_owned(),
+            namespace: namespace.to_owned(),
+            limit,
+            window: Duration::from_secs(1),
+            slices: 10,
+            policy: OutagePolicy::FailClosed,
+            max_batch: 1024,
+            margin: Duration::from_millis(1),
+            connect_timeout: Duration::from_millis(500),
+            io_timeout: Duration::from_secs(1),
+            backoff: (Duration::from_millis(50), Duration::from_secs(5)),
+            sweep_interval: Duration::from_millis(100),
+            clock: WallClock::new(),
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
+    /// The window and its slice count (default 1 s in 10 slices): a slice
+    /// is a whole number of milliseconds, at most a day, and there are at
+    /// most [`MAX_CLUSTER_SLICES`]. A lease lives within one slice, so
+    /// shorter slices mean more round trips.
+    pub fn window(mut self, window: Duration, slices: usize) -> Self {
+        self.window = window;
+        self.slices = slices;
+        self
+    }
+
+    /// What to do while Redis is unreachable (default
+    /// [`OutagePolicy::FailClosed`]).
+    pub fn outage(mut self, policy: OutagePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The most permits one lease asks for (default 1024, at most
+    /// [`MAX_LEASE`]): the bound on what one node holds unused, and so on
+    /// the under-admission (see the crate docs).
+    pub fn max_batch(mut self, permits: u64) -> Self {
+        self.max_batch = permits;
+        self
+    }
+
+    /// How long before its estimate of a slice's end (already less the
+    /// bound on its error against server time) a node stops granting from
+    /// that slice's lease (default 1 ms).
+    pub fn margin(mut self, margin: Duration) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// The connect timeout and the per-request I/O timeout (defaults 500 ms
+    /// and 1 s): how long a request that misses its lease may wait.
+    pub fn timeouts(mut self, connect: Duration, io: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.io_timeout = io;
+        self
+    }
+
+    /// The backoff between failed attempts: from `min`, doubling up to
+    /// `max`, ±25% jitter (defaults 50 ms and 5 s). While it runs, a
+    /// request that misses its lease gets the outage policy at once.
+    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff = (min, max);
+        self
+    }
+
+    /// How often the background sweeper returns the unused permits of
+    /// leases whose slice ended (default 100 ms).
+    pub fn sweep_interval(mut self, every: Duration) -> Self {
+        self.sweep_interval = every;
+        self
+    }
+
+    /// The node clock, read as Unix nanoseconds (default [`WallClock`]).
+    /// Lease deadlines are measured on it from each lease's round trip, so
+    /// its offset from server time does not matter; only its rate (within
+    /// [`DRIFT_PPM`](crate::DRIFT_PPM)).
+    pub fn clock<C2: Clock>(self, clock: C2) -> LimiterBuilder<K, C2> {
+        LimiterBuilder {
+            url: self.url,
+            namespace: self.namespace,
+            limit: self.limit,
+            window: self.window,
+            slices: self.slices,
+            policy: self.policy,
+            max_batch: self.max_batch,
+            margin: self.margin,
+            connect_timeout: self.connect_timeout,
+            io_timeout: self.io_timeout,
+            backoff: self.backoff,
+            sweep_interval: self.sweep_interval,
+            clock,
+            _k: PhantomData,
+        }
+    }
+
+    /// Validates the configuration and builds the limiter: tries to connect
+    /// and sample the server's time once (a failure is recorded in its
+    /// health, not returned) and starts the sweeper. Errors only on an
+    /// invalid configuration.
+    pub fn build(self) -> Result<ClusterLimiter<K, C>, ClusterError> {
+        self.validate()?;
+        ClusterLimiter::from_builder(self)
+    }
+
+    fn validate(&self) -> Result<(), ClusterError> {
+        let bad = |m: String| Err(ClusterError::Config(m));
+        if self.namespace.is_empty() {
+            return bad("the namespace is empty".into());
+        }
+        if self.limit == 0 {
+            return bad("the limit is 0".into());
+        }
+        if self.slices == 0 || self.slices > MAX_CLUSTER_SLICES {
+            return bad(format!(
+                "{} slices: a cluster window has 1 to {MAX_CLUSTER_SLICES}",
+                self.slices
+            ));
+        }
+        let slice = self.window / self.slices as u32;
+        if slice * self.slices as u32 != self.window
+            || slice.is_zero()
+            || !slice.as_nanos().is_multiple_of(1_000_000)
+            || slice > Duration::from_secs(86_400)
+        {
+            return bad(format!(
+                "a window of {:?} in {} slices: the slice must be a whole number of milliseconds, at most a day",
+                self.window, self.slices
+            ));
+        }
+        if self.max_batch == 0 || self.max_batch > MAX_LEASE {
+            return bad(format!("max_batch must be 1 to {MAX_LEASE}"));
+        }
+        if let OutagePolicy::LocalShare { expected_nodes: 0 } = self.policy {
+            return bad("LocalShare needs expected_nodes >= 1".into());
+        }
+        if self.backoff.0.is_zero() || self.backoff.0 > self.backoff.1 {
+            return bad("the backoff needs 0 < min <= max".into());
+        }
+        if self.sweep_interval.is_zero() {
+            return bad("the sweep interval is 0".into());
+        }
+        Ok(())
+    }
+}

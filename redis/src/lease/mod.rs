@@ -1,0 +1,61 @@
+//! The cluster limiter: [`ClusterLimiter`], a per-key limit across nodes
+//! on Redis that never over-admits (the quota-lease design of Sentinel's
+//! token server and Google's Doorman).
+//!
+//! # The invariant: in every window, permits granted across all nodes <= limit
+//! Redis keeps, per key, the permits leased in each server slice (less
+//! those returned) in `ns:l:<key>`. The lease script runs on the server's
+//! clock: in slice `c`, it adds a batch to slice `c` only if the window's
+//! live slices (`c - slices + 1 ..= c`) plus the batch fit in the limit.
+//! A node grants a lease's permits only while the lease's slice is current
+//! on the server's clock: after the script ran (so not before the slice
+//! began) and before its deadline, which is before the slice ends
+//! (`remote.rs` computes it from the lease's own round trip and the
+//! clock-drift bound). Returns only lower a slice's count, and only by
+//! permits no grant can take any more (`word.rs`, invariant 1).
+//!
+//! So every permit granted is counted in the slice it is granted in, and
+//! for any window ending at slice `j`: take the last lease of a slice
+//! `c <= j` within the window (none: nothing granted in it). At that
+//! script's run, every slice of the window had all its leases (none come
+//! later in slices `<= c`, none in `c+1 ..= j`), and each slice's count
+//! then was at least what is ever granted from it (grants <= leased less
+//! returned, and returns after that run only lower the count by permits
+//! never granted). The script checked that those counts fit in the
+//! limit. ∎ Nothing here depends on a node's clock agreeing with the
+//! server's: a node 5 s off obeys the limit (tested).
+//!
+//! # What it leaves unused
+//! A lease request is refused when the window's recorded permits plus the
+//! request exceed the limit; recorded = granted + permits leased and not
+//! yet used or returned. So a refusal under-admits by at most what other
+//! nodes hold unused at that moment (and what this node's queued returns
+//! will give back): at most `max_batch` per other node, and less near the
+//! limit, since the script leases at most half the room left beyond the
+//! request (batches shrink to 1 near the limit). Unused permits of a
+//! lease whose slice ended count against the window until returned: the
+//! next miss of the key returns them, or the sweeper within its interval.
+//!
+//! # Modules
+//! `limiter.rs` the limiter and its hot path; `word.rs` the lease word
+//! (its loom model: `loom-tests/tests/lease_word.rs`); `remote.rs` the
+//! miss path, returns and the outage policy; `sweep.rs` the sweeper;
+//! `grant.rs` the decision; `script.rs` and `lease.lua` the script and its
+//! exactly-once protocol; `config.rs` the builder; `stats.rs` counters.
+
+mod config;
+mod grant;
+mod limiter;
+mod remote;
+mod script;
+mod stats;
+mod sweep;
+mod word;
+
+use crate::sync;
+
+pub use config::{LimiterBuilder, OutagePolicy};
+pub use grant::Grant;
+pub use limiter::ClusterLimiter;
+pub use stats::LeaseStats;
+pub use word::MAX_LEASE;

@@ -1,0 +1,226 @@
+//! The lease script (`lease.lua`): its keys, how a request is encoded and
+//! how its reply is read.
+//!
+//! # The exactly-once protocol
+//! The flush's (`src/script.rs`), for leases and returns: a node numbers
+//! its requests `1, 2, ...` (its id is random per limiter, so a new
+//! limiter starts a new sequence), sends one at a time, and keeps a request
+//! until a reply acknowledges it, resending it unchanged (same sequence)
+//! after any failure and before any other request. Redis keeps, per node,
+//! `(last applied sequence, permits it leased, its slice)`. The script,
+//! atomically:
+//! - `seq > last` (or no record): applies the returns, then the lease,
+//!   stores the record, and answers `(0, granted, slice, us left in it,
+//!   server time, us until a refused request would fit)`;
+//! - `seq == last`: applied before and its reply lost: changes nothing and
+//!   answers `(1, granted, slice, us left in that slice now)` from the
+//!   record, so the lease it made is used (or returned) once and its
+//!   returns are not applied twice;
+//! - `seq < last`: refuses (`SSEQ`; a node never does this).
+//!
+//! The record expires after the window plus a slice plus 5 minutes. A
+//! request resent after that would be applied again, but its returns are
+//! of slices that left the window by then (the script ignores them) and
+//! its lease would be a fresh one: still never a double return.
+//!
+//! # Keys of a namespace `ns`
+//! `ns:l:<key>` a key's leased permits per slice (a hash),
+//! `ns:ln:<node id>` a node's record, `ns:lcfg` the shape every node must
+//! share (`slices:slice_ms:limit`).
+
+use crate::error::ClusterError;
+use crate::key::RedisKey;
+use crate::script::{int, time_us, Request};
+use redis::Value;
+
+/// The lease script's source.
+pub(crate) const LEASE: &str = include_str!("lease.lua");
+
+/// The Redis key names of a limiter's namespace.
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseNames {
+    /// `ns:l:`, the prefix of a key's counts.
+    pub(crate) data: Vec<u8>,
+    pub(crate) record: Vec<u8>,
+    pub(crate) cfg: Vec<u8>,
+}
+
+impl LeaseNames {
+    pub(crate) fn new(ns: &str, node_id: &str) -> LeaseNames {
+        LeaseNames {
+            data: format!("{ns}:l:").into_bytes(),
+            record: format!("{ns}:ln:{node_id}").into_bytes(),
+            cfg: format!("{ns}:lcfg").into_bytes(),
+        }
+    }
+}
+
+/// The script's fixed arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseShape {
+    pub(crate) slices: u64,
+    pub(crate) slice_ms: u64,
+    pub(crate) limit: u64,
+    pub(crate) record_ttl_ms: u64,
+}
+
+impl LeaseShape {
+    /// What every node of a namespace must agree on.
+    pub(crate) fn config_string(&self) -> String {
+        format!("{}:{}:{}", self.slices, self.slice_ms, self.limit)
+    }
+}
+
+/// Permits of `key` leased in slice `epoch`, given back.
+#[derive(Debug, Clone)]
+pub(crate) struct Return<K> {
+    pub(crate) key: K,
+    pub(crate) epoch: u64,
+    pub(crate) permits: u64,
+}
+
+/// Encodes request `seq`: the returns, then a lease of `key` (at least
+/// `need` permits, `want` if there is room; `need == 0`: no lease).
+pub(crate) fn lease_request<K: RedisKey>(
+    sha: &str,
+    names: &LeaseNames,
+    shape: &LeaseShape,
+    seq: u64,
+    lease: Option<(&K, u64, u64)>,
+    returns: &[Return<K>],
+) -> Request {
+    let n = returns.len();
+    let mut req = Request::new(3 + 3 + n + 8 + 2 * n);
+    req.arg(b"EVALSHA").arg(sha.as_bytes()).num((3 + n) as u64);
+    req.arg(&names.record).arg(&names.cfg);
+    let mut scratch = Vec::with_capacity(32);
+    let (need, want) = match lease {
+        Some((k, need, want)) => {
+            k.write_key(&mut scratch);
+            req.arg2(&names.data, &scratch);
+            (need, want)
+        }
+        None => {
+            req.arg(&names.record);
+            (0, 0)
+        }
+    };
+    for r in returns {
+        scratch.clear();
+        r.key.write_key(&mut scratch);
+        req.arg2(&names.data, &scratch);
+    }
+    req.num(seq)
+        .num(shape.slices)
+        .num(shape.slice_ms)
+        .num(shape.limit)
+        .num(need)
+        .num(want)
+        .num(shape.record_ttl_ms)
+        .arg(shape.config_string().as_bytes());
+    for r in returns {
+        req.num(r.epoch).num(r.permits);
+    }
+    req
+}
+
+/// What the lease script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LeaseReply {
+    /// Applied before; this is the stored answer.
+    pub(crate) replayed: bool,
+    /// Permits leased (0: none, or no room for `need`).
+    pub(crate) granted: u64,
+    /// The server slice the lease is in.
+    pub(crate) epoch: u64,
+    /// Server microseconds left in that slice when the script ran (<= 0:
+    /// the slice is over).
+    pub(crate) left_us: i64,
+    /// The server's time then (Unix microseconds): a `TIME` sample.
+    pub(crate) server_us: u64,
+    /// Refused: server microseconds until enough of the window's slices
+    /// leave it for the request to fit (`None`: not refused, or a replay).
+    pub(crate) retry_us: Option<u64>,
+}
+
+fn protocol(what: &str) -> ClusterError {
+    ClusterError::Protocol(what.to_owned())
+}
+
+impl LeaseReply {
+    pub(crate) fn decode(v: &Value) -> Result<LeaseReply, ClusterError> {
+        let Value::Array(a) = v else {
+            return Err(protocol("the lease reply is not an array"));
+        };
+        if a.len() != 7 {
+            return Err(protocol("the lease reply has the wrong length"));
+        }
+        let Value::Int(left_us) = a[3] else {
+            return Err(protocol("the lease reply's time left is not an integer"));
+        };
+        Ok(LeaseReply {
+            replayed: int(&a[0])? == 1,
+            granted: int(&a[1])?,
+            epoch: int(&a[2])?,
+            left_us,
+            server_us: time_us(&a[4], &a[5])?,
+            retry_us: match a[6] {
+                Value::Int(r) => u64::try_from(r).ok(),
+                _ => return Err(protocol("the lease reply's retry is not an integer")),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_names_the_leased_key_then_the_returned_ones() {
+        let names = LeaseNames::new("ns", "id");
+        let shape = LeaseShape {
+            slices: 4,
+            slice_ms: 250,
+            limit: 100,
+            record_ttl_ms: 9,
+        };
+        let rets = [Return {
+            key: "b".to_string(),
+            epoch: 7,
+            permits: 3,
+        }];
+        let r = lease_request(
+            "sha",
+            &names,
+            &shape,
+            5,
+            Some((&"a".to_string(), 1, 8)),
+            &rets,
+        );
+        let s = String::from_utf8(r.bytes).unwrap();
+        assert!(s.starts_with("*17\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n4\r\n$8\r\nns:ln:id\r\n"));
+        assert!(s.contains("$6\r\nns:l:a\r\n$6\r\nns:l:b\r\n$1\r\n5\r\n"));
+        assert!(s.ends_with("$9\r\n4:250:100\r\n$1\r\n7\r\n$1\r\n3\r\n"));
+        let v = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(8),
+            Value::Int(77),
+            Value::Int(-5),
+            Value::BulkString(b"12".to_vec()),
+            Value::BulkString(b"345".to_vec()),
+            Value::Int(-1),
+        ]);
+        assert_eq!(
+            LeaseReply::decode(&v).unwrap(),
+            LeaseReply {
+                replayed: false,
+                granted: 8,
+                epoch: 77,
+                left_us: -5,
+                server_us: 12_000_345,
+                retry_us: None,
+            }
+        );
+    }
+}

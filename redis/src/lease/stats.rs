@@ -1,0 +1,68 @@
+//! [`LeaseStats`]: what a cluster limiter's round trips have done.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of a [`ClusterLimiter`](crate::ClusterLimiter) since it was
+/// built ([`stats`](crate::ClusterLimiter::stats)). Grants from held
+/// leases are not counted (the hot path counts nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseStats {
+    /// Requests to Redis acknowledged (leases and returns).
+    pub round_trips: u64,
+    /// Requests that failed (connection, timeout, server or protocol).
+    pub errors: u64,
+    /// Requests resent after a failure (same sequence).
+    pub resends: u64,
+    /// Resent requests Redis had applied already (their reply was lost):
+    /// answered from its record, not applied again.
+    pub replays: u64,
+    /// Leases Redis granted (at least one permit).
+    pub leases: u64,
+    /// Permits leased.
+    pub leased_permits: u64,
+    /// Lease requests Redis refused (no room in the window).
+    pub refusals: u64,
+    /// Permits returned unused (acknowledged by Redis).
+    pub returned_permits: u64,
+    /// Requests decided by the outage policy, admitted.
+    pub outage_admitted: u64,
+    /// Requests decided by the outage policy, refused.
+    pub outage_refused: u64,
+    /// Connections opened.
+    pub connects: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LeaseCounters {
+    pub(crate) round_trips: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) resends: AtomicU64,
+    pub(crate) replays: AtomicU64,
+    pub(crate) leases: AtomicU64,
+    pub(crate) leased_permits: AtomicU64,
+    pub(crate) refusals: AtomicU64,
+    pub(crate) returned_permits: AtomicU64,
+    pub(crate) outage_admitted: AtomicU64,
+    pub(crate) outage_refused: AtomicU64,
+    pub(crate) connects: AtomicU64,
+}
+
+impl LeaseCounters {
+    pub(crate) fn snapshot(&self) -> LeaseStats {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        LeaseStats {
+            round_trips: l(&self.round_trips),
+            errors: l(&self.errors),
+            resends: l(&self.resends),
+            replays: l(&self.replays),
+            leases: l(&self.leases),
+            leased_permits: l(&self.leased_permits),
+            refusals: l(&self.refusals),
+            returned_permits: l(&self.returned_permits),
+            outage_admitted: l(&self.outage_admitted),
+            outage_refused: l(&self.outage_refused),
+            connects: l(&self.connects),
+        }
+    }
+}

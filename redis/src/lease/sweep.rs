@@ -1,0 +1,93 @@
+//! The sweeper: revokes leases whose deadline passed and returns their
+//! unused permits (so they stop counting against the window), and forgets
+//! keys with no lease for a window. A background thread runs it every
+//! `sweep_interval`; [`ClusterLimiter::sweep`](crate::ClusterLimiter::sweep)
+//! and [`release_all`](crate::ClusterLimiter::release_all) run it at once.
+//!
+//! Leases must be revoked within 26 days of their deadline: the lease
+//! word compares times mod 2^40 units (`word.rs`).
+
+use super::remote::{Sender, Shared};
+use super::script::Return;
+use super::word::units;
+use crate::error::ClusterError;
+use crate::key::RedisKey;
+use std::sync::Arc;
+use std::time::Instant;
+use stripecount::Clock;
+
+impl<K: RedisKey, C: Clock> Shared<K, C> {
+    /// Revokes the leases whose deadline passed (all of them if `all`),
+    /// forgets keys with no lease for a window, and returns the unused
+    /// permits to Redis. Returns the permits queued for return.
+    pub(crate) fn sweep(&self, s: &mut Sender<K>, all: bool) -> Result<u64, ClusterError> {
+        let now = units(self.node_now());
+        let est = self.time.now() / self.slice_ns;
+        let mut queued = 0;
+        let mut gone = Vec::new();
+        let mut held = std::mem::take(&mut s.held);
+        for (k, h) in &mut held {
+            let Some(w) = self.words.peek_with(k, |_, w| Arc::clone(w)) else {
+                gone.push(k.clone());
+                continue;
+            };
+            let r = if all {
+                Some(w.revoke())
+            } else {
+                w.revoke_if_over(now)
+            };
+            if let Some(r) = r {
+                if h.granted > 0 {
+                    // Judge the lease now: the next one is sized to what
+                    // this one served (a lease that ran out keeps the size).
+                    if r > 0 {
+                        h.batch = (h.granted - r.min(h.granted)).clamp(1, self.max_batch);
+                    }
+                    h.granted = 0;
+                }
+                if r > 0 {
+                    queued += r;
+                    s.returns.push(Return {
+                        key: k.clone(),
+                        epoch: h.slice,
+                        permits: r,
+                    });
+                }
+                if h.slice.saturating_add(self.slices) < est {
+                    gone.push(k.clone());
+                }
+            }
+        }
+        s.held = held;
+        for k in gone {
+            // Its word is 0 (revoked, and nothing installs without the
+            // sender lock): a grant racing the removal misses and comes
+            // here for a new word.
+            s.held.remove(&k);
+            self.words.remove(&k);
+        }
+        // Returns of slices that left the window change nothing in Redis.
+        let floor = est.saturating_sub(self.slices + 1);
+        s.returns.retain(|r| r.epoch > floor);
+        if s.returns.is_empty() && s.outbox.is_none() {
+            return Ok(queued);
+        }
+        if !all && !s.link.backoff.ready(Instant::now()) {
+            return Ok(queued);
+        }
+        match self.send_returns(s) {
+            Ok(()) => Ok(queued),
+            Err(e) => {
+                self.failed(s, &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// The sweeper's step: skipped if a request holds the sender.
+    pub(crate) fn tick(&self) {
+        if let Ok(mut s) = self.sender.try_lock() {
+            let _ = self.sweep(&mut s, false);
+        }
+    }
+}
