@@ -9,7 +9,9 @@
 //! cargo run --release --example keyed_steady -- kw 20000000 40000000
 //! ```
 //! `kw`: `KeyedWindows::add_at`; `hk`: `HotKeyDetector::add_at`; `dm`: a
-//! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter.
+//! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter; `kl`:
+//! `KeyedLimiter::try_acquire_at` (limit `u32::MAX`, as the admitting rows
+//! of `benches/limiter.rs`).
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -33,8 +35,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let which = args.get(1).map(|s| s.as_str()).unwrap_or("kw");
     assert!(
-        ["kw", "hk", "dm", "gv"].contains(&which),
-        "kw | hk | dm | gv"
+        ["kw", "hk", "dm", "gv", "kl"].contains(&which),
+        "kw | hk | dm | gv | kl"
     );
     let ops: u64 = args
         .get(2)
@@ -83,6 +85,18 @@ fn main() {
             ));
             run!(|k: u64, _now: u64| {
                 let _ = black_box(s.check_key(&k));
+            })
+        }
+        "kl" => {
+            let s = stripecount::KeyedLimiter::with_clock(
+                u64::from(u32::MAX),
+                w,
+                10,
+                ManualClock::new(),
+            )
+            .unwrap();
+            run!(|k: u64, now: u64| {
+                black_box(s.try_acquire_at(&k, now, 1));
             })
         }
         _ => panic!("which?"),
