@@ -189,11 +189,7 @@ pub(crate) fn granted<const ONE: bool>(
     }
     // The slice the grant was counted in leaves the window `S` slices on.
     let lv = cfg.level(i);
-    let slice = if lv.ratio == 1 {
-        g.epoch
-    } else {
-        g.epoch / lv.ratio
-    };
+    let slice = lv.index(g.epoch);
     let reset = slice.saturating_add(lv.slices).saturating_mul(lv.ratio);
     Decision {
         verdict: Ok(g.epoch),

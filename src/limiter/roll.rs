@@ -190,7 +190,7 @@ impl AdmissionState {
                 if TagCount::TAG.get(f) != Tag::of(e) || TagCount::TAG.get(o) != Tag::of(t) {
                     return None;
                 }
-                let ti = t / lv.ratio;
+                let ti = lv.index(t);
                 let lo = ti.saturating_sub(lv.slices - 1);
                 let p = b
                     .recorded_sum(*lv, lo, ti)
@@ -232,7 +232,7 @@ impl AdmissionState {
             return false;
         }
         let count = TagCount::COUNT.get(o).saturating_add(cur);
-        let (ei, ti) = (e / lv.ratio, t / lv.ratio);
+        let (ei, ti) = (lv.index(e), lv.index(t));
         let open = if ti == ei {
             count
         } else {

@@ -110,11 +110,7 @@ impl<'a> Snapshot<'a> {
 /// Level `lv`'s slice of finest epoch `e`.
 #[inline]
 fn slice_of(e: u64, lv: Level) -> u64 {
-    if lv.ratio == 1 {
-        e
-    } else {
-        e / lv.ratio
-    }
+    lv.index(e)
 }
 
 /// One level's counts in a snapshot taken at `E`.
