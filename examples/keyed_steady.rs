@@ -6,8 +6,11 @@
 //! --toggle-collect='keyed_steady::timed*'` (BENCHMARKS.md, issue 10).
 //!
 //! ```sh
-//! cargo run --release --example keyed_steady -- kw 20000000 40000000
+//! cargo run --release --example keyed_steady -- kw 20000000 40000000 [threads]
 //! ```
+//! With `threads` (default 1), that many threads share the structure after
+//! the warm-up, each walking the stream from its own offset at the same
+//! times (as `benches/keyed.rs` does), `ops` adds each.
 //! `kw`: `KeyedWindows::add_at`; `hk`: `HotKeyDetector::add_at`; `dm`: a
 //! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter; `kl`:
 //! `KeyedLimiter::try_acquire_at` (limit `u32::MAX`, as the admitting rows
@@ -25,9 +28,9 @@ fn now_of(i: u64) -> u64 {
 }
 
 #[inline(never)]
-fn timed(z: &ZipfStream, warm: u64, ops: u64, add: &impl Fn(u64, u64)) {
+fn timed(z: &ZipfStream, from: usize, warm: u64, ops: u64, add: &impl Fn(u64, u64)) {
     for i in warm..warm + ops {
-        add(z.key(i as usize), now_of(i));
+        add(z.key(from + i as usize), now_of(i));
     }
 }
 
@@ -43,6 +46,7 @@ fn main() {
         .map(|s| s.parse().unwrap())
         .unwrap_or(20_000_000);
     let warm: u64 = args.get(3).map(|s| s.parse().unwrap()).unwrap_or(0);
+    let threads: usize = args.get(4).map(|s| s.parse().unwrap()).unwrap_or(1);
     let z = ZipfStream::new();
     let w = Duration::from_secs(10);
     macro_rules! run {
@@ -55,9 +59,19 @@ fn main() {
                 add(z.key(i as usize), now_of(i));
             }
             let t = Instant::now();
-            timed(&z, warm, ops, &add);
+            std::thread::scope(|sc| {
+                for th in 0..threads {
+                    let (z, add) = (&z, &add);
+                    sc.spawn(move || timed(z, z.offset(th, threads), warm, ops, add));
+                }
+            });
             let el = t.elapsed();
-            println!("{which}: {:.1} ns/op", el.as_nanos() as f64 / ops as f64);
+            let all = ops * threads as u64;
+            println!(
+                "{which} x{threads}: {:.1} ns/op, {:.1} M adds/s",
+                el.as_nanos() as f64 / all as f64,
+                all as f64 / el.as_secs_f64() / 1e6
+            );
         }};
     }
     match which {
