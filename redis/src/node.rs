@@ -155,15 +155,19 @@ pub(crate) struct State<K> {
     pub(crate) pruned_at: u64,
 }
 
-/// The connection and the batch in flight's request.
+/// The connection and the requests of the batches in flight.
 pub(crate) struct Sender<K> {
     pub(crate) link: Link,
+    /// The oldest batch in flight: the one sent (or to send first).
     pub(crate) outbox: Option<Outbox<K>>,
+    /// The next, cut and encoded while Redis runs `outbox`'s; never sent
+    /// before `outbox` is acknowledged. `Some` only while `outbox` is.
+    pub(crate) next: Option<Outbox<K>>,
     /// Crossings acknowledged by a flush that then failed.
     pub(crate) stash: Vec<(K, u64)>,
 }
 
-/// The batch in flight, as sent: resent byte for byte until acknowledged.
+/// A batch in flight, as sent: resent byte for byte until acknowledged.
 pub(crate) struct Outbox<K> {
     pub(crate) seq: u64,
     pub(crate) order: Vec<K>,
@@ -233,6 +237,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
             sender: Mutex::new(Sender {
                 link,
                 outbox: None,
+                next: None,
                 stash: Vec::new(),
             }),
             hot: RwLock::new(HotSet::new()),
