@@ -86,3 +86,36 @@ fn the_fast_path_stores_what_the_general_path_stores() {
     }
     assert!(general.stats().hot_crossings == 0 && fast.stats().hot_crossings == 0);
 }
+
+/// A batch whose deltas exceed one bulk decode (the script decodes at most
+/// 4000 doubles a call: the Lua stack's bound) is applied whole.
+#[test]
+fn a_batch_larger_than_one_decode_call_is_applied_whole() {
+    let redis = RedisServer::start();
+    let n = ClusterWindows::<String>::builder(&redis.url(), "big")
+        .window(Duration::from_secs(SLICE_S * SLICES), SLICES as usize)
+        .flush_interval(None)
+        .max_batch_keys(5000)
+        .build()
+        .unwrap();
+    let slice_ns = SLICE_S * 1_000_000_000;
+    let now = n.now();
+    let mut reference = HashMap::new();
+    // 3000 keys, two slices each: 3000 * (1 + 2 * 2) = 15,000 doubles.
+    for round in 0..2u64 {
+        for i in 0..3000u64 {
+            let key = format!("k{i}");
+            for (j, c) in [(0, i % 5 + 1), (2, round + 1)] {
+                assert!(n.add_at(key.as_str(), now - j * slice_ns, c));
+                *reference.entry(key.clone()).or_insert(0u64) += c;
+            }
+        }
+        let r = flush_ok(&n);
+        assert_eq!((r.batches, r.key_deltas), (1, 6000));
+    }
+    let reader = node(&redis, "big", None);
+    for (k, &c) in &reference {
+        assert_eq!(n.sum(k.as_str()), c, "{k}");
+        assert_eq!(reader.fresh_sum(k.as_str()).unwrap(), c, "{k}");
+    }
+}
