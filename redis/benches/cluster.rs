@@ -9,7 +9,10 @@
 //!   each, timed alone (the adds before it are not), in batches of the
 //!   default 1024 keys: throughput in key-deltas per second (target: at
 //!   least 500k/s). Each iteration flushes the same keys again, so Redis
-//!   updates existing rings (the steady state).
+//!   updates existing rings (the steady state). After each size, the bench
+//!   prints the Redis time per key-delta: the flush script's time in
+//!   Redis's `INFO commandstats` (`cmdstat_evalsha`, reset before the size)
+//!   over the key-deltas the node flushed meanwhile.
 //!
 //! - `redis_lease`: a cluster limiter's grant from a held lease
 //!   (`ClusterLimiter::try_acquire_at`) against the local
@@ -83,6 +86,12 @@ fn flush(c: &mut Criterion) {
     g.sample_size(10);
     for n in [1_000u64, 20_000] {
         let node = node(&redis.url(), "bench_flush", None);
+        let mut conn = redis.conn();
+        redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .exec(&mut conn)
+            .expect("CONFIG RESETSTAT");
+        let flushed = node.stats().key_deltas_flushed;
         g.throughput(Throughput::Elements(n));
         g.bench_function(format!("key_deltas_{n}"), |b| {
             b.iter_custom(|iters| {
@@ -100,6 +109,23 @@ fn flush(c: &mut Criterion) {
                 spent
             })
         });
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut conn)
+            .expect("INFO commandstats");
+        let usec = info
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+            .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec=")))
+            .and_then(|u| u.parse::<u64>().ok());
+        let key_deltas = node.stats().key_deltas_flushed - flushed;
+        // Nothing ran if a filter skipped this size.
+        if let (Some(usec), true) = (usec, key_deltas > 0) {
+            println!(
+                "redis_flush/key_deltas_{n}: Redis time {:.3} us per key-delta (evalsha {usec} us / {key_deltas} key-deltas)",
+                usec as f64 / key_deltas as f64
+            );
+        }
     }
     g.finish();
 }

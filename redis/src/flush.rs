@@ -14,7 +14,14 @@
 //! 3. **Batches**: resend the batch in flight if there is one, else cut the
 //!    next from the pending buffer; each reply acknowledges its batch
 //!    (pending out, rings into the cache, in one critical section) and
-//!    carries its crossings. Any failure ends the flush with the batch kept.
+//!    carries its crossings. Any failure ends the flush with the batches
+//!    kept. The node's work overlaps Redis's, while Redis still sees one
+//!    batch at a time in sequence (the exactly-once protocol of
+//!    `script.rs` is unchanged): while Redis runs batch `k`, the node cuts
+//!    and encodes `k + 1` (both are in flight for reads); once `k`'s reply
+//!    is read and decoded, `k + 1` is sent, and `k`'s reply is filed while
+//!    Redis runs `k + 1`. A failure of `k` leaves both held, `k + 1`
+//!    unsent; a failure to send `k + 1` still files `k`.
 //! 4. **Hot set**: if the hot version moved, read the changes.
 //!
 //! Every outcome is recorded in the health counters and the backoff
@@ -23,7 +30,7 @@
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
-use crate::link::sample_time;
+use crate::link::{sample_time, Link};
 use crate::node::{read, write, FlushReport, Inner, Outbox, Sender};
 use crate::pending::Deltas;
 use crate::ring::Ring;
@@ -94,24 +101,61 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         // to the pending buffer, where they are held (and pruned) safely.
         self.stage();
         let mut version = self.probe(s)?;
+        // Whether `s.outbox`'s request is written on this connection and
+        // its reply not yet read.
+        let mut sent = false;
         loop {
             if s.outbox.is_none() {
-                let cut = write(&self.state)
-                    .pending
-                    .cut(self.max_batch_keys, |o, d, seq| self.encode(o, d, seq));
-                let Some((seq, order, request)) = cut else {
-                    break;
-                };
-                s.outbox = Some(Outbox {
-                    seq,
-                    order,
-                    request,
-                    sends: 0,
-                });
+                s.outbox = s.next.take().or_else(|| self.cut());
             }
-            version = self.send_outbox(s, report)?;
+            let Some(ob) = s.outbox.as_mut() else {
+                break;
+            };
+            if !sent {
+                self.send_request(&mut s.link, ob)?;
+            }
+            // While Redis runs it: cut and encode the next batch.
+            if s.next.is_none() {
+                s.next = self.cut();
+            }
+            let ob = s.outbox.as_ref().expect("a batch in flight");
+            let v = s.link.receive_eval(&self.flush_lua, &ob.request.bytes)?;
+            let reply = FlushReply::decode(v, ob.order.len())?;
+            // Redis applied it: send the next before filing this reply, so
+            // that the filing overlaps Redis's run of the next. Redis still
+            // sees one batch at a time, in sequence.
+            let ob = s.outbox.take().expect("a batch in flight");
+            s.outbox = s.next.take();
+            let sent_next = match s.outbox.as_mut() {
+                Some(next) => self.send_request(&mut s.link, next),
+                None => Ok(()),
+            };
+            version = match self.file(ob, reply, report) {
+                Ok(v) => v,
+                Err(e) => {
+                    // The next's reply would be left unread on the stream.
+                    s.link.reset();
+                    return Err(e);
+                }
+            };
+            sent_next?;
+            sent = s.outbox.is_some();
         }
         self.read_hot_if(s, version)
+    }
+
+    /// Cuts the next batch from the pending buffer and encodes it, unless
+    /// nothing is staged or two batches are in flight.
+    fn cut(&self) -> Option<Outbox<K>> {
+        let (seq, order, request) = write(&self.state)
+            .pending
+            .cut(self.max_batch_keys, |o, d, seq| self.encode(o, d, seq))?;
+        Some(Outbox {
+            seq,
+            order,
+            request,
+            sends: 0,
+        })
     }
 
     /// Takes the local windows' counts into the pending buffer, drops what
@@ -154,21 +198,42 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         w.finish(&self.names, &self.shape, seq)
     }
 
-    /// Sends the batch in flight and files its reply; returns the hot
-    /// version the reply carries.
+    /// Writes a batch's request (its reply is read by `receive_eval`).
+    fn send_request(&self, link: &mut Link, ob: &mut Outbox<K>) -> Result<(), ClusterError> {
+        if ob.sends > 0 {
+            bump(&self.counters.resends, 1);
+        }
+        ob.sends += 1;
+        link.send(&ob.request.bytes)
+    }
+
+    /// Sends the oldest batch in flight, waits for its reply and files it
+    /// (the next batch, if one is cut, becomes the oldest, unsent); returns
+    /// the hot version the reply carries.
     fn send_outbox(
         &self,
         s: &mut Sender<K>,
         report: &mut FlushReport<K>,
     ) -> Result<u64, ClusterError> {
         let ob = s.outbox.as_mut().expect("a batch in flight");
-        if ob.sends > 0 {
-            bump(&self.counters.resends, 1);
-        }
-        ob.sends += 1;
-        let v = s.link.eval(&self.flush_lua, &ob.request.bytes)?;
+        self.send_request(&mut s.link, ob)?;
+        let v = s.link.receive_eval(&self.flush_lua, &ob.request.bytes)?;
         let reply = FlushReply::decode(v, ob.order.len())?;
         let ob = s.outbox.take().expect("a batch in flight");
+        s.outbox = s.next.take();
+        self.file(ob, reply, report)
+    }
+
+    /// Files the reply that acknowledged `ob` (the oldest batch in
+    /// flight): its counts leave the pending buffer and its rings enter
+    /// the cache in one critical section; returns the hot version the
+    /// reply carries.
+    fn file(
+        &self,
+        ob: Outbox<K>,
+        reply: FlushReply,
+        report: &mut FlushReport<K>,
+    ) -> Result<u64, ClusterError> {
         let e = self.time().now() / self.slice_nanos;
         let mut crossings = Vec::with_capacity(reply.crossings.len());
         for &(i, sum) in &reply.crossings {

@@ -35,7 +35,8 @@ pub struct Health {
     pub pending_counts: u64,
     /// Keys staged for the next batch.
     pub staged_keys: usize,
-    /// Whether a batch awaits its acknowledgement (it is resent as is).
+    /// Whether a batch awaits its acknowledgement (it is resent as is; the
+    /// next may be cut, unsent, behind it).
     pub batch_in_flight: bool,
     /// The bound on the node's error against the server's time (`None`:
     /// not sampled yet).

@@ -157,10 +157,60 @@ impl Link {
         }
     }
 
+    /// Drops the connection (the next request opens another).
+    pub(crate) fn reset(&mut self) {
+        self.conn = None;
+    }
+
+    /// Writes one encoded request without reading its reply (`receive`
+    /// reads it): the caller works while Redis runs it. Any failure drops
+    /// the connection.
+    pub(crate) fn send(&mut self, req: &[u8]) -> Result<(), ClusterError> {
+        self.ensure()?;
+        let conn = self.conn.as_mut().expect("ensured");
+        conn.send_packed_command(req).map_err(|e| {
+            self.conn = None;
+            ClusterError::from_redis(e)
+        })
+    }
+
+    /// Reads the reply to the request `send` wrote, as `request` does.
+    fn receive(&mut self) -> Result<Value, ClusterError> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(ClusterError::Protocol("no request was sent".into()));
+        };
+        match conn.recv_response().and_then(Value::extract_error) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if !is_reply(&e) {
+                    self.conn = None;
+                }
+                Err(ClusterError::from_redis(e))
+            }
+        }
+    }
+
+    /// Reads the reply to the `EVALSHA` `req` that `send` wrote; if the
+    /// server did not have the script, loads it and runs `req` again.
+    pub(crate) fn receive_eval(&mut self, lua: &Lua, req: &[u8]) -> Result<Value, ClusterError> {
+        let r = self.receive();
+        self.unless_noscript(r, lua, req)
+    }
+
     /// Runs a script by `EVALSHA` (`req` is the encoded `EVALSHA`),
     /// loading it first if the server does not have it.
     pub(crate) fn eval(&mut self, lua: &Lua, req: &[u8]) -> Result<Value, ClusterError> {
-        match self.request(req) {
+        let r = self.request(req);
+        self.unless_noscript(r, lua, req)
+    }
+
+    fn unless_noscript(
+        &mut self,
+        r: Result<Value, ClusterError>,
+        lua: &Lua,
+        req: &[u8],
+    ) -> Result<Value, ClusterError> {
+        match r {
             Err(ClusterError::Server(e))
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {

@@ -5,8 +5,9 @@
 //! An add lands in the node's local [`KeyedWindows`] (lock-free, no I/O),
 //! stamped with server time ([`ServerTime`]). A flush *takes* the local
 //! counts into the pending buffer (`pending.rs`) and sends them to Redis in
-//! batches, one in flight at a time, each applied exactly once
-//! (`script.rs`). The reply carries every touched key's cluster ring, which
+//! batches, one at a time, each applied exactly once (`script.rs`); the
+//! next batch is cut while Redis runs the current one (`flush.rs`), so at
+//! most two are in flight. The reply carries every touched key's cluster ring, which
 //! the node caches. So each count is, at every instant, in exactly one of:
 //! the local windows, the pending buffer (staged or in flight), or Redis.
 //!
@@ -20,7 +21,7 @@
 //! until its next flush of the key, or a [`fresh_sum`](ClusterWindows::fresh_sum).
 //!
 //! # Locks
-//! `sender` (the connection and the batch in flight) serializes flushes and
+//! `sender` (the connection and the batches in flight) serializes flushes and
 //! fresh reads; it is held across round trips. `state` (pending and cache)
 //! and `hot` are held only for memory work, never across I/O. Order:
 //! `sender`, then `state`, then `hot`. Adds take none of them.
@@ -155,15 +156,19 @@ pub(crate) struct State<K> {
     pub(crate) pruned_at: u64,
 }
 
-/// The connection and the batch in flight's request.
+/// The connection and the requests of the batches in flight.
 pub(crate) struct Sender<K> {
     pub(crate) link: Link,
+    /// The oldest batch in flight: the one sent (or to send first).
     pub(crate) outbox: Option<Outbox<K>>,
+    /// The next, cut and encoded while Redis runs `outbox`'s; never sent
+    /// before `outbox` is acknowledged. `Some` only while `outbox` is.
+    pub(crate) next: Option<Outbox<K>>,
     /// Crossings acknowledged by a flush that then failed.
     pub(crate) stash: Vec<(K, u64)>,
 }
 
-/// The batch in flight, as sent: resent byte for byte until acknowledged.
+/// A batch in flight, as sent: resent byte for byte until acknowledged.
 pub(crate) struct Outbox<K> {
     pub(crate) seq: u64,
     pub(crate) order: Vec<K>,
@@ -233,6 +238,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
             sender: Mutex::new(Sender {
                 link,
                 outbox: None,
+                next: None,
                 stash: Vec::new(),
             }),
             hot: RwLock::new(HotSet::new()),

@@ -5,20 +5,27 @@
 //! and slice), then cuts batches from it. A batch gets the next flush
 //! sequence number and is *in flight* until a reply acknowledges it; it is
 //! resent unchanged (same sequence, same encoded request) after any
-//! failure. Only then is the next batch cut. So every count is, at every
-//! instant, in exactly one of: the local windows, `staged`, the batch in
-//! flight, or Redis (and the node's cached rings, once acknowledged).
+//! failure. At most two batches are in flight, acknowledged in sequence
+//! order: the one sent, and the next, cut and encoded while Redis runs the
+//! first and sent only once the first is acknowledged (`flush.rs`). So
+//! every count is, at every instant, in exactly one of: the local windows,
+//! `staged`, a batch in flight, or Redis (and the node's cached rings, once
+//! acknowledged).
 //!
 //! # Bounds
 //! Counts of slices that have left the window are dropped from `staged`
 //! (no window includes them) and added to `dropped_old`; a new key is not
 //! staged when `staged` holds `max_keys` keys (its counts are added to
-//! `dropped_full`). The batch in flight holds at most `max_batch_keys`.
+//! `dropped_full`). A batch in flight holds at most `max_batch_keys`.
 //! All of it is guarded by the node's state lock.
 
 use crate::ring::MAX_EXACT;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
+
+/// Batches in flight at most: the one sent and the next, cut while Redis
+/// runs the first.
+pub(crate) const MAX_IN_FLIGHT: usize = 2;
 
 /// One key's counts per slice, oldest first, at most one entry a slice.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -70,7 +77,7 @@ impl Deltas {
     }
 }
 
-/// The batch in flight, as reads see it (its encoded request and key
+/// A batch in flight, as reads see it (its encoded request and key
 /// order live with the connection, see `node.rs`).
 pub(crate) struct Batch<K> {
     pub(crate) seq: u64,
@@ -84,7 +91,8 @@ pub(crate) struct Batch<K> {
 /// Taken, unacknowledged counts.
 pub(crate) struct Pending<K> {
     staged: HashMap<K, Deltas>,
-    inflight: Option<Batch<K>>,
+    /// Oldest first, at most [`MAX_IN_FLIGHT`].
+    inflight: VecDeque<Batch<K>>,
     next_seq: u64,
     max_keys: usize,
 }
@@ -93,7 +101,7 @@ impl<K: Hash + Eq + Clone> Pending<K> {
     pub(crate) fn new(max_keys: usize) -> Self {
         Pending {
             staged: HashMap::new(),
-            inflight: None,
+            inflight: VecDeque::with_capacity(MAX_IN_FLIGHT),
             next_seq: 1,
             max_keys,
         }
@@ -135,12 +143,10 @@ impl<K: Hash + Eq + Clone> Pending<K> {
         Q: Hash + Eq + ?Sized,
     {
         let s = self.staged.get(key).map_or(0, |d| d.sum(floor, e));
-        let f = self
-            .inflight
-            .as_ref()
-            .and_then(|b| b.deltas.get(key))
-            .map_or(0, |d| d.sum(floor, e));
-        s.saturating_add(f)
+        self.inflight
+            .iter()
+            .filter_map(|b| b.deltas.get(key))
+            .fold(s, |s, d| s.saturating_add(d.sum(floor, e)))
     }
 
     /// Keys staged.
@@ -154,16 +160,18 @@ impl<K: Hash + Eq + Clone> Pending<K> {
             .staged
             .values()
             .fold(0u64, |s, d| s.saturating_add(d.total()));
-        s.saturating_add(self.inflight.as_ref().map_or(0, |b| b.counts))
+        self.inflight
+            .iter()
+            .fold(s, |s, b| s.saturating_add(b.counts))
     }
 
     /// Whether a batch is in flight.
     pub(crate) fn in_flight(&self) -> bool {
-        self.inflight.is_some()
+        !self.inflight.is_empty()
     }
 
-    /// Cuts the next batch from `staged` (at most `max` keys) unless one
-    /// is in flight or nothing is staged; `encode(order, deltas, seq)`
+    /// Cuts the next batch from `staged` (at most `max` keys) unless
+    /// [`MAX_IN_FLIGHT`] are in flight or nothing is staged; `encode(order, deltas, seq)`
     /// builds its request. Returns the new batch's sequence, key order and
     /// request.
     pub(crate) fn cut<R>(
@@ -171,7 +179,7 @@ impl<K: Hash + Eq + Clone> Pending<K> {
         max: usize,
         encode: impl FnOnce(&[K], &HashMap<K, Deltas>, u64) -> R,
     ) -> Option<(u64, Vec<K>, R)> {
-        if self.inflight.is_some() || self.staged.is_empty() {
+        if self.inflight.len() >= MAX_IN_FLIGHT || self.staged.is_empty() {
             return None;
         }
         let deltas = if self.staged.len() <= max {
@@ -189,7 +197,7 @@ impl<K: Hash + Eq + Clone> Pending<K> {
         let (key_deltas, counts) = deltas.values().fold((0u64, 0u64), |(n, c), d| {
             (n + d.0.len() as u64, c.saturating_add(d.total()))
         });
-        self.inflight = Some(Batch {
+        self.inflight.push_back(Batch {
             seq,
             deltas,
             key_deltas,
@@ -198,11 +206,12 @@ impl<K: Hash + Eq + Clone> Pending<K> {
         Some((seq, order, request))
     }
 
-    /// The batch in flight was acknowledged: it leaves (the caller files
-    /// its rings in the same critical section).
+    /// The oldest batch in flight, `seq`, was acknowledged: it leaves (the
+    /// caller files its rings in the same critical section). `None` if
+    /// `seq` is not the oldest in flight.
     pub(crate) fn acknowledge(&mut self, seq: u64) -> Option<Batch<K>> {
-        match &self.inflight {
-            Some(b) if b.seq == seq => self.inflight.take(),
+        match self.inflight.front() {
+            Some(b) if b.seq == seq => self.inflight.pop_front(),
             _ => None,
         }
     }
@@ -242,16 +251,30 @@ mod tests {
             .cut(3, |o, d, s| assert_eq!((o.len(), d.len(), s), (3, 3, 1)))
             .unwrap();
         assert_eq!((seq, order.len()), (1, 3));
-        // In flight: counted by reads, and no new batch is cut.
+        // In flight: counted by reads; a second batch may be cut.
         assert_eq!((0..5).map(|k| p.sum(&k, 0, 1)).sum::<u64>(), 5);
         assert!(p.in_flight());
+        assert!(p.stage(&0, 1, 1)); // a key may be in a batch and staged
+        let (seq, _, ()) = p.cut(5, |_, _, _| ()).unwrap();
+        assert_eq!(seq, 2);
+        assert_eq!((0..5).map(|k| p.sum(&k, 0, 1)).sum::<u64>(), 6);
+        assert_eq!(p.counts(), 6);
+        assert_eq!(p.staged_keys(), 0);
+        // Two in flight: no third.
+        assert!(p.stage(&9, 1, 1));
         assert!(p.cut(3, |_, _, _| unreachable!()).is_none());
+        // Acknowledged oldest first only.
         assert!(p.acknowledge(2).is_none());
         let b = p.acknowledge(1).unwrap();
         assert_eq!((b.key_deltas, b.counts), (3, 3));
+        assert_eq!(p.counts(), 4); // batch 2 and key 9
+        assert!(p.acknowledge(1).is_none());
         let (seq, order, ()) = p.cut(3, |_, _, _| ()).unwrap();
-        assert_eq!((seq, order.len()), (2, 2));
-        assert_eq!(p.counts(), 2);
+        assert_eq!((seq, order.len()), (3, 1));
+        assert_eq!(p.acknowledge(2).unwrap().counts, 3);
+        assert_eq!(p.acknowledge(3).unwrap().counts, 1);
+        assert!(!p.in_flight());
+        assert_eq!(p.counts(), 0);
         assert_eq!(p.staged_keys(), 0);
     }
 

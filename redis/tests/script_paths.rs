@@ -1,0 +1,121 @@
+//! The flush script's fast path (one delta into a ring's newest slice,
+//! nothing to drop, no hot detection: only the last count is rewritten)
+//! stores exactly what its general path (decode, merge, re-encode) stores.
+//! Two nodes get the same random adds; one namespace has no hot detection
+//! (the fast path applies), the other a threshold never reached (the
+//! general path always runs, and leaves the hot horizon at 0 as the fast
+//! path does). After every round, every key's stored bytes and absolute
+//! expiry are the same in both, and its sums are the reference's.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+use stripecount_redis::ClusterWindows;
+use support::{flush_ok, RedisServer, Rng};
+
+const SLICES: u64 = 10;
+/// Slices of 10 minutes: adds land in the newest five, so a slice that
+/// begins during the test drops nothing.
+const SLICE_S: u64 = 600;
+const KEYS: u64 = 60;
+
+fn node(redis: &RedisServer, ns: &str, threshold: Option<u64>) -> ClusterWindows<String> {
+    let mut b = ClusterWindows::builder(&redis.url(), ns)
+        .window(Duration::from_secs(SLICE_S * SLICES), SLICES as usize)
+        .flush_interval(None)
+        .max_batch_keys(16); // several batches a flush
+    if let Some(t) = threshold {
+        b = b.hot_threshold(t);
+    }
+    b.build().unwrap()
+}
+
+fn stored(conn: &mut redis::Connection, ns: &str, key: &str) -> (Option<Vec<u8>>, i64) {
+    let k = format!("{ns}:w:{key}");
+    let v: Option<Vec<u8>> = redis::cmd("GET").arg(&k).query(conn).unwrap();
+    let at: i64 = redis::cmd("PEXPIRETIME").arg(&k).query(conn).unwrap();
+    (v, at)
+}
+
+#[test]
+fn the_fast_path_stores_what_the_general_path_stores() {
+    let redis = RedisServer::start();
+    let fast = node(&redis, "fast", None);
+    let general = node(&redis, "general", Some(1 << 52));
+    let mut conn = redis.conn();
+    let mut rng = Rng::new(13);
+    let mut reference: HashMap<String, u64> = HashMap::new();
+    let slice_ns = SLICE_S * 1_000_000_000;
+    for round in 0..40 {
+        let now = fast.now();
+        // Even rounds: one add a key, now (the steady state). Odd rounds:
+        // up to three adds a key in any of the newest five slices (rings
+        // of several slices, deltas before the newest).
+        for i in 0..KEYS {
+            let key = format!("k{i}");
+            let adds = if round % 2 == 0 { 1 } else { rng.next() % 4 };
+            for a in 0..adds {
+                let t = if round % 2 == 0 || a == 0 && rng.next().is_multiple_of(2) {
+                    now
+                } else {
+                    now - (rng.next() % 5) * slice_ns
+                };
+                let c = rng.next() % 9 + 1;
+                assert!(fast.add_at(key.as_str(), t, c));
+                assert!(general.add_at(key.as_str(), t, c));
+                *reference.entry(key.clone()).or_default() += c;
+            }
+        }
+        flush_ok(&fast);
+        flush_ok(&general);
+        for i in 0..KEYS {
+            let key = format!("k{i}");
+            let a = stored(&mut conn, "fast", &key);
+            assert_eq!(
+                a,
+                stored(&mut conn, "general", &key),
+                "round {round}, {key}"
+            );
+            let want = reference.get(&key).copied().unwrap_or(0);
+            assert_eq!(a.0.is_some(), want > 0, "round {round}, {key}");
+            assert!(a.0.is_none() || a.1 > 0, "round {round}, {key}: no expiry");
+            assert_eq!(fast.sum(key.as_str()), want, "round {round}, {key}");
+            assert_eq!(general.sum(key.as_str()), want, "round {round}, {key}");
+        }
+    }
+    assert!(general.stats().hot_crossings == 0 && fast.stats().hot_crossings == 0);
+}
+
+/// A batch whose deltas exceed one bulk decode (the script decodes at most
+/// 4000 doubles a call: the Lua stack's bound) is applied whole.
+#[test]
+fn a_batch_larger_than_one_decode_call_is_applied_whole() {
+    let redis = RedisServer::start();
+    let n = ClusterWindows::<String>::builder(&redis.url(), "big")
+        .window(Duration::from_secs(SLICE_S * SLICES), SLICES as usize)
+        .flush_interval(None)
+        .max_batch_keys(5000)
+        .build()
+        .unwrap();
+    let slice_ns = SLICE_S * 1_000_000_000;
+    let now = n.now();
+    let mut reference = HashMap::new();
+    // 3000 keys, two slices each: 3000 * (1 + 2 * 2) = 15,000 doubles.
+    for round in 0..2u64 {
+        for i in 0..3000u64 {
+            let key = format!("k{i}");
+            for (j, c) in [(0, i % 5 + 1), (2, round + 1)] {
+                assert!(n.add_at(key.as_str(), now - j * slice_ns, c));
+                *reference.entry(key.clone()).or_insert(0u64) += c;
+            }
+        }
+        let r = flush_ok(&n);
+        assert_eq!((r.batches, r.key_deltas), (1, 6000));
+    }
+    let reader = node(&redis, "big", None);
+    for (k, &c) in &reference {
+        assert_eq!(n.sum(k.as_str()), c, "{k}");
+        assert_eq!(reader.fresh_sum(k.as_str()).unwrap(), c, "{k}");
+    }
+}
