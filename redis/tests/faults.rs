@@ -414,8 +414,9 @@ fn a_node_whose_clock_is_5s_off_files_counts_in_the_same_slices() {
         s * 1_000_000 + us
     };
     // Repeat until the three adds fall inside one server slice, 50 ms
-    // clear of its edges, as seen from outside (the nodes' estimates are
-    // within their uncertainty, checked below to be under 50 ms).
+    // clear of its edges, as seen from outside, and the nodes' estimates
+    // are within 50 ms (their uncertainty, checked below; an attempt on a
+    // loaded machine where it is not is repeated).
     for attempt in 0.. {
         assert!(attempt < 50, "no attempt fell inside one slice");
         let key = format!("k{attempt}");
@@ -428,9 +429,15 @@ fn a_node_whose_clock_is_5s_off_files_counts_in_the_same_slices() {
         if e0 != t1 / 1_000_000 {
             continue;
         }
+        let mut loose = false;
         for n in [&right, &ahead, &behind] {
             n.flush().unwrap();
-            assert!(n.time().uncertainty().unwrap() < 50_000_000);
+            loose |= n.time().uncertainty().unwrap() >= 50_000_000;
+        }
+        if loose {
+            // A round trip of 100 ms or more (a loaded machine): the 50 ms
+            // margin does not cover the nodes' estimates; try again.
+            continue;
         }
         let v: Vec<u8> = redis::cmd("GET")
             .arg(format!("skew:w:{key}"))
