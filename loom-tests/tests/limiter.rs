@@ -134,6 +134,35 @@ fn sliding_skipped_slice_and_frozen_sum() {
     });
 }
 
+/// Two helpers race one roll that skips a slice while a counted slice leaves
+/// the window. The roll computes `P(T)` as `P(E) + count(e)` minus the
+/// slices leaving the window (`roll.rs`), so every helper must read the same
+/// leaving counts even while another is settling the skipped slice, whose
+/// ring slot is the leaving slice's. (Caught: settling a skipped slice by
+/// writing its zero over the leaving slice's count; a late helper then
+/// reads the leaving count as 0, freezes a sum one too high and both
+/// requests are refused.)
+#[test]
+fn sliding_two_helpers_one_slice_leaves_one_is_skipped() {
+    stripecount_loom_tests::model(|| {
+        let lim = sliding(2, 3);
+        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
+        assert_eq!(lim.try_acquire_verbose_at(2, 1), Ok(2));
+        let l = lim.clone();
+        let mut grants = race(
+            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            vec![vec![(4, 1)], vec![(4, 1)]],
+        );
+        grants.extend([(0, 1), (2, 1)]);
+        check_windows(&grants, 3, 2);
+        // Slice 4's window (2..=4) holds slice 2's permit: exactly one more
+        // fits, and slice 0's has left.
+        assert_eq!(window_total(&grants, 4, 3), 2, "{grants:?}");
+        assert_eq!(lim.available_at(4), 0);
+        assert_eq!(lim.available_at(5), 1);
+    });
+}
+
 /// The fixed window's roll is one CAS of tag and count together: grants
 /// racing the start of a new window are never wiped.
 #[test]

@@ -40,8 +40,10 @@ pub(crate) struct Level {
     pub(crate) ratio: u64,
     /// Slices in this level's window (`S`, at least 1).
     pub(crate) slices: u64,
-    /// Index of this level's first word in the history block.
+    /// Index of this level's `frozen` word in the history block.
     pub(crate) base: usize,
+    /// Index of this level's first ring word in the history block.
+    pub(crate) ring: usize,
 }
 
 impl Level {
@@ -70,10 +72,11 @@ pub struct Config {
     block_words: usize,
 }
 
-/// Words of the history block before the levels': the header (its length)
-/// and `at` (see `history.rs`).
+/// Words of a multi-limit history block before the levels': its length and
+/// `at` (see `history.rs`). A single-limit block has only its length.
 pub(crate) const BLOCK_HEADER: usize = 2;
-/// Words of each level before its slice ring: `frozen` and `open`.
+/// Words of each level of a multi-limit block before its slice ring:
+/// `frozen` and `open`. A single-limit block's level has only `frozen`.
 pub(crate) const LEVEL_HEADER: usize = 2;
 
 impl Config {
@@ -126,14 +129,23 @@ impl Config {
     /// `lens[i]` = (slice nanoseconds, slices) of level `i`.
     fn build(finest: u64, shift: u32, lens: &[(u64, u64)]) -> Config {
         let mut levels = [Level::default(); MAX_LIMITS];
-        let mut next = BLOCK_HEADER;
+        // One limit needs neither `at` nor `open` (see `history.rs`): its
+        // block is the length, `frozen` and the ring (12 words for 10
+        // slices, not 14).
+        let (header, level_header) = if lens.len() == 1 {
+            (1, 1)
+        } else {
+            (BLOCK_HEADER, LEVEL_HEADER)
+        };
+        let mut next = header;
         for (i, &(nanos, slices)) in lens.iter().enumerate() {
             levels[i] = Level {
                 ratio: nanos / finest,
                 slices,
                 base: next,
+                ring: next + level_header,
             };
-            next += LEVEL_HEADER + slices as usize;
+            next += level_header + slices as usize;
         }
         let fold = lens.iter().position(|l| l.0 == finest).unwrap_or(0);
         Config {
@@ -265,6 +277,14 @@ mod tests {
     }
 
     #[test]
+    fn single_blocks_hold_length_frozen_and_ring() {
+        let c = Config::single(100, Duration::from_secs(10), 10).unwrap();
+        assert_eq!((c.level(0).base, c.level(0).ring), (1, 2));
+        assert_eq!(c.block_words(), 12);
+        assert_eq!(c.block_bytes(), 96);
+    }
+
+    #[test]
     fn multi_levels_share_the_finest_grid() {
         let s = Duration::from_secs(1);
         let c = Config::multi(&[(60 * s, 6), (s, 10)]).unwrap();
@@ -273,6 +293,7 @@ mod tests {
         assert_eq!(c.level(0).ratio, 100);
         assert_eq!(c.level(1).ratio, 1);
         assert_eq!(c.level(1).base, BLOCK_HEADER + LEVEL_HEADER + 6);
+        assert_eq!(c.level(1).ring, c.level(1).base + LEVEL_HEADER);
         assert_eq!(c.block_words(), BLOCK_HEADER + 2 * LEVEL_HEADER + 16);
         assert_eq!(
             Config::multi(&[(s, 10), (Duration::from_millis(1150), 1)]).unwrap_err(),

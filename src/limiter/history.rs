@@ -10,9 +10,14 @@
 //! - then for each level `i`, from [`Level::base`]: `frozen` (`tag | P`:
 //!   the final counts of the level's window before the current slice),
 //!   `open` (`tag | count`: the level's current slice before the current
-//!   finest slice; always 0 for the fold level), and the ring of `S_i`
-//!   slice words `tag(k) | count(k)`, slot `k mod S_i`: the final count of
-//!   level slice `k`.
+//!   finest slice; always 0 for the fold level; multi-limit states only),
+//!   and, from [`Level::ring`], the ring of `S_i` slice words
+//!   `tag(k) | count(k)`, slot `k mod S_i`: the final count of level slice
+//!   `k`.
+//!
+//! A single-limit block is therefore `[length, frozen, ring]`: `S + 2`
+//! words (96 bytes for 10 slices; `at` and `open` would be two words no
+//! one reads).
 //!
 //! `frozen` and `open` are tagged with the finest epoch they describe,
 //! ring words with their own level's slice number; a ring word whose tag is
@@ -60,7 +65,8 @@ impl<'a> Block<'a> {
         Some(Block { words })
     }
 
-    /// The full epoch the levels' `frozen` and `open` words describe.
+    /// The full epoch the levels' `frozen` and `open` words describe
+    /// (multi-limit blocks only).
     #[inline]
     pub(crate) fn at_word(&self) -> &'a Cell {
         &self.words[1]
@@ -72,16 +78,17 @@ impl<'a> Block<'a> {
         &self.words[lv.base]
     }
 
-    /// Level `lv`'s `open` word.
+    /// Level `lv`'s `open` word (multi-limit blocks only).
     #[inline]
     pub(crate) fn open(&self, lv: Level) -> &'a Cell {
+        debug_assert_eq!(lv.ring, lv.base + 2);
         &self.words[lv.base + 1]
     }
 
     /// The ring slot of level `lv`'s slice `k`.
     #[inline]
     pub(crate) fn slot(&self, lv: Level, k: u64) -> &'a Cell {
-        &self.words[lv.base + 2 + (k % lv.slices) as usize]
+        &self.words[lv.ring + (k % lv.slices) as usize]
     }
 
     /// The recorded final count of level `lv`'s slice `k` (0 if its slot
@@ -99,14 +106,15 @@ impl<'a> Block<'a> {
     /// The sum of the recorded counts of level `lv`'s slices `lo..hi`.
     ///
     /// Walks the ring from one remainder rather than taking `k % S` per
-    /// slice: a roll sums up to `S - 1` slices, and a 64-bit division costs
-    /// tens of cycles where the rest of a slice's step costs a few.
+    /// slice: a roll sums the slices leaving a window (up to `S - 1` for a
+    /// level of several limits), and a 64-bit division costs tens of cycles
+    /// where the rest of a slice's step costs a few.
     pub(crate) fn recorded_sum(&self, lv: Level, lo: u64, hi: u64) -> u64 {
         if lo >= hi {
             return 0;
         }
         let n = lv.slices as usize;
-        let ring = &self.words[lv.base + 2..lv.base + 2 + n];
+        let ring = &self.words[lv.ring..lv.ring + n];
         let mut i = (lo % lv.slices) as usize;
         let mut sum = 0u64;
         for k in lo..hi {
@@ -123,14 +131,17 @@ impl<'a> Block<'a> {
     }
 }
 
-/// A fresh block: `at` as given, every `frozen` and `open` word `tag | 0`,
-/// every ring word count 0.
+/// A fresh block: `at` as given (multi-limit blocks; a single-limit block
+/// has none), every `frozen` and `open` word `tag | 0`, every ring word
+/// count 0.
 pub(crate) fn alloc(cfg: &Config, at: u64, tag: Tag) -> *mut Cell {
     let zero = TagCount::word(tag, 0);
     let mut words: Vec<Cell> = (0..cfg.block_words()).map(|_| Cell::new(zero)).collect();
     words[0] = Cell::new(Word::from_raw(cfg.block_words() as u64));
-    words[1] = Cell::new(Word::from_raw(at));
-    debug_assert!(cfg.block_words() >= BLOCK_HEADER);
+    if cfg.len() > 1 {
+        debug_assert!(cfg.block_words() >= BLOCK_HEADER);
+        words[1] = Cell::new(Word::from_raw(at));
+    }
     Box::into_raw(words.into_boxed_slice()).cast::<Cell>()
 }
 

@@ -42,6 +42,21 @@
 //! must record a non-zero count (`history.rs`): with no block, every count
 //! is 0 and nothing needs writing.
 //!
+//! `P(T)` is computed from `P(E)`, not summed over the window: with `e`
+//! the slice of `E` and `d < S`, `P(T) = P(E) + count(e) - R`, `R` the
+//! recorded counts of the slices leaving the window, `e - S < j <= t - S`
+//! (`d` ring words, not `S - 1`: a roll touches the ring slots `e..=t` mod
+//! `S` and `frozen`, not the whole block). With `d >= S` every slice of
+//! `T`'s window is a skipped one: `P(T) = 0`. This is exact because
+//! (induction over rolls) `frozen(E)` is the sum of the ring words of `E`'s
+//! window as they read at its unseal, and no write of this roll changes
+//! how a leaving slice `j` reads: the roll writes slot `e` (which held
+//! `e - S`, outside `E`'s window), and zeros for skipped slices `k` only
+//! over a word tagged `tag(k)`, which read 0 for `j = k - S` before and
+//! after (`S < 2^16`, so `tag(k) != tag(k - S)`). The slices kept from
+//! `E`'s window (`t - S < j < e`) sit in slots this roll does not write.
+//! So every helper reads the same `R`, whenever it reads it.
+//!
 //! # Several limits
 //! A level's window can span far more than 2^16 finest slices, so the tag
 //! cannot give the distance: the block's `at` word holds `E` in full, and
@@ -64,6 +79,9 @@ use super::history::{self, Block};
 use super::state::AdmissionState;
 use crate::pack::{Admission, Tag, TagCount, Word};
 use crate::sync::Ordering;
+
+// The incremental `P(T)` (module docs) needs `tag(k) != tag(k - S)`.
+const _: () = assert!(crate::window::MAX_SLICES < 1 << 16);
 
 impl AdmissionState {
     /// Step 3 of the roll into `t` from the sealed word `s`; returns the
@@ -94,6 +112,8 @@ impl AdmissionState {
         let lo = t.saturating_sub(lv.slices - 1);
         let d = Tag::of(t).since(prev);
         let mut first_zero = lo;
+        // `P(T)` when every slice of `T`'s window is after `E`: all skipped.
+        let mut p = 0;
         if d < lv.slices {
             let e = t - d;
             let count = Admission::USED.get(s).saturating_sub(p_e);
@@ -114,6 +134,16 @@ impl AdmissionState {
                 }
             }
             first_zero = e + 1;
+            if let Some(b) = block {
+                // `P(T) = P(E) + count(e) - (the slices leaving the window,
+                // e - S < j <= t - S)`: `d` slots read, not `S - 1`.
+                let out = b.recorded_sum(
+                    lv,
+                    (e + 1).saturating_sub(lv.slices),
+                    (t + 1).saturating_sub(lv.slices),
+                );
+                p = p_e.saturating_add(count).saturating_sub(out);
+            }
         }
         let Some(b) = block else {
             return Some(0); // nothing was ever recorded: every count is 0
@@ -123,7 +153,6 @@ impl AdmissionState {
                 return None;
             }
         }
-        let p = b.recorded_sum(lv, lo, t);
         // `frozen` may have been installed (with `tag(E) | 0`) after we read
         // `block`; it is still `E`'s unless another helper moved it.
         let f = b.frozen(lv).load(Ordering::Acquire);
