@@ -221,7 +221,7 @@ where
     /// What [`current`](Self::current) returns for the epoch of `now`,
     /// when that is the map the `head` hint names: the common case of
     /// every add, found without dividing `now` (two multiplies of a
-    /// reciprocal and their fix-ups, about 30 instructions a add, measured
+    /// reciprocal and their fix-ups, about 30 instructions an add, measured
     /// with callgrind on the issue-10 stream). `None` says nothing: the
     /// caller takes the general path.
     #[inline(always)]
