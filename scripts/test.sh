@@ -50,7 +50,7 @@ echo "== the clock without the tsc feature (Instant fallback)"
 cargo test -p stripecount --no-default-features --test clock
 
 echo "== library unit tests and per-key tests, optimized"
-cargo test -p stripecount --release --lib --test keyed --test keyed_hot --test keyed_threads --test keyed_rotation
+cargo test -p stripecount --release --lib --test keyed --test keyed_edges --test keyed_hot --test keyed_threads --test keyed_rotation
 
 echo "== loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2})"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \

@@ -3,49 +3,51 @@
 //! [`HotKeyHandle`]).
 //!
 //! # Where each concept lives
+//! - `ring.rs`: the engine is *slice-major*: one map of keys per live slice
+//!   of the window, slot `e mod S` holding the map of epoch `e`; a slice
+//!   that leaves the window is dropped whole. The `head` hint finds the
+//!   newest slice's map without a division.
+//! - `entry.rs`: one key's count in one slice (24 bytes inline in the map's
+//!   slot): one CAS an add, striped into a [`crate::StripedCounter`] under
+//!   contention, sealed and lent when its table moves.
 //! - `table.rs`: one open-addressing table, control bytes in groups of
 //!   eight, keys and their state **inline** in the slots.
 //! - `map/`: the sharded map over tables: lock-free lookups, inserts and
-//!   moves under a per-shard lock, the bound on keys and the sweeps that
-//!   evict idle keys. Generic over the state it holds (`map::Value`).
-//! - `reclaim.rs`: when unlinked tables and windows may be freed (epochs).
-//! - `head.rs`: a key's newest slice, inline: nearly every add is one CAS.
-//! - `ext.rs`: a key's out-of-line window (older slices, stripe rows of a
-//!   contended key, fold marks, the hot word).
-//! - `state.rs`: one key's state and the protocols that join the head and
-//!   its window: adds, exact reads, eviction, moving to another table.
-//! - `hot.rs`: the hot rule and [`HotKeyDetector`].
-//! - `windows.rs`: [`KeyedWindows`]; `handle.rs`: the handles;
-//!   `key.rs`: the bounds every per-key method shares ([`Key`],
-//!   [`KeyRef`]).
+//!   moves under a per-shard lock, the bound on keys and the sweeps.
+//!   Generic over the state it holds (`map::Value`); shared with the
+//!   per-key limiter.
+//! - `reclaim.rs`: when unlinked maps and tables may be freed.
+//! - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (reads, eviction,
+//!   takes); `handle.rs`: the handles; `key.rs`: the bounds every per-key
+//!   method shares ([`Key`], [`KeyRef`], [`KeyHasher`]).
+//! - `home.rs` and `hot.rs`: the hot rule and [`HotKeyDetector`]; state
+//!   only for *heavy* keys (a slice at `ceil(T / S)` or more).
 //!
 //! # Invariants (the details are at the top of each file)
-//! - An add is counted in exactly one cell of its key (head, row 0 or a
-//!   stripe row), under its own epoch; or dropped as older than the ring
-//!   (the add returns `false`); or, when the key cannot be tracked (the
-//!   map is full of keys that are not idle), counted in
-//!   [`KeyedWindows::untracked_adds`]. An add never lands in an evicted or
-//!   moved state: it finds it closed and looks the key up again.
-//! - A key is evicted only when it holds no count at an epoch inside or
-//!   after the window at the evictor's time and no add is in flight on it.
-//! - [`KeyedWindows::len`] never exceeds `max_keys`.
+//! - An add is counted in exactly one entry of its key, in the map of its
+//!   own slice; or dropped as older than the newest slice's window (the
+//!   add returns `false`); or, when its slice's map is full, not tracked
+//!   and counted in [`KeyedWindows::untracked_adds`]. An add never lands in
+//!   a moved entry: it finds it sealed and looks the key up again.
+//! - A slice's map is freed only after it left its ring slot, through the
+//!   collector, so no reader holding a guard sees it freed.
+//! - [`KeyedWindows::len`] (entries: a key once per slice it has adds in)
+//!   never exceeds `slices * max_keys`.
 //!
 //! # Progress
-//! An add on a key the map holds takes no lock and never waits. Inserting
-//! a key takes its shard's lock (and may move the shard's keys to a bigger
-//! table, or sweep the shard, inside that lock hold). Reads may wait: an
-//! exact read retries while a count is folding out of the head, and waits
-//! while the key's state is moving to a bigger table.
+//! An add on a key its slice's map holds takes no lock and never waits.
+//! A key's first add in a slice inserts it under its shard's lock (and may
+//! move the shard's keys to a bigger table inside that lock hold). Reads
+//! may wait while a key's entry is moving to a bigger table.
 //!
 //! # Memory (measured; 10 slices, `u64` keys, x86-64)
-//! A key's slot holds the key and 32 bytes of state (head, filter bound,
-//! window pointer); with the table's load and control bytes that is about
-//! 40-90 bytes a key for a key seen in one slice per window
-//! (`KeyedWindows::memory_bytes`, and BENCHMARKS.md for 1M keys). A key
-//! with counts in several slices of its window adds its out-of-line window
-//! (a 64-byte header and 16 bytes a slice); a contended key adds a stripe
-//! row per CPU.
+//! A key's slot holds the key and its 24-byte entry; with the tables'
+//! slack and control bytes, 43.3 bytes a key for 1M keys each added once
+//! (BENCHMARKS.md, issue 10). A key with adds in every slice of its window
+//! holds one slot in each slice's map; a key idle for a window holds
+//! nothing. A contended entry adds a striped counter.
 
+mod add;
 mod entry;
 mod handle;
 mod home;

@@ -9,7 +9,7 @@
 //! [`untracked_adds`](KeyedWindows::untracked_adds). A read of a key's
 //! window looks the key up in each live slice's map.
 
-use super::entry::{Add, Entry};
+use super::entry::Entry;
 use super::key::KeyHasher;
 use super::key::{Key, KeyRef};
 use super::reclaim::Guard;
@@ -72,7 +72,7 @@ pub struct KeyedWindows<K: 'static, C: Clock = MonotonicClock, S = RandomState> 
     divisor: StrengthReducedU64,
     window: Duration,
     pub(super) clock: C,
-    untracked: AtomicU64,
+    pub(super) untracked: AtomicU64,
 }
 
 impl<K: Key> KeyedWindows<K> {
@@ -198,114 +198,6 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         }
         let e = at.0;
         self.read_in(hash, key, e, &guard)
-    }
-
-    /// Where an add at `now` goes: its epoch, and the map it writes when
-    /// that map is installed and live ([`Ring::current`]). The newest
-    /// slice's map is found without a division ([`Ring::head`]).
-    #[inline(always)]
-    pub(super) fn locate<'g>(
-        &'g self,
-        now: u64,
-        guard: &'g Guard<'_>,
-    ) -> (u64, Option<&'g SliceMap<K, S>>) {
-        if let Some(m) = self.ring.head(now, guard) {
-            return (m.epoch, Some(m));
-        }
-        let e = self.epoch(now);
-        (e, self.ring.current(e, guard))
-    }
-
-    /// The engine of every add: the key's entry in the map of slice `e`
-    /// (`m`, from [`locate`](Self::locate)), inserted if needed, and the
-    /// add on it. `Some(after)`: counted, with the entry's count right
-    /// after when the entry is not striped. `None`: older than the ring,
-    /// or not tracked. The common case (the slice is current and holds
-    /// the key) is inlined: one lookup and one CAS; a key's first add in
-    /// the slice goes straight to the insert, without a second lookup.
-    #[inline(always)]
-    pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
-        &'g self,
-        hash: u64,
-        key: &Q,
-        (e, m): (u64, Option<&'g SliceMap<K, S>>),
-        n: u64,
-        guard: &'g Guard<'_>,
-    ) -> Option<(&'g Entry, Option<u64>)> {
-        if let Some(m) = m {
-            match m.map.get(hash, |k| key.is(k), guard) {
-                Some(en) => {
-                    if let Some(after) = en.try_add(n) {
-                        return Some((en, Some(after)));
-                    }
-                    // Striped, contended or saturated: the entry's own slow
-                    // path, without a second lookup.
-                    if let Add::Done(after) = en.add(n) {
-                        return Some((en, after));
-                    }
-                }
-                None => return self.add_first(m, hash, key, e, n, guard),
-            }
-        }
-        self.add_slow(hash, key, e, n, guard)
-    }
-
-    /// A key's first add in the slice of `m`, whose map did not hold it:
-    /// insert, then add (the general path if the entry moved meanwhile).
-    #[inline(never)]
-    fn add_first<'g, Q: KeyRef<K> + ?Sized>(
-        &'g self,
-        m: &'g SliceMap<K, S>,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        n: u64,
-        guard: &'g Guard<'_>,
-    ) -> Option<(&'g Entry, Option<u64>)> {
-        let en = self.insert(m, hash, key, e, guard)?;
-        if let Add::Done(after) = en.add(n) {
-            return Some((en, after));
-        }
-        self.add_slow(hash, key, e, n, guard)
-    }
-
-    #[inline(never)]
-    fn add_slow<'g, Q: KeyRef<K> + ?Sized>(
-        &'g self,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        n: u64,
-        guard: &'g Guard<'_>,
-    ) -> Option<(&'g Entry, Option<u64>)> {
-        let m = self.ring.for_add(e, guard)?;
-        loop {
-            let en = match m.map.get(hash, |k| key.is(k), guard) {
-                Some(en) => en,
-                None => self.insert(m, hash, key, e, guard)?,
-            };
-            if let Add::Done(after) = en.add(n) {
-                return Some((en, after));
-            }
-        }
-    }
-
-    #[cold]
-    fn insert<'g, Q: KeyRef<K> + ?Sized>(
-        &'g self,
-        m: &'g SliceMap<K, S>,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        guard: &'g Guard<'_>,
-    ) -> Option<&'g Entry> {
-        let r = m
-            .map
-            .get_or_insert(hash, |k| key.is(k), || key.to_key(), &(), e, guard);
-        if r.is_none() {
-            self.untracked.fetch_add(1, Ordering::Relaxed);
-        }
-        r
     }
 
     /// The key's count in one slice's map (following it if it moves to a

@@ -1,4 +1,4 @@
-//! What the per-key test targets (`keyed.rs`, `keyed_hot.rs`,
+//! What the per-key test targets (`keyed.rs`, `keyed_edges.rs`, `keyed_hot.rs`,
 //! `keyed_threads.rs`, `keyed_rotation.rs`) share: constructors on a
 //! `ManualClock`, a take of everything, the random time walk of the model
 //! tests, and the slice configurations they run. Each target uses part of

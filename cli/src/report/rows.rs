@@ -34,17 +34,14 @@
 //! - Clock rows ([`clocks`]) read a clock once per operation.
 
 mod clocks;
+mod counters;
 mod keyed;
 mod limiters;
+mod windows;
 
-use super::args::cores;
-use std::hint::black_box;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use stripecount::{Clock, CoarseClock, MonotonicClock, MultiWindow, SlidingWindow, StripedCounter};
-use stripecount_baselines::counters::AtomicCounter;
-use stripecount_baselines::harness::{batches, batches_at, Job};
-use stripecount_baselines::rings::{MutexRing, NaiveAtomicRing};
+use stripecount_baselines::harness::Job;
 use stripecount_baselines::zipf::ZipfStream;
 
 /// The length of every window in the report.
@@ -185,29 +182,49 @@ pub fn all() -> Vec<Row> {
     let counters = group(
         Group::Counters,
         &[
-            (REFERENCE, Baseline, atomic_u64),
-            ("Mutex<u64>", Baseline, mutex_u64),
-            ("fast-counter ConcurrentCounter", Peer, fast_counter),
-            ("StripedCounter add", Ours, striped_counter),
+            (REFERENCE, Baseline, counters::atomic_u64),
+            ("Mutex<u64>", Baseline, counters::mutex_u64),
+            (
+                "fast-counter ConcurrentCounter",
+                Peer,
+                counters::fast_counter,
+            ),
+            ("StripedCounter add", Ours, counters::striped_counter),
         ],
     );
     let windows = group(
         Group::Windows,
         &[
-            ("SlidingWindow add_at (caller time)", Ours, window_add_at),
-            ("SlidingWindow add (CoarseClock)", Ours, window_add_coarse),
+            (
+                "SlidingWindow add_at (caller time)",
+                Ours,
+                windows::window_add_at,
+            ),
+            (
+                "SlidingWindow add (CoarseClock)",
+                Ours,
+                windows::window_add_coarse,
+            ),
             (
                 "SlidingWindow add (MonotonicClock)",
                 Ours,
-                window_add_monotonic,
+                windows::window_add_monotonic,
             ),
             (
                 "MultiWindow 3 levels add_at (caller time)",
                 Ours,
-                multi_add_at,
+                windows::multi_add_at,
             ),
-            ("MutexRing add_at (caller time)", Baseline, mutex_ring),
-            ("NaiveAtomicRing add_at (racy)", Baseline, naive_ring),
+            (
+                "MutexRing add_at (caller time)",
+                Baseline,
+                windows::mutex_ring,
+            ),
+            (
+                "NaiveAtomicRing add_at (racy)",
+                Baseline,
+                windows::naive_ring,
+            ),
         ],
     );
     let limiters = group(
@@ -337,102 +354,6 @@ pub fn all() -> Vec<Row> {
         .into_iter()
         .flatten()
         .collect()
-}
-
-/// The caller's clock of the `*_at` rows, read once per batch.
-fn caller_now() -> u64 {
-    MonotonicClock.now()
-}
-
-fn window<C: Clock>(clock: C) -> SlidingWindow<C> {
-    SlidingWindow::with_clock(WINDOW, SLICES, clock).expect("1 s / 10 slices is a valid window")
-}
-
-fn slice_nanos() -> u64 {
-    (WINDOW / SLICES as u32).as_nanos() as u64
-}
-
-// ---- counters -------------------------------------------------------------
-
-fn atomic_u64(_: &Setup, _: usize) -> Job {
-    let c = Arc::new(AtomicCounter::default());
-    Arc::new(move |_, stop| batches(stop, || c.add(1)))
-}
-
-fn mutex_u64(_: &Setup, _: usize) -> Job {
-    let c = Arc::new(Mutex::new(0u64));
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            *c.lock().unwrap() += 1;
-        })
-    })
-}
-
-fn fast_counter(_: &Setup, _: usize) -> Job {
-    // Sized as its docs suggest: one cell per core (rounded up to a power of two).
-    let c = Arc::new(fast_counter::ConcurrentCounter::new(cores()));
-    Arc::new(move |_, stop| batches(stop, || c.add(1)))
-}
-
-fn striped_counter(_: &Setup, _: usize) -> Job {
-    let c = Arc::new(StripedCounter::new());
-    Arc::new(move |_, stop| batches(stop, || c.add(1)))
-}
-
-// ---- windows ----------------------------------------------------------------
-
-fn window_add_at(_: &Setup, _: usize) -> Job {
-    let w = Arc::new(window(MonotonicClock));
-    Arc::new(move |_, stop| {
-        batches_at(stop, caller_now, |t| {
-            black_box(w.add_at(t, 1));
-        })
-    })
-}
-
-fn window_add_coarse(_: &Setup, _: usize) -> Job {
-    let w = Arc::new(window(CoarseClock::new()));
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(w.add(1));
-        })
-    })
-}
-
-fn window_add_monotonic(_: &Setup, _: usize) -> Job {
-    let w = Arc::new(window(MonotonicClock));
-    Arc::new(move |_, stop| {
-        batches(stop, || {
-            black_box(w.add(1));
-        })
-    })
-}
-
-/// The multi-resolution levels: the report's 1 s window, then 1 min and 1 h
-/// (each slice length a whole multiple of the previous level's).
-pub const MULTI_LEVELS: [(Duration, usize); 3] = [
-    (WINDOW, SLICES),
-    (Duration::from_secs(60), 60),
-    (Duration::from_secs(3600), 60),
-];
-
-fn multi_add_at(_: &Setup, _: usize) -> Job {
-    let w = Arc::new(MultiWindow::new(&MULTI_LEVELS).expect("valid levels"));
-    Arc::new(move |_, stop| {
-        batches_at(stop, caller_now, |t| {
-            black_box(w.add_at(t, 1));
-        })
-    })
-}
-
-fn mutex_ring(_: &Setup, _: usize) -> Job {
-    let r = Arc::new(MutexRing::new(slice_nanos(), SLICES));
-    Arc::new(move |_, stop| batches_at(stop, caller_now, |t| r.add_at(t, 1)))
-}
-
-fn naive_ring(_: &Setup, _: usize) -> Job {
-    let r = Arc::new(NaiveAtomicRing::new(slice_nanos(), SLICES));
-    Arc::new(move |_, stop| batches_at(stop, caller_now, |t| r.add_at(t, 1)))
 }
 
 #[cfg(test)]

@@ -1,0 +1,133 @@
+//! The add path of [`KeyedWindows`]: where an add goes (the map of its
+//! slice, found through the ring's `head` hint or by its epoch) and how it
+//! lands in the key's entry (one CAS, or the entry's own slow path, or an
+//! insert for a key's first add in the slice).
+//!
+//! # Invariants
+//! - An add at `now` writes only the map [`Ring::current`] would give for
+//!   the epoch of `now` (`locate` trusts the `head` hint only after the
+//!   same checks: `ring.rs`, invariant 4).
+//! - An add is counted in exactly one entry, or dropped as older than the
+//!   ring (`None`), or not tracked because its slice's map is full (`None`,
+//!   counted in [`KeyedWindows::untracked_adds`]). An entry that moved
+//!   (`Add::Moved`) is looked up again, never written (`entry.rs`).
+//!
+//! [`Ring::current`]: super::ring::Ring::current
+
+use super::entry::{Add, Entry};
+use super::key::{Key, KeyHasher, KeyRef};
+use super::reclaim::Guard;
+use super::ring::SliceMap;
+use super::windows::KeyedWindows;
+use crate::clock::Clock;
+use crate::sync::Ordering;
+
+impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
+    /// Where an add at `now` goes: its epoch, and the map it writes when
+    /// that map is installed and live ([`Ring::current`]). The newest
+    /// slice's map is found without a division ([`Ring::head`]).
+    #[inline(always)]
+    pub(super) fn locate<'g>(
+        &'g self,
+        now: u64,
+        guard: &'g Guard<'_>,
+    ) -> (u64, Option<&'g SliceMap<K, S>>) {
+        if let Some(m) = self.ring.head(now, guard) {
+            return (m.epoch, Some(m));
+        }
+        let e = self.epoch(now);
+        (e, self.ring.current(e, guard))
+    }
+
+    /// The engine of every add: the key's entry in the map of slice `e`
+    /// (`m`, from [`locate`](Self::locate)), inserted if needed, and the
+    /// add on it. `Some(after)`: counted, with the entry's count right
+    /// after when the entry is not striped. `None`: older than the ring,
+    /// or not tracked. The common case (the slice is current and holds
+    /// the key) is inlined: one lookup and one CAS; a key's first add in
+    /// the slice goes straight to the insert, without a second lookup.
+    #[inline(always)]
+    pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        (e, m): (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(&'g Entry, Option<u64>)> {
+        if let Some(m) = m {
+            match m.map.get(hash, |k| key.is(k), guard) {
+                Some(en) => {
+                    if let Some(after) = en.try_add(n) {
+                        return Some((en, Some(after)));
+                    }
+                    // Striped, contended or saturated: the entry's own slow
+                    // path, without a second lookup.
+                    if let Add::Done(after) = en.add(n) {
+                        return Some((en, after));
+                    }
+                }
+                None => return self.add_first(m, hash, key, e, n, guard),
+            }
+        }
+        self.add_slow(hash, key, e, n, guard)
+    }
+
+    /// A key's first add in the slice of `m`, whose map did not hold it:
+    /// insert, then add (the general path if the entry moved meanwhile).
+    #[inline(never)]
+    fn add_first<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        m: &'g SliceMap<K, S>,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        n: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(&'g Entry, Option<u64>)> {
+        let en = self.insert(m, hash, key, e, guard)?;
+        if let Add::Done(after) = en.add(n) {
+            return Some((en, after));
+        }
+        self.add_slow(hash, key, e, n, guard)
+    }
+
+    #[inline(never)]
+    fn add_slow<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        n: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<(&'g Entry, Option<u64>)> {
+        let m = self.ring.for_add(e, guard)?;
+        loop {
+            let en = match m.map.get(hash, |k| key.is(k), guard) {
+                Some(en) => en,
+                None => self.insert(m, hash, key, e, guard)?,
+            };
+            if let Add::Done(after) = en.add(n) {
+                return Some((en, after));
+            }
+        }
+    }
+
+    #[cold]
+    fn insert<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        m: &'g SliceMap<K, S>,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<&'g Entry> {
+        let r = m
+            .map
+            .get_or_insert(hash, |k| key.is(k), || key.to_key(), &(), e, guard);
+        if r.is_none() {
+            self.untracked.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+}
