@@ -81,6 +81,20 @@ pub(crate) mod process_wide {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
+/// Asks the CPU to start loading the line at `p` into every cache level.
+/// A hint: it never faults, whatever `p` is, and changes no value.
+#[inline(always)]
+#[allow(unused_variables)]
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: `prefetcht0` does not access memory architecturally: it
+    // never faults, on any address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+}
+
 /// A hint to the CPU that we are in a retry loop (never a wait: every loop
 /// that calls it retries only because another thread made progress).
 #[inline]

@@ -53,6 +53,7 @@ mod handle;
 mod home;
 mod hot;
 mod key;
+mod lines;
 pub(crate) mod map;
 #[cfg(loom)]
 #[doc(hidden)]

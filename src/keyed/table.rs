@@ -36,6 +36,8 @@ use crate::sync::{AtomicU64, Exclusive, Ordering};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 
+use super::lines::LineSlice;
+
 /// Slots per control group.
 pub(crate) const GROUP: usize = 8;
 const EMPTY: u8 = 0x80;
@@ -101,7 +103,8 @@ unsafe impl<K: Send + Sync, V: Send + Sync> Sync for Slot<K, V> {}
 /// One open-addressing table (see the module docs).
 pub(crate) struct Table<K, V> {
     ctrl: Box<[AtomicU64]>,
-    slots: Box<[Slot<K, V>]>,
+    /// Line-aligned (`lines.rs`): a 32-byte slot never straddles two lines.
+    slots: LineSlice<Slot<K, V>>,
 }
 
 impl<K, V> Table<K, V> {
@@ -113,12 +116,10 @@ impl<K, V> Table<K, V> {
             ctrl: (0..groups)
                 .map(|_| AtomicU64::new(u64::from_ne_bytes([EMPTY; GROUP])))
                 .collect(),
-            slots: (0..groups * GROUP)
-                .map(|_| Slot {
-                    key: UnsafeCell::new(MaybeUninit::uninit()),
-                    value: vacant(),
-                })
-                .collect(),
+            slots: LineSlice::from_fn(groups * GROUP, |_| Slot {
+                key: UnsafeCell::new(MaybeUninit::uninit()),
+                value: vacant(),
+            }),
         }
     }
 
@@ -132,28 +133,9 @@ impl<K, V> Table<K, V> {
     #[cfg(not(loom))]
     pub(crate) unsafe fn new_zeroed(groups: usize) -> Self {
         debug_assert!(groups >= 1);
-        let n = groups * GROUP;
-        let layout = std::alloc::Layout::array::<Slot<K, V>>(n).expect("a table fits in isize");
-        let slots: Box<[Slot<K, V>]> = if layout.size() == 0 {
-            (0..n)
-                .map(|_| Slot {
-                    key: UnsafeCell::new(MaybeUninit::uninit()),
-                    // SAFETY: the caller's contract (zero-sized here).
-                    value: unsafe { std::mem::zeroed() },
-                })
-                .collect()
-        } else {
-            // SAFETY: `layout` is non-zero-sized; a null result is handled.
-            let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Slot<K, V>>();
-            if p.is_null() {
-                std::alloc::handle_alloc_error(layout);
-            }
-            // SAFETY: `p` holds `n` slots allocated by the global allocator
-            // with `Layout::array::<Slot>(n)` (what `Box<[Slot]>` frees
-            // with); a zeroed `MaybeUninit` key is fine, and a zeroed `V` is
-            // valid (the caller's contract).
-            unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
-        };
+        // SAFETY: a zeroed `MaybeUninit` key is fine, and a zeroed `V` is
+        // valid (the caller's contract).
+        let slots = unsafe { LineSlice::zeroed(groups * GROUP) };
         Table {
             ctrl: (0..groups)
                 .map(|_| AtomicU64::new(u64::from_ne_bytes([EMPTY; GROUP])))
@@ -233,6 +215,25 @@ impl<K, V> Table<K, V> {
             }
         }
         None
+    }
+
+    /// Starts fetching the line of the slot a lookup of `hash` most likely
+    /// ends at: the first tag match in its first group (or that group's
+    /// last slot). Branch-free on the loaded control word, so that calls on
+    /// several tables in a row overlap their misses (`KeyedWindows::read_in`
+    /// reads one key in every slice). A hint: it changes nothing.
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let n = self.ctrl.len();
+        let g = ((u64::from(hash as u32) * n as u64) >> 32) as usize;
+        // SAFETY: `g < n` (`hash as u32 < 2^32`).
+        let group = unsafe { self.ctrl.get_unchecked(g) }.load(Ordering::Relaxed);
+        let i = g * GROUP + first(matches(group, h2(hash))).min(GROUP - 1);
+        // The slot's address, computed without a bounds check or a branch
+        // (`i < n * GROUP`; `wrapping_add` keeps it defined regardless).
+        let p = self.slots.as_ptr().wrapping_add(i);
+        crate::sync::prefetch(p);
     }
 
     /// Publishes `key` in the first `EMPTY` slot of its probe sequence,

@@ -279,6 +279,22 @@ where
         }
     }
 
+    /// Starts fetching the slot a [`get`](Self::get) of `hash` most likely
+    /// reads, in the shard's current table (`Table::prefetch`). A hint;
+    /// nothing under loom.
+    #[inline]
+    #[allow(unused_variables)]
+    pub(crate) fn prefetch(&self, hash: u64, guard: &Guard<'_>) {
+        #[cfg(not(loom))]
+        {
+            let cur = self.ptrs[self.shard(hash)].current.load(Ordering::Acquire);
+            // SAFETY: as in `get`: loaded under a guard.
+            if let Some(t) = unsafe { cur.as_ref() } {
+                t.prefetch(hash);
+            }
+        }
+    }
+
     /// The key's state, inserting the key (built by `make`) with a fresh
     /// state if it is absent. `None`: the map is full of keys that are not
     /// idle at epoch `now` (see "Bounds and eviction").
