@@ -1,11 +1,11 @@
 //! Loom models of the per-key engine through its public types, the ring
 //! of slice maps and the maps included (`src/keyed/ring.rs`, `map.rs`,
 //! `table.rs`, `hot.rs`): the hot rule's single reporting CAS (cold and
-//! striped keys, handles, re-crossing), a new slice learning of a heavy
-//! older one, concurrent insertion of a new key, rotations of the ring
+//! striped keys, handles, re-crossing), concurrent insertion of a new key, rotations of the ring
 //! racing adds, readers, late adds and evictions, and adds and reads racing
 //! a map's move to a bigger table. One entry's protocols are raced directly
-//! in `keyed_entry.rs`; the naive designs are in `keyed_naive.rs`.
+//! in `keyed_entry.rs`; a new slice learning of a heavy older one in
+//! `keyed_home.rs`; the naive designs are in `keyed_naive.rs`.
 //!
 //! Windows are 2 slices of 1 ns, so the time in nanoseconds is the epoch.
 //! Under loom the map has two shards.
@@ -276,30 +276,6 @@ fn stale_head_hint_never_counts_a_too_old_add() {
         // The next add at the newest slice mends the hint.
         assert!(w.add_at(&7, 4, 1));
         assert_eq!(w.sum_at(&7, 4), 2);
-    });
-}
-
-/// A key's first adds in a slice that is heavy in an older slice: one
-/// thread makes epoch 0 heavy (3 of a threshold of 5 in 2 slices, so
-/// `H = 3`) while another creates the key's entry at epoch 1. Whichever
-/// way they interleave, the entry learns of the home (`hot.rs`, "Why the
-/// check takes the lock"), so the add that takes the window to 5 reports.
-#[test]
-fn a_new_slice_learns_of_a_heavy_older_slice() {
-    stripecount_loom_tests::model(|| {
-        let d = Arc::new(detector(5));
-        assert!(!d.add_at(&7, 0, 2));
-        let crosser = {
-            let d = d.clone();
-            thread::spawn(move || assert!(!d.add_at(&7, 0, 1)))
-        };
-        let creator = {
-            let d = d.clone();
-            thread::spawn(move || assert!(!d.add_at(&7, 1, 1)))
-        };
-        crosser.join().unwrap();
-        creator.join().unwrap();
-        assert_eq!(d.became_hot_at(&7, 1, 1), Some(5));
     });
 }
 

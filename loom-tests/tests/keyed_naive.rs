@@ -8,10 +8,13 @@
 //! - moving an entry by copying its count, then closing it (an add in
 //!   between is lost);
 //! - the hot-key detector's home check without a lock (a store-buffer
-//!   race: a new slice's entry and a heavy older slice miss each other).
+//!   race: a new slice's entry and a heavy older slice miss each other),
+//!   and its marking with a plain read of the ring's slots (a slice map
+//!   installed by a third thread is missed, and its first add misses the
+//!   home).
 #![cfg(loom)]
 
-use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use stripecount_loom_tests::expect_failure;
@@ -144,34 +147,64 @@ fn naive_home_check_without_the_lock_is_caught() {
     });
 }
 
-/// The same race with the check and the home's creation under one lock
-/// (what `hot.rs` does): whichever lock hold comes second sees the other.
+/// The protocol of `hot.rs` ("Why the check runs under the slice's shard
+/// lock"), sketched with the new slice's map installed by a third thread:
+/// the creator finds (or installs) the map, then inserts its entry and
+/// checks for the home under the map's shard lock; the crosser publishes
+/// the home, then reads the ring's slot by an RMW (`fetch_add(0)`, as
+/// `Ring::for_each_map_synced`'s CAS of a slot to itself) and, if the map
+/// is there, looks for the entry under the same lock. `slot`: 0 before the
+/// install, 1 after.
+fn home_check_race(synced_scan: bool) {
+    let lock = Arc::new(Mutex::new(()));
+    let slot = Arc::new(AtomicUsize::new(0));
+    let entry = Arc::new(AtomicBool::new(false));
+    let home = Arc::new(AtomicBool::new(false));
+    let installer = {
+        let slot = slot.clone();
+        thread::spawn(move || {
+            let _ = slot.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+        })
+    };
+    let creator = {
+        let (lock, slot, entry, home) = (lock.clone(), slot.clone(), entry.clone(), home.clone());
+        thread::spawn(move || {
+            if slot.load(Ordering::Acquire) == 0 {
+                // Not installed yet: the creator installs it (or reads the
+                // installer's install from its failed CAS).
+                let _ = slot.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+            }
+            let _g = lock.lock().unwrap();
+            entry.store(true, Ordering::Release);
+            home.load(Ordering::Acquire)
+        })
+    };
+    home.store(true, Ordering::Release);
+    let installed = if synced_scan {
+        slot.fetch_add(0, Ordering::AcqRel)
+    } else {
+        slot.load(Ordering::Acquire)
+    };
+    let marked = installed == 1 && {
+        let _g = lock.lock().unwrap();
+        entry.load(Ordering::Acquire)
+    };
+    installer.join().unwrap();
+    let saw_home = creator.join().unwrap();
+    assert!(saw_home || marked, "the entry never learns of the home");
+}
+
+/// The protocol: whichever way the three interleave, the entry learns of
+/// the home.
 #[test]
-fn home_check_under_the_lock_never_misses() {
-    stripecount_loom_tests::model(|| {
-        let lock = Arc::new(Mutex::new(()));
-        let entry = Arc::new(AtomicBool::new(false));
-        let home = Arc::new(AtomicBool::new(false));
-        let creator = {
-            let (lock, entry, home) = (lock.clone(), entry.clone(), home.clone());
-            thread::spawn(move || {
-                entry.store(true, Ordering::Release);
-                let _g = lock.lock().unwrap();
-                home.load(Ordering::Acquire)
-            })
-        };
-        let crosser = {
-            let (lock, entry, home) = (lock.clone(), entry.clone(), home.clone());
-            thread::spawn(move || {
-                {
-                    let _g = lock.lock().unwrap();
-                    home.store(true, Ordering::Release);
-                }
-                entry.load(Ordering::Acquire)
-            })
-        };
-        let saw_home = creator.join().unwrap();
-        let marked = crosser.join().unwrap();
-        assert!(saw_home || marked);
-    });
+fn home_check_under_the_slice_lock_never_misses() {
+    stripecount_loom_tests::model(|| home_check_race(true));
+}
+
+/// Counter-example: the crosser reads the ring's slot with a plain load.
+/// It may miss a map the installer put there, while the creator, which
+/// read the installer's map, misses the home.
+#[test]
+fn naive_ring_scan_misses_a_slice_installed_by_another_thread() {
+    expect_failure("plain scan of the ring", || home_check_race(false));
 }

@@ -46,6 +46,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// or not tracked. The common case (the slice is current and holds
     /// the key) is inlined: one lookup and one CAS; a key's first add in
     /// the slice goes straight to the insert, without a second lookup.
+    ///
+    /// `fresh` is called on an entry this add inserted, under its shard's
+    /// lock, before the add lands in it (the hot-key detector's home check,
+    /// `hot.rs`; `|_| {}` elsewhere).
     #[inline(always)]
     pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
@@ -54,6 +58,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         (e, m): (u64, Option<&'g SliceMap<K, S>>),
         n: u64,
         guard: &'g Guard<'_>,
+        fresh: impl Fn(&Entry),
     ) -> Option<(&'g Entry, Option<u64>)> {
         if let Some(m) = m {
             match m.map.get(hash, |k| key.is(k), guard) {
@@ -67,15 +72,16 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                         return Some((en, after));
                     }
                 }
-                None => return self.add_first(m, hash, key, e, n, guard),
+                None => return self.add_first(m, hash, key, e, n, guard, fresh),
             }
         }
-        self.add_slow(hash, key, e, n, guard)
+        self.add_slow(hash, key, e, n, guard, fresh)
     }
 
     /// A key's first add in the slice of `m`, whose map did not hold it:
     /// insert, then add (the general path if the entry moved meanwhile).
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn add_first<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
         m: &'g SliceMap<K, S>,
@@ -84,12 +90,13 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         e: u64,
         n: u64,
         guard: &'g Guard<'_>,
+        fresh: impl Fn(&Entry),
     ) -> Option<(&'g Entry, Option<u64>)> {
-        let en = self.insert(m, hash, key, e, guard)?;
+        let en = self.insert(m, hash, key, e, guard, &fresh)?;
         if let Add::Done(after) = en.add(n) {
             return Some((en, after));
         }
-        self.add_slow(hash, key, e, n, guard)
+        self.add_slow(hash, key, e, n, guard, fresh)
     }
 
     #[inline(never)]
@@ -100,12 +107,13 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         e: u64,
         n: u64,
         guard: &'g Guard<'_>,
+        fresh: impl Fn(&Entry),
     ) -> Option<(&'g Entry, Option<u64>)> {
         let m = self.ring.for_add(e, guard)?;
         loop {
             let en = match m.map.get(hash, |k| key.is(k), guard) {
                 Some(en) => en,
-                None => self.insert(m, hash, key, e, guard)?,
+                None => self.insert(m, hash, key, e, guard, &fresh)?,
             };
             if let Add::Done(after) = en.add(n) {
                 return Some((en, after));
@@ -121,10 +129,22 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         key: &Q,
         e: u64,
         guard: &'g Guard<'_>,
+        fresh: &impl Fn(&Entry),
     ) -> Option<&'g Entry> {
-        let r = m
-            .map
-            .get_or_insert(hash, |k| key.is(k), || key.to_key(), &(), e, guard);
+        let r = m.map.upsert(
+            hash,
+            |k| key.is(k),
+            || key.to_key(),
+            &(),
+            e,
+            guard,
+            |en, inserted| {
+                if inserted {
+                    fresh(en);
+                }
+                en
+            },
+        );
         if r.is_none() {
             self.untracked.fetch_add(1, Ordering::Relaxed);
         }

@@ -59,8 +59,15 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
         }
         let w = self.windows;
         let guard = Guard::pin(w.ring.graveyard());
-        w.add_in(self.hash, &self.key, w.locate(now, &guard), n, &guard)
-            .is_some()
+        w.add_in(
+            self.hash,
+            &self.key,
+            w.locate(now, &guard),
+            n,
+            &guard,
+            |_| {},
+        )
+        .is_some()
     }
 
     /// Adds `n` now; `true` if it was counted.
@@ -75,7 +82,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
         let w = self.windows;
         let guard = Guard::pin(w.ring.graveyard());
         let at = w.locate(now, &guard);
-        if n > 0 && w.add_in(self.hash, &self.key, at, n, &guard).is_none() {
+        if n > 0
+            && w.add_in(self.hash, &self.key, at, n, &guard, |_| {})
+                .is_none()
+        {
             return 0;
         }
         let e = at.0;

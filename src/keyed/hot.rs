@@ -12,8 +12,8 @@
 //! after the add's CAS is below `H` and the key has no home.
 //!
 //! # The entry's hot flags (the `hot` word of `entry.rs`)
-//! - `CHECKED`: whether the key has a home was looked up, under the home
-//!   map's shard lock (see below); `HAS_HOME`: it had one, or got one since.
+//! - `CHECKED`: whether the key has a home was looked up (see below);
+//!   `HAS_HOME`: it had one, or got one since.
 //! - `HOT_HERE`: the key is hot at this entry's epoch: later adds here
 //!   change nothing and stop at once, while this epoch is the newest (an
 //!   add at a later one may have cooled the key since: then the home says).
@@ -21,13 +21,25 @@
 //!   `last_heavy`, which keeps it from being retired while the slice is in
 //!   a window).
 //!
-//! # Why the check takes the lock
-//! An add that makes a slice heavy creates the home under the home map's
-//! shard lock, then marks `HAS_HOME` on the key's entries in the slices
-//! whose window holds that slice. An entry created meanwhile must not miss
-//! both: its first add checks for the home under the same lock, after the
-//! entry was published. Whichever lock hold comes second sees the other's
-//! work (the home, or the entry to mark).
+//! # Why the check runs under the slice's shard lock
+//! An add that makes a slice heavy creates the home, then marks `HAS_HOME`
+//! on the key's entries in the slices whose window holds that slice, each
+//! under its map's shard lock for the key. An entry created meanwhile must
+//! not miss both: the add that inserts it checks for the home under the
+//! same shard lock, in the same lock hold as the insert (`add.rs`, the
+//! `fresh` callback), and the entry is born `CHECKED` (plus `HAS_HOME`).
+//! Whichever lock hold comes second sees the other's work: the home
+//! (created before the marker took the lock), or the entry to mark. A
+//! slice whose map the marker does not find yet is covered by the ring:
+//! the marker reads every slot by an RMW (`Ring::for_each_map_synced`), so
+//! a map installed later is installed by a CAS that reads from it, and
+//! whoever finds that map sees the home. The
+//! check is a lock-free lookup of the home map inside a lock the insert
+//! holds anyway, so a key's first add in a slice takes no lock of its
+//! own. An entry created by an add of the plain windows (through
+//! [`HotKeyDetector::windows`]) is born unchecked; its first detector add
+//! checks under the home map's shard lock, which the home's creation
+//! holds before the marking starts: the same argument with that lock.
 //!
 //! # The exact step (heavy keys)
 //! Unless the key is hot at this epoch already: an RMW on the home's word,
@@ -222,7 +234,13 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let guard = Guard::pin(w.ring.graveyard());
         let at = w.locate(now, &guard);
         let e = at.0;
-        let (en, after) = w.add_in(hash, key, at, n, &guard)?;
+        let (en, after) = w.add_in(hash, key, at, n, &guard, |en| {
+            // A new entry, under its shard's lock ("Why the check runs
+            // under the slice's shard lock").
+            let has = self.homes.get(hash, |k| key.is(k), &guard).is_some();
+            en.hot()
+                .fetch_or(CHECKED | if has { HAS_HOME } else { 0 }, Ordering::AcqRel);
+        })?;
         let flags = en.hot().load(Ordering::Acquire);
         if flags & HOT_HERE != 0
             && (flags & NOTED != 0 || after.is_some_and(|c| c < self.heavy))
@@ -253,7 +271,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     ) -> Option<u64> {
         let mut flags = en.hot().load(Ordering::Acquire);
         if flags & CHECKED == 0 {
-            // Under the home's shard lock (see "Why the check takes the
+            // An entry the plain windows created: under the home map's
+            // shard lock (see "Why the check runs under the slice's shard
             // lock").
             let has = self
                 .homes
@@ -274,7 +293,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     }
 
     /// Creates the key's home (or finds it) with `last_heavy >= e`, then
-    /// marks `HAS_HOME` on its entries whose window holds slice `e`.
+    /// marks `HAS_HOME` on its entries whose window holds slice `e`, each
+    /// under its map's shard lock (the lock a new entry's check runs in).
     fn make_home<Q: KeyRef<K> + ?Sized>(&self, hash: u64, key: &Q, e: u64, guard: &Guard<'_>) {
         let made = self.homes.upsert(
             hash,
@@ -287,11 +307,13 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         );
         debug_assert!(made.is_some(), "the home map is unbounded");
         let s = self.home_cfg.slices;
-        self.windows.ring.for_each_map(guard, |m| {
+        self.windows.ring.for_each_map_synced(guard, |m| {
             if m.epoch >= e && m.epoch - e < s {
-                if let Some(x) = m.map.get(hash, |k| key.is(k), guard) {
-                    x.hot().fetch_or(CHECKED | HAS_HOME, Ordering::AcqRel);
-                }
+                m.map.with_locked(
+                    hash,
+                    |k| key.is(k),
+                    |x| x.hot().fetch_or(CHECKED | HAS_HOME, Ordering::AcqRel),
+                );
             }
         });
     }

@@ -351,6 +351,31 @@ where
         }
     }
 
+    /// [`for_each_map`](Self::for_each_map), reading each slot by an RMW
+    /// (a CAS of its value to itself): a map installed after that RMW is
+    /// installed by a CAS that reads from it, so its installer, and every
+    /// thread that finds the map through the slot, sees what the caller did
+    /// before the call. The hot-key detector's marking needs it (`hot.rs`,
+    /// "Why the check runs under the slice's shard lock"): a key's home,
+    /// published before the call, is seen by a new slice's first add, or
+    /// the new slice is seen here.
+    pub(crate) fn for_each_map_synced<'g>(
+        &self,
+        _guard: &'g Guard<'_>,
+        mut f: impl FnMut(&'g SliceMap<K, S>),
+    ) {
+        for s in self.slots.iter() {
+            let mut p = s.load(Ordering::Acquire);
+            while let Err(actual) = s.compare_exchange(p, p, Ordering::AcqRel, Ordering::Acquire) {
+                p = actual;
+            }
+            // SAFETY: as in `load`.
+            if let Some(m) = unsafe { p.as_ref() } {
+                f(m);
+            }
+        }
+    }
+
     /// Drops every map older than the window ending at `e`; returns the
     /// entries they held.
     pub(crate) fn retire_before(&self, e: u64, guard: &Guard<'_>) -> usize {
