@@ -40,17 +40,28 @@ do
     end
   end
 end
+-- Where each key's deltas are. The steady state, one delta a key, has a
+-- uniform layout (D == 3n holds exactly when every count is 1, as each is
+-- at least 1): key i's count of deltas is d[3i - 2], its pair d[3i - 1],
+-- d[3i], and no tables of offsets are built.
+local uni = D == 3 * n
 local offs, ms = {}, {}
-local pos = 1
-for i = 1, n do
-  if pos > D then return redis.error_reply('SBLOB short deltas') end
-  local m = d[pos]
-  if m < 1 or m > 2 * S or m % 1 ~= 0 then return redis.error_reply('SBLOB bad delta count') end
-  offs[i] = pos + 1
-  ms[i] = m
-  pos = pos + 1 + 2 * m
+if uni then
+  for i = 1, 3 * n - 2, 3 do
+    if d[i] ~= 1 then return redis.error_reply('SBLOB bad delta count') end
+  end
+else
+  local pos = 1
+  for i = 1, n do
+    if pos > D then return redis.error_reply('SBLOB short deltas') end
+    local m = d[pos]
+    if m < 1 or m > 2 * S or m % 1 ~= 0 then return redis.error_reply('SBLOB bad delta count') end
+    offs[i] = pos + 1
+    ms[i] = m
+    pos = pos + 1 + 2 * m
+  end
+  if pos ~= D + 1 then return redis.error_reply('SBLOB bad length') end
 end
-if pos ~= D + 1 then return redis.error_reply('SBLOB bad length') end
 -- The node's record: the last batch applied, the counts it dropped as too
 -- old and the crossings it reported.
 local rec = redis.call('GET', KEYS[1])
@@ -89,19 +100,34 @@ end
 -- The steady state without hot detection: one delta into the newest
 -- slice of a ring with no slice to drop. Only the last count changes and
 -- the expiry stays (the general path below does the same, at the price of
--- decoding and re-encoding the whole ring). `false`: not this case, nothing
--- done.
+-- decoding and re-encoding the whole ring), in one C call: the ring's
+-- bytes but its last count (format `c<len - 8>`), then the new count.
+-- `lhead[len]`: the reply's header of a ring of `len` bytes; `lfmt[len]`:
+-- the format of its rewrite.
 local out = {}
-local function fast(i, v)
-  local e = d[offs[i]]
+local lhead, lfmt = {}, {}
+local function fast(i, v, p)
+  local e = d[p]
   if e > cur then e = cur end
   local lv = #v
-  if struct.unpack('<d', v, 9) <= floor then return false end
-  local ne, nc = struct.unpack('<dd', v, lv - 15)
-  if e ~= ne then return false end
-  local nv = string.sub(v, 1, lv - 8) .. struct.pack('<d', nc + d[offs[i] + 1])
+  local oe, ne, nc
+  if lv == 24 then
+    oe, nc = struct.unpack('<dd', v, 9)
+    ne = oe
+  else
+    oe = struct.unpack('<d', v, 9)
+    ne, nc = struct.unpack('<dd', v, lv - 15)
+  end
+  if oe <= floor or e ~= ne then return false end
+  local f = lfmt[lv]
+  if not f then
+    f = '<c' .. (lv - 8) .. 'd'
+    lfmt[lv] = f
+    lhead[lv] = head((lv - 8) / 16)
+  end
+  local nv = struct.pack(f, v, nc + d[p + 1])
   redis.call('SET', KEYS[5 + i], nv, 'KEEPTTL')
-  out[2 * i - 1] = head((lv - 8) / 16)
+  out[2 * i - 1] = lhead[lv]
   out[2 * i] = nv
   return true
 end
@@ -127,7 +153,7 @@ for base = 0, n - 1, CHUNK do
         out[2 * i - 1] = head(0)
         out[2 * i] = head(0)
       end
-    elseif thr == 0 and v and ms[i] == 1 and #v >= 24 and fast(i, v) then
+    elseif thr == 0 and v and #v >= 24 and (uni or ms[i] == 1) and fast(i, v, uni and 3 * i - 1 or offs[i]) then
       -- The steady state, done.
     else
       local x, q, oldmax
@@ -152,8 +178,8 @@ for base = 0, n - 1, CHUNK do
       else
         x, q, oldmax = { 0 }, 0, -1
       end
-      local p = offs[i]
-      for _ = 1, ms[i] do
+      local p = uni and 3 * i - 1 or offs[i]
+      for _ = 1, uni and 1 or ms[i] do
         local e, c = d[p], d[p + 1]
         p = p + 2
         if e > cur then e = cur end -- the server's time is the timeline
