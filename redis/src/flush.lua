@@ -97,15 +97,21 @@ local function head(q)
   return h
 end
 
+-- The reply's rings, in batch order: each key's pieces are appended at
+-- `out[no + 1 ..]` (its ring's header, then its ring in one or more
+-- pieces).
+local out, no = {}, 0
+
 -- The steady state without hot detection: one delta into the newest
 -- slice of a ring with no slice to drop. Only the last count changes and
--- the expiry stays (the general path below does the same, at the price of
--- decoding and re-encoding the whole ring), in one C call: the ring's
--- bytes but its last count (format `c<len - 8>`), then the new count.
--- `lhead[len]`: the reply's header of a ring of `len` bytes; `lfmt[len]`:
--- the format of its rewrite.
-local out = {}
-local lhead, lfmt = {}, {}
+-- the expiry stays: `SETRANGE` writes the new count's 8 bytes in place
+-- (in Redis cheaper than a `SET ... KEEPTTL` of the whole value, which
+-- makes a new value object and frees the old; the general path below does
+-- the same as this, at the price of decoding and re-encoding the whole
+-- ring). `loff[len]`: the offset of the last count of a ring of `len`
+-- bytes, as a string (Redis would format a number argument at each call);
+-- `lhead[len]`: the reply's header of such a ring.
+local lhead, loff = {}, {}
 local function fast(i, v, p)
   local e = d[p]
   if e > cur then e = cur end
@@ -119,16 +125,18 @@ local function fast(i, v, p)
     ne, nc = struct.unpack('<dd', v, lv - 15)
   end
   if oe <= floor or e ~= ne then return false end
-  local f = lfmt[lv]
-  if not f then
-    f = '<c' .. (lv - 8) .. 'd'
-    lfmt[lv] = f
+  local off = loff[lv]
+  if not off then
+    off = tostring(lv - 8)
+    loff[lv] = off
     lhead[lv] = head((lv - 8) / 16)
   end
-  local nv = struct.pack(f, v, nc + d[p + 1])
-  redis.call('SET', KEYS[5 + i], nv, 'KEEPTTL')
-  out[2 * i - 1] = lhead[lv]
-  out[2 * i] = nv
+  local last = struct.pack('<d', nc + d[p + 1])
+  redis.call('SETRANGE', KEYS[5 + i], off, last)
+  out[no + 1] = lhead[lv]
+  out[no + 2] = string.sub(v, 1, lv - 8)
+  out[no + 3] = last
+  no = no + 3
   return true
 end
 
@@ -147,12 +155,13 @@ for base = 0, n - 1, CHUNK do
     if replay then
       -- Answer with the ring as it is (the node ignores stale slices).
       if v then
-        out[2 * i - 1] = head((#v - 8) / 16)
-        out[2 * i] = v
+        out[no + 1] = head((#v - 8) / 16)
+        out[no + 2] = v
       else
-        out[2 * i - 1] = head(0)
-        out[2 * i] = head(0)
+        out[no + 1] = head(0)
+        out[no + 2] = head(0)
       end
+      no = no + 2
     elseif thr == 0 and v and #v >= 24 and (uni or ms[i] == 1) and fast(i, v, uni and 3 * i - 1 or offs[i]) then
       -- The steady state, done.
     else
@@ -238,8 +247,9 @@ for base = 0, n - 1, CHUNK do
         -- Expires when its newest slice leaves the window.
         redis.call('SET', k, nv, 'PXAT', (x[2 * q] + S) * slice_ms)
       end
-      out[2 * i - 1] = head(q)
-      out[2 * i] = nv
+      out[no + 1] = head(q)
+      out[no + 2] = nv
+      no = no + 2
     end
   end
 end
