@@ -108,9 +108,11 @@ local out, no = {}, 0
 -- (in Redis cheaper than a `SET ... KEEPTTL` of the whole value, which
 -- makes a new value object and frees the old; the general path below does
 -- the same as this, at the price of decoding and re-encoding the whole
--- ring). `loff[len]`: the offset of the last count of a ring of `len`
--- bytes, as a string (Redis would format a number argument at each call);
--- `lhead[len]`: the reply's header of such a ring.
+-- ring). The key exists: `MGET` read it, and no key expires while a
+-- script runs (Redis freezes a script's clock), so `SETRANGE` never makes
+-- a key without an expiry. `loff[len]`: the offset of the last count of a
+-- ring of `len` bytes, as a string (Redis would format a number argument
+-- at each call); `lhead[len]`: the reply's header of such a ring.
 local lhead, loff = {}, {}
 local function fast(i, v, p)
   local e = d[p]
