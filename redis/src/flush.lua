@@ -40,17 +40,28 @@ do
     end
   end
 end
+-- Where each key's deltas are. The steady state, one delta a key, has a
+-- uniform layout (D == 3n holds exactly when every count is 1, as each is
+-- at least 1): key i's count of deltas is d[3i - 2], its pair d[3i - 1],
+-- d[3i], and no tables of offsets are built.
+local uni = D == 3 * n
 local offs, ms = {}, {}
-local pos = 1
-for i = 1, n do
-  if pos > D then return redis.error_reply('SBLOB short deltas') end
-  local m = d[pos]
-  if m < 1 or m > 2 * S or m % 1 ~= 0 then return redis.error_reply('SBLOB bad delta count') end
-  offs[i] = pos + 1
-  ms[i] = m
-  pos = pos + 1 + 2 * m
+if uni then
+  for i = 1, 3 * n - 2, 3 do
+    if d[i] ~= 1 then return redis.error_reply('SBLOB bad delta count') end
+  end
+else
+  local pos = 1
+  for i = 1, n do
+    if pos > D then return redis.error_reply('SBLOB short deltas') end
+    local m = d[pos]
+    if m < 1 or m > 2 * S or m % 1 ~= 0 then return redis.error_reply('SBLOB bad delta count') end
+    offs[i] = pos + 1
+    ms[i] = m
+    pos = pos + 1 + 2 * m
+  end
+  if pos ~= D + 1 then return redis.error_reply('SBLOB bad length') end
 end
-if pos ~= D + 1 then return redis.error_reply('SBLOB bad length') end
 -- The node's record: the last batch applied, the counts it dropped as too
 -- old and the crossings it reported.
 local rec = redis.call('GET', KEYS[1])
@@ -86,23 +97,48 @@ local function head(q)
   return h
 end
 
+-- The reply's rings, in batch order: each key's pieces are appended at
+-- `out[no + 1 ..]` (its ring's header, then its ring in one or more
+-- pieces).
+local out, no = {}, 0
+
 -- The steady state without hot detection: one delta into the newest
 -- slice of a ring with no slice to drop. Only the last count changes and
--- the expiry stays (the general path below does the same, at the price of
--- decoding and re-encoding the whole ring). `false`: not this case, nothing
--- done.
-local out = {}
-local function fast(i, v)
-  local e = d[offs[i]]
+-- the expiry stays: `SETRANGE` writes the new count's 8 bytes in place
+-- (in Redis cheaper than a `SET ... KEEPTTL` of the whole value, which
+-- makes a new value object and frees the old; the general path below does
+-- the same as this, at the price of decoding and re-encoding the whole
+-- ring). The key exists: `MGET` read it, and no key expires while a
+-- script runs (Redis freezes a script's clock), so `SETRANGE` never makes
+-- a key without an expiry. `loff[len]`: the offset of the last count of a
+-- ring of `len` bytes, as a string (Redis would format a number argument
+-- at each call); `lhead[len]`: the reply's header of such a ring.
+local lhead, loff = {}, {}
+local function fast(i, v, p)
+  local e = d[p]
   if e > cur then e = cur end
   local lv = #v
-  if struct.unpack('<d', v, 9) <= floor then return false end
-  local ne, nc = struct.unpack('<dd', v, lv - 15)
-  if e ~= ne then return false end
-  local nv = string.sub(v, 1, lv - 8) .. struct.pack('<d', nc + d[offs[i] + 1])
-  redis.call('SET', KEYS[5 + i], nv, 'KEEPTTL')
-  out[2 * i - 1] = head((lv - 8) / 16)
-  out[2 * i] = nv
+  local oe, ne, nc
+  if lv == 24 then
+    oe, nc = struct.unpack('<dd', v, 9)
+    ne = oe
+  else
+    oe = struct.unpack('<d', v, 9)
+    ne, nc = struct.unpack('<dd', v, lv - 15)
+  end
+  if oe <= floor or e ~= ne then return false end
+  local off = loff[lv]
+  if not off then
+    off = tostring(lv - 8)
+    loff[lv] = off
+    lhead[lv] = head((lv - 8) / 16)
+  end
+  local last = struct.pack('<d', nc + d[p + 1])
+  redis.call('SETRANGE', KEYS[5 + i], off, last)
+  out[no + 1] = lhead[lv]
+  out[no + 2] = string.sub(v, 1, lv - 8)
+  out[no + 3] = last
+  no = no + 3
   return true
 end
 
@@ -121,13 +157,14 @@ for base = 0, n - 1, CHUNK do
     if replay then
       -- Answer with the ring as it is (the node ignores stale slices).
       if v then
-        out[2 * i - 1] = head((#v - 8) / 16)
-        out[2 * i] = v
+        out[no + 1] = head((#v - 8) / 16)
+        out[no + 2] = v
       else
-        out[2 * i - 1] = head(0)
-        out[2 * i] = head(0)
+        out[no + 1] = head(0)
+        out[no + 2] = head(0)
       end
-    elseif thr == 0 and v and ms[i] == 1 and #v >= 24 and fast(i, v) then
+      no = no + 2
+    elseif thr == 0 and v and #v >= 24 and (uni or ms[i] == 1) and fast(i, v, uni and 3 * i - 1 or offs[i]) then
       -- The steady state, done.
     else
       local x, q, oldmax
@@ -152,8 +189,8 @@ for base = 0, n - 1, CHUNK do
       else
         x, q, oldmax = { 0 }, 0, -1
       end
-      local p = offs[i]
-      for _ = 1, ms[i] do
+      local p = uni and 3 * i - 1 or offs[i]
+      for _ = 1, uni and 1 or ms[i] do
         local e, c = d[p], d[p + 1]
         p = p + 2
         if e > cur then e = cur end -- the server's time is the timeline
@@ -212,8 +249,9 @@ for base = 0, n - 1, CHUNK do
         -- Expires when its newest slice leaves the window.
         redis.call('SET', k, nv, 'PXAT', (x[2 * q] + S) * slice_ms)
       end
-      out[2 * i - 1] = head(q)
-      out[2 * i] = nv
+      out[no + 1] = head(q)
+      out[no + 2] = nv
+      no = no + 2
     end
   end
 end
