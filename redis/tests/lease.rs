@@ -462,3 +462,44 @@ fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
     assert_eq!(a.decide("k", 11), Grant::Refused { retry_after: None });
     assert!(a.try_acquire_n("k", 0));
 }
+
+/// A request that comes within the margin of a slice's end gets a lease
+/// that is dead on arrival. It waits for the server's next slice and is
+/// granted there; it used to ask the dying slice again (each round trip far
+/// shorter than the margin) and be refused after four tries, with room in
+/// the window.
+#[test]
+fn a_request_at_a_slice_end_waits_for_the_next_slice() {
+    let redis = RedisServer::start();
+    let slice_us = 100_000;
+    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "edge", 100)
+        .window(Duration::from_millis(200), 2)
+        .margin(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    assert!(l.decide("warm", 1).is_granted()); // connected, script loaded
+    let mut conn = redis.conn();
+    for attempt in 0.. {
+        assert!(
+            attempt < 20,
+            "no request fell within the margin of a slice end"
+        );
+        // 2 ms before the server's next slice edge: inside the 5 ms margin.
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+        let now = s * 1_000_000 + us;
+        let edge = (now / slice_us + 1) * slice_us;
+        std::thread::sleep(Duration::from_micros((edge - 2_000).saturating_sub(now)));
+        let leases = l.stats().leases;
+        let g = l.decide(format!("k{attempt}").as_str(), 1);
+        let st = l.stats();
+        let Grant::Granted { slice } = g else {
+            panic!("attempt {attempt}: {g:?} {st:?}");
+        };
+        if st.leases >= leases + 2 {
+            // A dead lease, then one from the next slice.
+            assert_eq!(slice, edge / slice_us, "{st:?}");
+            assert!(st.returned_permits >= 1, "{st:?}");
+            break;
+        }
+    }
+}

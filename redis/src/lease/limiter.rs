@@ -113,6 +113,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                 outbox: None,
                 held: HashMap::new(),
                 returns: Vec::new(),
+                turn_at: None,
             }),
             link_health: Counters::new(),
             counters: LeaseCounters::default(),

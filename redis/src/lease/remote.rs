@@ -24,6 +24,15 @@
 //! trip as the sample, so it holds whatever the node clock's offset (a
 //! node 5 s off obeys the limit) and needs no earlier sample.
 //!
+//! A lease that arrives with less of its slice left than the round trip
+//! and the margin is dead on arrival: its permits are returned. Asking
+//! again at once would get a lease from the same dying slice, so the
+//! request first waits (without the lock) until the server's next slice
+//! has surely begun, `t1 + left`: at most the margin plus a round trip.
+//! Without the wait, a request that came within the margin of a slice's
+//! end was refused after four such tries (`tests/lease.rs`,
+//! `a_request_at_a_slice_end_waits_for_the_next_slice`).
+//!
 //! # Locks
 //! `sender` (the connection, the sequence, the outbox, the queued
 //! returns, the per-key batch sizes) is held across round trips, only on
@@ -89,6 +98,10 @@ pub(crate) struct Sender<K> {
     pub(crate) outbox: Option<Outbox<K>>,
     pub(crate) held: HashMap<K, Held>,
     pub(crate) returns: Vec<Return<K>>,
+    /// Set by [`send`](Remote::send) when the caller's lease arrived with
+    /// its slice (nearly) over: the node time by which the server's next
+    /// slice has surely begun (`t1 + left`).
+    pub(crate) turn_at: Option<u64>,
 }
 
 /// Everything a limiter shares with its sweeper.
@@ -174,7 +187,22 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             };
             match r {
                 Ok(Some(g)) => return g,
-                Ok(None) => {}
+                Ok(None) => {
+                    if let Some(at) = s.turn_at.take() {
+                        // The lease arrived with its slice (nearly) over:
+                        // asked again at once, the next lease would come
+                        // from the same dying slice (a round trip is far
+                        // shorter than the margin), and after four tries
+                        // the request would be refused with room in the
+                        // window. Wait, without the sender's lock, until
+                        // the server's next slice has surely begun: at
+                        // most the margin plus a round trip.
+                        drop(s);
+                        let wait = at.saturating_sub(self.node_now());
+                        std::thread::sleep(Duration::from_nanos(wait));
+                        s = lock(&self.sender);
+                    }
+                }
                 Err(e) => {
                     self.failed(&mut s, &e);
                     return self.outage(key, n);
@@ -347,6 +375,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             (left / (1_000_000 / DRIFT_PPM) + 1_000).saturating_add(self.margin_ns),
         );
         let live = t1.wrapping_sub(t0) < life;
+        if !live && caller.is_some() {
+            s.turn_at = Some(t1.wrapping_add(left));
+        }
         let mut g = r.granted;
         let mut decided = None;
         if let Some(need) = caller {
