@@ -3,6 +3,7 @@
 
 use crate::error::ClusterError;
 use crate::key::RedisKey;
+use crate::link::LinkConfig;
 use crate::node::ClusterWindows;
 use crate::timeline::WallClock;
 use std::marker::PhantomData;
@@ -51,9 +52,7 @@ pub struct Builder<K, C = WallClock> {
     pub(crate) max_keys: Option<usize>,
     pub(crate) max_pending_keys: usize,
     pub(crate) max_batch_keys: usize,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) io_timeout: Duration,
-    pub(crate) backoff: (Duration, Duration),
+    pub(crate) link: LinkConfig,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
 }
@@ -71,9 +70,7 @@ impl<K: RedisKey> Builder<K> {
             max_keys: None,
             max_pending_keys: 1 << 20,
             max_batch_keys: 1024,
-            connect_timeout: Duration::from_millis(500),
-            io_timeout: Duration::from_secs(1),
-            backoff: (Duration::from_millis(50), Duration::from_secs(5)),
+            link: LinkConfig::default(),
             clock: WallClock::new(),
             _k: PhantomData,
         }
@@ -143,15 +140,15 @@ impl<K: RedisKey, C: Clock> Builder<K, C> {
     /// The connect timeout and the per-request I/O timeout (defaults 500
     /// ms and 1 s).
     pub fn timeouts(mut self, connect: Duration, io: Duration) -> Self {
-        self.connect_timeout = connect;
-        self.io_timeout = io;
+        self.link.connect_timeout = connect;
+        self.link.io_timeout = io;
         self
     }
 
     /// The flusher's backoff between failed attempts: from `min`, doubling
     /// up to `max`, ±25% jitter (defaults 50 ms and 5 s).
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
-        self.backoff = (min, max);
+        self.link.backoff = (min, max);
         self
     }
 
@@ -171,9 +168,7 @@ impl<K: RedisKey, C: Clock> Builder<K, C> {
             max_keys: self.max_keys,
             max_pending_keys: self.max_pending_keys,
             max_batch_keys: self.max_batch_keys,
-            connect_timeout: self.connect_timeout,
-            io_timeout: self.io_timeout,
-            backoff: self.backoff,
+            link: self.link,
             clock,
             _k: PhantomData,
         }
@@ -215,15 +210,13 @@ impl<K: RedisKey, C: Clock> Builder<K, C> {
         if self.hot_threshold == Some(0) {
             return bad("the hot threshold must be at least 1".into());
         }
-        if self.backoff.0.is_zero() || self.backoff.0 > self.backoff.1 {
-            return bad("the backoff needs 0 < min <= max".into());
-        }
+        self.link.validate().or_else(bad)?;
         if let Some(every) = self.flush_interval {
             let slack = self.window - slice;
-            if every.is_zero() || every + self.connect_timeout + self.io_timeout > slack {
+            if every.is_zero() || every + self.link.connect_timeout + self.link.io_timeout > slack {
                 return bad(format!(
                     "a flush interval of {every:?} plus the timeouts ({:?}, {:?}) must be > 0 and fit in the window less a slice ({slack:?})",
-                    self.connect_timeout, self.io_timeout
+                    self.link.connect_timeout, self.link.io_timeout
                 ));
             }
         }

@@ -56,6 +56,37 @@ impl Backoff {
     }
 }
 
+/// What both builders (`ClusterWindows`'s and `ClusterLimiter`'s) set of
+/// a node's connection: the connect and per-request I/O timeouts, and
+/// the backoff between failed attempts (from `min`, doubling up to `max`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinkConfig {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) io_timeout: Duration,
+    pub(crate) backoff: (Duration, Duration),
+}
+
+impl Default for LinkConfig {
+    /// 500 ms, 1 s, and 50 ms to 5 s.
+    fn default() -> Self {
+        LinkConfig {
+            connect_timeout: Duration::from_millis(500),
+            io_timeout: Duration::from_secs(1),
+            backoff: (Duration::from_millis(50), Duration::from_secs(5)),
+        }
+    }
+}
+
+impl LinkConfig {
+    /// A builder's check of the backoff.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.backoff.0.is_zero() || self.backoff.0 > self.backoff.1 {
+            return Err("the backoff needs 0 < min <= max".into());
+        }
+        Ok(())
+    }
+}
+
 /// A connection to Redis, opened on demand.
 pub(crate) struct Link {
     client: redis::Client,
@@ -66,12 +97,9 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(
-        url: &str,
-        connect_timeout: Duration,
-        io_timeout: Duration,
-        backoff: Backoff,
-    ) -> Result<Link, ClusterError> {
+    pub(crate) fn new(url: &str, cfg: &LinkConfig) -> Result<Link, ClusterError> {
+        let (connect_timeout, io_timeout) = (cfg.connect_timeout, cfg.io_timeout);
+        let backoff = Backoff::new(cfg.backoff.0, cfg.backoff.1);
         let client = redis::Client::open(url)
             .map_err(|e| ClusterError::Config(format!("bad redis url {url:?}: {e}")))?;
         Ok(Link {

@@ -32,7 +32,7 @@ use crate::flusher::Flusher;
 use crate::health::{Counters, Health, Stats};
 use crate::hot::HotSet;
 use crate::key::RedisKey;
-use crate::link::{Backoff, Link};
+use crate::link::Link;
 use crate::pending::Pending;
 use crate::ring::Ring;
 use crate::script::{Lua, Names, Request, Shape, FLUSH, HOT_READ};
@@ -209,12 +209,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let slice_ms = slice_nanos / 1_000_000;
         let window_ms = slice_ms * b.slices as u64;
         let node_id = format!("{:032x}", rand::random::<u128>());
-        let link = Link::new(
-            &b.url,
-            b.connect_timeout,
-            b.io_timeout,
-            Backoff::new(b.backoff.0, b.backoff.1),
-        )?;
+        let link = Link::new(&b.url, &b.link)?;
         let inner = Arc::new(Inner {
             windows,
             slices: b.slices,

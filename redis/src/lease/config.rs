@@ -6,6 +6,7 @@ use super::word::MAX_LEASE;
 use crate::config::MAX_CLUSTER_SLICES;
 use crate::error::ClusterError;
 use crate::key::RedisKey;
+use crate::link::LinkConfig;
 use crate::timeline::WallClock;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -61,9 +62,7 @@ pub struct LimiterBuilder<K, C = WallClock> {
     pub(crate) policy: OutagePolicy,
     pub(crate) max_batch: u64,
     pub(crate) margin: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) io_timeout: Duration,
-    pub(crate) backoff: (Duration, Duration),
+    pub(crate) link: LinkConfig,
     pub(crate) sweep_interval: Duration,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
@@ -80,9 +79,7 @@ impl<K: RedisKey> LimiterBuilder<K> {
             policy: OutagePolicy::FailClosed,
             max_batch: 1024,
             margin: Duration::from_millis(1),
-            connect_timeout: Duration::from_millis(500),
-            io_timeout: Duration::from_secs(1),
-            backoff: (Duration::from_millis(50), Duration::from_secs(5)),
+            link: LinkConfig::default(),
             sweep_interval: Duration::from_millis(100),
             clock: WallClock::new(),
             _k: PhantomData,
@@ -127,8 +124,8 @@ impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
     /// The connect timeout and the per-request I/O timeout (defaults 500 ms
     /// and 1 s): how long a request that misses its lease may wait.
     pub fn timeouts(mut self, connect: Duration, io: Duration) -> Self {
-        self.connect_timeout = connect;
-        self.io_timeout = io;
+        self.link.connect_timeout = connect;
+        self.link.io_timeout = io;
         self
     }
 
@@ -136,7 +133,7 @@ impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
     /// `max`, ±25% jitter (defaults 50 ms and 5 s). While it runs, a
     /// request that misses its lease gets the outage policy at once.
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
-        self.backoff = (min, max);
+        self.link.backoff = (min, max);
         self
     }
 
@@ -161,9 +158,7 @@ impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
             policy: self.policy,
             max_batch: self.max_batch,
             margin: self.margin,
-            connect_timeout: self.connect_timeout,
-            io_timeout: self.io_timeout,
-            backoff: self.backoff,
+            link: self.link,
             sweep_interval: self.sweep_interval,
             clock,
             _k: PhantomData,
@@ -210,9 +205,7 @@ impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
         if let OutagePolicy::LocalShare { expected_nodes: 0 } = self.policy {
             return bad("LocalShare needs expected_nodes >= 1".into());
         }
-        if self.backoff.0.is_zero() || self.backoff.0 > self.backoff.1 {
-            return bad("the backoff needs 0 < min <= max".into());
-        }
+        self.link.validate().or_else(bad)?;
         if self.sweep_interval.is_zero() {
             return bad("the sweep interval is 0".into());
         }

@@ -10,7 +10,7 @@ use crate::error::ClusterError;
 use crate::flusher::Flusher;
 use crate::health::{Counters, Health};
 use crate::key::RedisKey;
-use crate::link::{Backoff, Link};
+use crate::link::Link;
 use crate::node::lock;
 use crate::script::Lua;
 use crate::timeline::{ServerTime, WallClock};
@@ -82,12 +82,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             _ => None,
         };
         let node_id = format!("{:032x}", rand::random::<u128>());
-        let link = Link::new(
-            &b.url,
-            b.connect_timeout,
-            b.io_timeout,
-            Backoff::new(b.backoff.0, b.backoff.1),
-        )?;
+        let link = Link::new(&b.url, &b.link)?;
         let inner = Arc::new(Shared {
             words: HashIndex::new(),
             time,
