@@ -33,10 +33,9 @@
 //! slice whose map the marker does not find yet is covered by the ring:
 //! the marker reads every slot by an RMW (`Ring::for_each_map_synced`), so
 //! a map installed later is installed by a CAS that reads from it, and
-//! whoever finds that map sees the home. The
-//! check is a lock-free lookup of the home map inside a lock the insert
-//! holds anyway, so a key's first add in a slice takes no lock of its
-//! own. An entry created by an add of the plain windows (through
+//! whoever finds that map sees the home. The check is a lock-free lookup
+//! of the home map inside a lock the insert holds anyway, so a key's
+//! first add in a slice takes no lock of its own. An entry created by an add of the plain windows (through
 //! [`HotKeyDetector::windows`]) is born unchecked; its first detector add
 //! checks under the home map's shard lock, which the home's creation
 //! holds before the marking starts: the same argument with that lock.

@@ -45,7 +45,10 @@
 //!
 //! # Orderings
 //! Slot loads `Acquire`, installs `AcqRel` CAS (the map is built before it
-//! is published). `newest` is a `fetch_max`, read `Acquire`.
+//! is published). `newest` is a `fetch_max`, read `Acquire`. One reader
+//! reads the slots by RMW instead (`for_each_map_synced`, a CAS of each
+//! slot to itself), so that an install after it reads from it: the
+//! hot-key detector's marking (`hot.rs`).
 
 use super::entry::Entry;
 use super::key::KeyHasher;
