@@ -147,6 +147,40 @@ fn naive_home_check_without_the_lock_is_caught() {
     });
 }
 
+/// The fallback of `hot.rs` for an entry the plain windows created (born
+/// unchecked): its first detector add checks under the home map's lock,
+/// which the home's creation holds before the marking starts. Whichever
+/// lock hold comes second sees the other's work.
+#[test]
+fn home_check_under_the_home_lock_never_misses() {
+    stripecount_loom_tests::model(|| {
+        let lock = Arc::new(Mutex::new(()));
+        let entry = Arc::new(AtomicBool::new(false));
+        let home = Arc::new(AtomicBool::new(false));
+        let creator = {
+            let (lock, entry, home) = (lock.clone(), entry.clone(), home.clone());
+            thread::spawn(move || {
+                entry.store(true, Ordering::Release);
+                let _g = lock.lock().unwrap();
+                home.load(Ordering::Acquire)
+            })
+        };
+        let crosser = {
+            let (lock, entry, home) = (lock.clone(), entry.clone(), home.clone());
+            thread::spawn(move || {
+                {
+                    let _g = lock.lock().unwrap();
+                    home.store(true, Ordering::Release);
+                }
+                entry.load(Ordering::Acquire)
+            })
+        };
+        let saw_home = creator.join().unwrap();
+        let marked = crosser.join().unwrap();
+        assert!(saw_home || marked);
+    });
+}
+
 /// The protocol of `hot.rs` ("Why the check runs under the slice's shard
 /// lock"), sketched with the new slice's map installed by a third thread:
 /// the creator finds (or installs) the map, then inserts its entry and
