@@ -11,7 +11,7 @@ use std::time::Duration;
 use stripecount::{Clock, ManualClock};
 use stripecount_redis::{ClusterError, ClusterWindows, LinkState, WallClock};
 use support::proxy::{Fault, Proxy};
-use support::{flush_ok, wait_until, RedisServer, Rng};
+use support::{flush_ok, wait_until, RedisServer, Rng, Skewed};
 
 fn builder(url: &str, ns: &str) -> stripecount_redis::Builder<String> {
     ClusterWindows::builder(url, ns)
@@ -369,20 +369,6 @@ fn a_restart_with_persistence_off_loses_what_was_flushed_before() {
     assert_eq!(n.fresh_sum("k").unwrap(), 3);
     assert!(!n.is_cluster_hot("k"));
     assert!(n.stats().connects >= 2);
-}
-
-/// A node clock that runs in real time, `off` nanoseconds ahead of the
-/// system clock (and of Redis, on this machine).
-#[derive(Clone)]
-struct Skewed {
-    wall: WallClock,
-    off: u64,
-}
-
-impl Clock for Skewed {
-    fn now(&self) -> u64 {
-        self.wall.now().wrapping_add(self.off)
-    }
 }
 
 #[test]

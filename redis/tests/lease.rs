@@ -2,33 +2,19 @@
 //! three nodes hammering hot and cold keys never grant more than the limit
 //! in any window (each grant attributed to its lease's slice) and grant
 //! most of it; each outage policy while a proxy cuts Redis off; lost
-//! replies of a lease and of a return; bad configuration.
+//! replies of a lease and of a return; bad configuration. Leases meeting
+//! their slices' ends are in `lease_slices.rs`.
 
 mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stripecount::Clock;
 use stripecount_redis::{
     ClusterError, ClusterLimiter, Grant, LimiterBuilder, LinkState, OutagePolicy, WallClock,
 };
 use support::proxy::{Fault, Proxy};
-use support::{RedisServer, Rng};
-
-/// A node clock `off` ns (wrapping: negative is behind) from the system
-/// clock, which is Redis's on this machine.
-#[derive(Clone)]
-struct Skewed {
-    wall: WallClock,
-    off: u64,
-}
-
-impl Clock for Skewed {
-    fn now(&self) -> u64 {
-        self.wall.now().wrapping_add(self.off)
-    }
-}
+use support::{recorded, RedisServer, Rng, Skewed};
 
 /// The system clock, Unix nanoseconds.
 fn unix_ns() -> u64 {
@@ -36,18 +22,6 @@ fn unix_ns() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
-}
-
-/// Permits of `key` Redis holds as leased, per slice.
-fn recorded(redis: &RedisServer, ns: &str, key: &str) -> HashMap<u64, u64> {
-    let mut c = redis.conn();
-    let h: HashMap<String, u64> = redis::cmd("HGETALL")
-        .arg(format!("{ns}:l:{key}"))
-        .query(&mut c)
-        .unwrap();
-    h.into_iter()
-        .map(|(e, n)| (e.parse().unwrap(), n))
-        .collect()
 }
 
 /// The server's slice now, for slices of `slice_ms`.
@@ -352,87 +326,6 @@ fn a_return_whose_reply_was_lost_is_applied_once() {
 }
 
 #[test]
-fn the_sweeper_returns_what_a_lease_held_when_its_slice_ended() {
-    let redis = RedisServer::start();
-    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "sweep", 100)
-        .window(Duration::from_millis(400), 2)
-        .max_batch(8)
-        .sweep_interval(Duration::from_millis(10))
-        .build()
-        .unwrap();
-    // A lease of 1, then one of 8: one or both granted in a slice (a
-    // slice edge may fall between them).
-    let mut granted: HashMap<u64, u64> = HashMap::new();
-    for _ in 0..2 {
-        match l.decide("k", 1) {
-            Grant::Granted { slice } => *granted.entry(slice).or_default() += 1,
-            other => panic!("{other:?}"),
-        }
-    }
-    let leased = l.stats().leased_permits;
-    assert!(leased > 2);
-    support::wait_until(10, "the sweeper's return", || {
-        l.stats().returned_permits == leased - 2
-    });
-    // Redis holds what was granted in each slice still in the window.
-    let rec = recorded(&redis, "sweep", "k");
-    for (e, n) in &rec {
-        assert_eq!(
-            granted.get(e),
-            Some(n),
-            "slice {e}: {rec:?} against {granted:?}"
-        );
-    }
-}
-
-#[test]
-fn a_cold_key_keeps_leasing_one_permit_at_a_time() {
-    let redis = RedisServer::start();
-    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "cold", 100)
-        .window(Duration::from_millis(400), 4)
-        .max_batch(64)
-        .build()
-        .unwrap();
-    let slice = 100_000_000;
-    let mut last = 0;
-    for _ in 0..5 {
-        // One request a slice: each lease runs out, and its slice ends
-        // before the next request (the sweeper judged it by then).
-        support::wait_until(10, "the next slice", || l.time().now() / slice > last);
-        l.sweep().unwrap();
-        match l.decide("k", 1) {
-            Grant::Granted { slice } => last = slice,
-            other => panic!("{other:?}"),
-        }
-    }
-    assert_eq!(l.stats().leased_permits, 5, "{:?}", l.stats());
-}
-
-#[test]
-fn a_refusal_says_when_the_window_frees_enough() {
-    let redis = RedisServer::start();
-    let hour = Duration::from_secs(3_600);
-    let l = builder(&redis.url(), "retry", 3)
-        .window(4 * hour, 4)
-        .build()
-        .unwrap();
-    for _ in 0..3 {
-        assert!(l.try_acquire("k"));
-    }
-    // Near the limit the leases shrink to the request: nothing is held.
-    assert_eq!(l.stats().leased_permits, 3);
-    // All 3 are in the current slice: the request fits when it leaves the
-    // window, 3 to 4 hours from now.
-    match l.decide("k", 1) {
-        Grant::Refused {
-            retry_after: Some(d),
-        } => assert!(d > 3 * hour && d <= 4 * hour, "{d:?}"),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(l.stats().refusals, 1);
-}
-
-#[test]
 fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
     let redis = RedisServer::start();
     let a = builder(&redis.url(), "shape", 10).build().unwrap();
@@ -461,45 +354,4 @@ fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
     // More than the limit never fits; nothing is leased for it.
     assert_eq!(a.decide("k", 11), Grant::Refused { retry_after: None });
     assert!(a.try_acquire_n("k", 0));
-}
-
-/// A request that comes within the margin of a slice's end gets a lease
-/// that is dead on arrival. It waits for the server's next slice and is
-/// granted there; it used to ask the dying slice again (each round trip far
-/// shorter than the margin) and be refused after four tries, with room in
-/// the window.
-#[test]
-fn a_request_at_a_slice_end_waits_for_the_next_slice() {
-    let redis = RedisServer::start();
-    let slice_us = 100_000;
-    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "edge", 100)
-        .window(Duration::from_millis(200), 2)
-        .margin(Duration::from_millis(5))
-        .build()
-        .unwrap();
-    assert!(l.decide("warm", 1).is_granted()); // connected, script loaded
-    let mut conn = redis.conn();
-    for attempt in 0.. {
-        assert!(
-            attempt < 20,
-            "no request fell within the margin of a slice end"
-        );
-        // 2 ms before the server's next slice edge: inside the 5 ms margin.
-        let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
-        let now = s * 1_000_000 + us;
-        let edge = (now / slice_us + 1) * slice_us;
-        std::thread::sleep(Duration::from_micros((edge - 2_000).saturating_sub(now)));
-        let leases = l.stats().leases;
-        let g = l.decide(format!("k{attempt}").as_str(), 1);
-        let st = l.stats();
-        let Grant::Granted { slice } = g else {
-            panic!("attempt {attempt}: {g:?} {st:?}");
-        };
-        if st.leases >= leases + 2 {
-            // A dead lease, then one from the next slice.
-            assert_eq!(slice, edge / slice_us, "{st:?}");
-            assert!(st.returned_permits >= 1, "{st:?}");
-            break;
-        }
-    }
 }

@@ -4,6 +4,7 @@
 
 pub mod proxy;
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -172,6 +173,34 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Permits of `key` Redis holds as leased by namespace `ns`'s cluster
+/// limiters, per slice.
+pub fn recorded(redis: &RedisServer, ns: &str, key: &str) -> HashMap<u64, u64> {
+    let mut c = redis.conn();
+    let h: HashMap<String, u64> = redis::cmd("HGETALL")
+        .arg(format!("{ns}:l:{key}"))
+        .query(&mut c)
+        .unwrap();
+    h.into_iter()
+        .map(|(e, n)| (e.parse().unwrap(), n))
+        .collect()
+}
+
+/// A node clock that runs in real time, `off` nanoseconds (wrapping:
+/// negative is behind) from the system clock, which is Redis's on this
+/// machine.
+#[derive(Clone)]
+pub struct Skewed {
+    pub wall: stripecount_redis::WallClock,
+    pub off: u64,
+}
+
+impl stripecount::Clock for Skewed {
+    fn now(&self) -> u64 {
+        self.wall.now().wrapping_add(self.off)
     }
 }
 
