@@ -65,6 +65,21 @@ fn contention_never_causes_refusals() {
     }
 }
 
+/// Moves `clock` 1,500 times by random steps below `max_step` ns (seeded
+/// with `seed`), each after the workers have made 20 more requests
+/// (`progress`): pacing only, every interleaving is valid.
+fn pace(clock: &ManualClock, progress: &AtomicU64, seed: u64, max_step: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut seen = 0;
+    for _ in 0..1500 {
+        while progress.load(Ordering::Relaxed) < seen + 20 {
+            std::hint::spin_loop();
+        }
+        seen = progress.load(Ordering::Relaxed);
+        clock.advance(Duration::from_nanos(rng.random_range(0..max_step)));
+    }
+}
+
 /// A clock moved by another thread while 4 threads take random amounts.
 /// Every grant is recorded with the times read around it and the slice it
 /// was counted in; that slice must lie between the two, and every window's
@@ -108,17 +123,7 @@ fn concurrent_grants_never_exceed_any_window() {
                 })
             })
             .collect();
-        let mut rng = StdRng::seed_from_u64(99);
-        // Move the clock in small random steps, each after the workers have
-        // made some requests (pacing only: every interleaving is valid).
-        let mut seen = 0;
-        for _ in 0..1500 {
-            while progress.load(Ordering::Relaxed) < seen + 20 {
-                std::hint::spin_loop();
-            }
-            seen = progress.load(Ordering::Relaxed);
-            clock.advance(Duration::from_nanos(rng.random_range(0..slice / 4)));
-        }
+        pace(&clock, &progress, 99, slice / 4);
         done.store(true, Ordering::Release);
         let logs: Vec<_> = workers
             .into_iter()
@@ -178,15 +183,7 @@ fn concurrent_multi_grants_never_exceed_any_window() {
             })
         })
         .collect();
-    let mut rng = StdRng::seed_from_u64(5);
-    let mut seen = 0;
-    for _ in 0..1500 {
-        while progress.load(Ordering::Relaxed) < seen + 20 {
-            std::hint::spin_loop();
-        }
-        seen = progress.load(Ordering::Relaxed);
-        clock.advance(Duration::from_nanos(rng.random_range(0..slice / 4)));
-    }
+    pace(&clock, &progress, 5, slice / 4);
     done.store(true, Ordering::Release);
     let grants: Vec<(u64, u64)> = workers
         .into_iter()
