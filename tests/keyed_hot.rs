@@ -182,6 +182,23 @@ fn late_add_after_cooling_follows_the_rule() {
     }
 }
 
+/// S = 2, T = 8 (heavy at 4): the exact step at epoch 1 sees 5 and leaves
+/// the key cold with a bound of 7 on its count at 1 (`src/keyed/bound.rs`),
+/// so the add taking it to 5 skips the step. A late add of 2 at epoch 0
+/// (its own window, 3, stays below) puts the window at 1 at 8; the next add
+/// at 1 (count 6, under the stale bound) must read the window and report.
+#[test]
+fn a_late_add_clears_the_bound_of_newer_slices() {
+    let e = |x: u64| x * SLICE;
+    let d = detector(SLICE, 2, 8);
+    let mut m = HotModel::new(SLICE, 2, 8, usize::MAX);
+    let adds = [(e(0), 1), (e(1), 4), (e(1), 1), (e(0), 2), (e(1), 1)];
+    for (t, n) in adds {
+        assert_eq!(d.became_hot_at(&7, t, n), m.add(&7, t, n), "add {n} at {t}");
+    }
+    assert!(d.is_hot_at(&7, e(1)));
+}
+
 /// A hot key's slices that grow heavy (`ceil(T / S)` or more) while the key
 /// is already hot at their epoch must keep its hot state alive: a sweep of
 /// idle hot state at epoch 4 must not forget a key that is hot there, nor

@@ -210,6 +210,15 @@ impl Entry {
         }
     }
 
+    /// The count by an RMW of the word (an add of 0), for the hot-key
+    /// detector's bound (`bound.rs`): a later add to this entry reads from
+    /// it. `None` if the entry is striped, moving or sealed (the word is not
+    /// the whole count, or not for long).
+    pub(crate) fn sync_count(&self) -> Option<u64> {
+        let w = self.word.fetch_add(0, Ordering::AcqRel);
+        (w & FLAGS == 0).then_some(w)
+    }
+
     /// Takes the whole count, leaving 0 (see "Takes"). Under the shard
     /// lock.
     pub(crate) fn take(&self) -> u64 {

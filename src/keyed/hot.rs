@@ -21,32 +21,16 @@
 //!   `last_heavy`, which keeps it from being retired while the slice is in
 //!   a window).
 //!
-//! # Why the check runs under the slice's shard lock
-//! An add that makes a slice heavy creates the home, then marks `HAS_HOME`
-//! on the key's entries in the slices whose window holds that slice, each
-//! under its map's shard lock for the key. An entry created meanwhile must
-//! not miss both: the add that inserts it checks for the home under the
-//! same shard lock, in the same lock hold as the insert (`add.rs`, the
-//! `fresh` callback), and the entry is born `CHECKED` (plus `HAS_HOME`).
-//! Whichever lock hold comes second sees the other's work: the home
-//! (created before the marker took the lock), or the entry to mark. A
-//! slice whose map the marker does not find yet is covered by the ring:
-//! the marker reads every slot by an RMW (`Ring::for_each_map_synced`), so
-//! a map installed later is installed by a CAS that reads from it, and
-//! whoever finds that map sees the home. The check is a lock-free lookup
-//! of the home map inside a lock the insert holds anyway, so a key's
-//! first add in a slice takes no lock of its own. An entry created by an add of the plain windows (through
-//! [`HotKeyDetector::windows`]) is born unchecked; its first detector add
-//! checks under the home map's shard lock, which the home's creation
-//! holds before the marking starts: the same argument with that lock.
+//! # The rest of a heavy key's add (`exact.rs`)
+//! The home check of a key's first add in a slice, the marking of a new
+//! home, and the exact step.
 //!
-//! # The exact step (heavy keys)
-//! Unless the key is hot at this epoch already: an RMW on the home's word,
-//! the exact window sum `after` (a lookup in each live slice), `before =
-//! after - n`, and the rule's transition as one CAS (`home::decide`): of
-//! racing adds across one crossing exactly one CAS reports. An add whose
-//! epoch has left the newest slice's window decides nothing (as the ring
-//! drops such adds).
+//! # The bound (`bound.rs`)
+//! An exact step that leaves the key cold stores in the entry's hot word
+//! how far the entry's count can grow before the window could reach the
+//! threshold; later adds at the same epoch below it skip the exact step.
+//! A late add (older than the newest slice) clears the bounds of the
+//! key's newer entries.
 //!
 //! # What can wait
 //! The exact step reads the window, which waits while the key moves to a
@@ -54,8 +38,8 @@
 //! lock hold). Only heavy keys that are not yet hot at their epoch take
 //! it.
 
-use super::entry::Entry;
-use super::home::{Dead, Home, HomeCfg};
+use super::bound;
+use super::home::{Home, HomeCfg};
 use super::key::KeyHasher;
 use super::key::{Key, KeyRef};
 use super::map::Map;
@@ -68,10 +52,10 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::time::Duration;
 
-const CHECKED: u64 = 1;
-const HAS_HOME: u64 = 1 << 1;
-const HOT_HERE: u64 = 1 << 2;
-const NOTED: u64 = 1 << 3;
+pub(super) const CHECKED: u64 = 1;
+pub(super) const HAS_HOME: u64 = 1 << 1;
+pub(super) const HOT_HERE: u64 = 1 << 2;
+pub(super) const NOTED: u64 = 1 << 3;
 
 /// Keys whose count in the last window crossed a threshold, reported once
 /// per crossing.
@@ -103,7 +87,14 @@ const NOTED: u64 = 1 << 3;
 /// [`KeyedWindows::add_at`] costs plus one load of a word beside its
 /// count. Once a key is hot at the add's epoch, the same. In between (a
 /// key with a slice at `ceil(threshold / slices)` or more that is not hot
-/// yet at this epoch), an add reads the key's whole window.
+/// yet at this epoch), an add reads the key's whole window about once a
+/// slice, and on every add once it is close enough to the threshold to
+/// cross with the slice's next adds (or after a late add, one at an older
+/// epoch than the newest slice).
+///
+/// Adds made through [`windows`](Self::windows) are counted in the sums
+/// the rule reads, but an add there at an epoch older than the newest
+/// slice may be seen by the detector only at the key's next full read.
 ///
 /// ```
 /// use stripecount::{HotKeyDetector, ManualClock};
@@ -121,12 +112,12 @@ const NOTED: u64 = 1 << 3;
 pub struct HotKeyDetector<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
     /// Declared before `windows`: dropped first (it shares the windows'
     /// collector, `Map::new_in`).
-    homes: Map<K, Home, S>,
-    home_cfg: HomeCfg,
+    pub(super) homes: Map<K, Home, S>,
+    pub(super) home_cfg: HomeCfg,
     pub(super) windows: KeyedWindows<K, C, S>,
-    threshold: u64,
+    pub(super) threshold: u64,
     /// `H`: a slice count that makes a key heavy.
-    heavy: u64,
+    pub(super) heavy: u64,
 }
 
 impl<K: Key> HotKeyDetector<K> {
@@ -240,139 +231,27 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             en.hot()
                 .fetch_or(CHECKED | if has { HAS_HOME } else { 0 }, Ordering::AcqRel);
         })?;
+        // After the CAS: a late add owes newer slices' bounds (`bound.rs`).
+        let newest = w.ring.newest();
+        if newest > e && self.homes.get(hash, |k| key.is(k), &guard).is_some() {
+            bound::poison_newer(w, hash, key, e, &guard);
+        }
         let flags = en.hot().load(Ordering::Acquire);
-        if flags & HOT_HERE != 0
-            && (flags & NOTED != 0 || after.is_some_and(|c| c < self.heavy))
-            && w.ring.newest() == e
-        {
+        // A heavy crossing (a count reaching `H`) still notes itself.
+        let noted = flags & NOTED != 0 || after.is_some_and(|c| c < self.heavy);
+        if flags & HOT_HERE != 0 && noted && newest == e {
             // Hot at this epoch, and no later slice exists whose adds could
-            // have cooled the key since; a heavy crossing still notes itself.
+            // have cooled the key since.
             return None;
         }
         if flags & (CHECKED | HAS_HOME) == CHECKED && after.is_some_and(|c| c < self.heavy) {
             return None;
         }
-        self.heavy_step(hash, key, e, n, en, after, &guard)
-    }
-
-    /// The rest of an add that the flags did not settle.
-    #[cold]
-    #[allow(clippy::too_many_arguments)]
-    fn heavy_step<Q: KeyRef<K> + ?Sized>(
-        &self,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        n: u64,
-        en: &Entry,
-        after: Option<u64>,
-        guard: &Guard<'_>,
-    ) -> Option<u64> {
-        let mut flags = en.hot().load(Ordering::Acquire);
-        if flags & CHECKED == 0 {
-            // An entry the plain windows created: under the home map's
-            // shard lock (see "Why the check runs under the slice's shard
-            // lock").
-            let has = self
-                .homes
-                .with_locked(hash, |k| key.is(k), |_| ())
-                .is_some();
-            let set = CHECKED | if has { HAS_HOME } else { 0 };
-            flags = en.hot().fetch_or(set, Ordering::AcqRel) | set;
-        }
-        // A striped entry's count is not known here: treat it as heavy.
-        let heavy_here = !matches!(after, Some(c) if c < self.heavy);
-        if heavy_here && flags & NOTED == 0 {
-            self.make_home(hash, key, e, guard);
-            en.hot().fetch_or(NOTED, Ordering::AcqRel);
-        } else if flags & HAS_HOME == 0 {
+        if noted && after.is_some_and(|c| c < bound::bound(flags)) {
+            // Cold, and this add cannot reach the threshold (`bound.rs`).
             return None;
         }
-        self.exact_step(hash, key, e, n, en, heavy_here, guard)
-    }
-
-    /// Creates the key's home (or finds it) with `last_heavy >= e`, then
-    /// marks `HAS_HOME` on its entries whose window holds slice `e`, each
-    /// under its map's shard lock (the lock a new entry's check runs in).
-    fn make_home<Q: KeyRef<K> + ?Sized>(&self, hash: u64, key: &Q, e: u64, guard: &Guard<'_>) {
-        let made = self.homes.upsert(
-            hash,
-            |k| key.is(k),
-            || key.to_key(),
-            &self.home_cfg,
-            e,
-            guard,
-            |h, _| h.note_heavy(e),
-        );
-        debug_assert!(made.is_some(), "the home map is unbounded");
-        let s = self.home_cfg.slices;
-        self.windows.ring.for_each_map_synced(guard, |m| {
-            if m.epoch >= e && m.epoch - e < s {
-                m.map.with_locked(
-                    hash,
-                    |k| key.is(k),
-                    |x| x.hot().fetch_or(CHECKED | HAS_HOME, Ordering::AcqRel),
-                );
-            }
-        });
-    }
-
-    /// The exact step of a heavy key (see the module docs).
-    #[allow(clippy::too_many_arguments)]
-    fn exact_step<Q: KeyRef<K> + ?Sized>(
-        &self,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        n: u64,
-        en: &Entry,
-        heavy_here: bool,
-        guard: &Guard<'_>,
-    ) -> Option<u64> {
-        let w = &self.windows;
-        self.homes.maybe_sweep(e, &self.home_cfg);
-        loop {
-            if w.ring.too_old(e) {
-                return None;
-            }
-            let Some(home) = self.homes.get(hash, |k| key.is(k), guard) else {
-                // Retired: no heavy slice is left in this epoch's window
-                // (home.rs, "Lifetime"), unless this add's own is.
-                if !heavy_here {
-                    return None;
-                }
-                self.make_home(hash, key, e, guard);
-                continue;
-            };
-            match self.decide(home, hash, key, e, n, guard) {
-                Ok((report, since)) => {
-                    if since {
-                        en.hot().fetch_or(HOT_HERE, Ordering::AcqRel);
-                    }
-                    return report;
-                }
-                Err(Dead) => continue,
-            }
-        }
-    }
-
-    fn decide<Q: KeyRef<K> + ?Sized>(
-        &self,
-        home: &Home,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        n: u64,
-        guard: &Guard<'_>,
-    ) -> Result<(Option<u64>, bool), Dead> {
-        if home.hot_since(e)? {
-            return Ok((None, true));
-        }
-        home.sync()?;
-        let after = self.windows.read_in(hash, key, e, guard);
-        let before = after.saturating_sub(n);
-        let (report, since) = home.transition(e, before, after, self.threshold)?;
-        Ok((report.then_some(after), since))
+        self.heavy_step(hash, key, e, n, en, after, &guard)
     }
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at

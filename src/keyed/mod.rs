@@ -21,7 +21,9 @@
 //!   takes); `handle.rs`: the handles; `key.rs`: the bounds every per-key
 //!   method shares ([`Key`], [`KeyRef`], [`KeyHasher`]).
 //! - `home.rs` and `hot.rs`: the hot rule and [`HotKeyDetector`]; state
-//!   only for *heavy* keys (a slice at `ceil(T / S)` or more).
+//!   only for *heavy* keys (a slice at `ceil(T / S)` or more). `bound.rs`:
+//!   how many adds a heavy, cold key takes in a slice without the exact
+//!   step, and what a late add (older than the newest slice) owes it.
 //!
 //! # Invariants (the details are at the top of each file)
 //! - An add is counted in exactly one entry of its key, in the map of its
@@ -48,7 +50,9 @@
 //! nothing. A contended entry adds a striped counter.
 
 mod add;
+mod bound;
 mod entry;
+mod exact;
 mod handle;
 mod home;
 mod hot;

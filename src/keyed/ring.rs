@@ -200,6 +200,13 @@ where
         u128::from(e) + u128::from(self.slices) <= u128::from(self.newest())
     }
 
+    /// Raises `newest` to at least `e` (an epoch whose map is installed),
+    /// by an RMW: whoever synchronizes with the caller afterwards sees it
+    /// (the hot-key detector's bound, `bound.rs`).
+    pub(crate) fn raise_newest(&self, e: u64) {
+        self.newest.fetch_max(e, Ordering::AcqRel);
+    }
+
     /// The newest epoch installed.
     #[inline]
     pub(crate) fn newest(&self) -> u64 {

@@ -1,0 +1,189 @@
+//! Loom models of the hot-key detector's bound (`src/keyed/bound.rs`): an
+//! exact step that leaves a heavy key cold stores how many more adds the
+//! key's entry can take before its window could reach the threshold, and
+//! a *late* add (at an older epoch of the window) must not be skipped past.
+//!
+//! - `a_late_add_is_never_skipped_past` and
+//!   `a_late_add_into_a_new_slice_is_never_skipped_past`: the real code,
+//!   one thread installing a bound while another adds late (into an
+//!   existing entry, or installing the older slice's map).
+//! - `bound_protocol_sketch` and its naive counter-example
+//!   (`naive_bound_with_plain_reads_is_caught`): the protocol on bare
+//!   atomics; the naive installer reads the older count with a plain load,
+//!   so a late add can miss the raised `newest` while the installer misses
+//!   its count, and an add after the late one skips past the crossing.
+//!
+//! Mutations of the real code these models catch: the older words read by
+//! a plain load (`Entry::sync_count`), a late add that sets no `STALE`, a
+//! bound read that ignores `STALE`. Not caught: the installer's plain
+//! scan of the ring's slots, because in these models the add that makes
+//! the slice heavy scans the ring by RMW just before (`make_home`); an
+//! exact step without that scan (the key noted heavy earlier) keeps its
+//! own.
+//!
+//! Windows are 2 slices of 1 ns, so the time in nanoseconds is the epoch.
+//! A threshold of 8 in 2 slices makes a slice heavy at 4.
+#![cfg(loom)]
+
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::BuildHasherDefault;
+use std::time::Duration;
+use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
+use stripecount_loom_tests::expect_failure;
+
+/// SipHash with fixed keys (every run of a model touches the same atomics).
+type Fixed = BuildHasherDefault<DefaultHasher>;
+
+fn detector() -> HotKeyDetector<u32, ManualClock, Fixed> {
+    let w = KeyedWindows::with_hasher(
+        Duration::from_nanos(2),
+        2,
+        ManualClock::new(),
+        Fixed::default(),
+    )
+    .unwrap();
+    HotKeyDetector::over(w, 8).unwrap()
+}
+
+/// Epoch 0 holds 3 in the end: 1 from before and 2 from the late add, or
+/// (`new_map`) 3 from the late add alone, which then installs epoch 0's
+/// map after epoch 1's (the installer's RMW of the ring's slots orders
+/// the two). The installer's first add at epoch 1 makes the slice heavy
+/// (4): its exact step sees the late count or not, stays cold, and bounds
+/// the entry at `8 - older`. Its second add (count 5) skips only under a
+/// bound that misses the late count. The late add is never a crossing in
+/// epoch 0's window (3). If the installer's second add starts after the
+/// late add returned, it must see it: 3 + 5 = 8 reports. Otherwise the
+/// crossing is left for a later add at epoch 1, which must report it
+/// unless the installer's second add did: exactly one report.
+fn late_add_race(new_map: bool) {
+    let d = Arc::new(detector());
+    if !new_map {
+        assert!(!d.add_at(&7, 0, 1));
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let installer = {
+        let (d, done) = (d.clone(), done.clone());
+        thread::spawn(move || {
+            assert!(!d.add_at(&7, 1, 4));
+            let after_late = done.load(Ordering::Acquire);
+            let r = d.add_at(&7, 1, 1);
+            if after_late {
+                assert!(r, "an add after the late add skipped past the crossing");
+            }
+            r
+        })
+    };
+    let late = {
+        let (d, done) = (d.clone(), done.clone());
+        thread::spawn(move || {
+            assert!(!d.add_at(&7, 0, if new_map { 3 } else { 2 }));
+            done.store(true, Ordering::Release);
+        })
+    };
+    let second = installer.join().unwrap();
+    late.join().unwrap();
+    let last = d.add_at(&7, 1, 1);
+    assert!(
+        second != last,
+        "one report for the crossing: {second} {last}"
+    );
+}
+
+#[test]
+fn a_late_add_is_never_skipped_past() {
+    stripecount_loom_tests::model(|| late_add_race(false));
+}
+
+/// At a preemption bound of 1: the late add's map install and the
+/// installer's two scans of the ring take loom too long at 2.
+#[test]
+fn a_late_add_into_a_new_slice_is_never_skipped_past() {
+    stripecount_loom_tests::model_at_bound(1, || late_add_race(true));
+}
+
+/// The protocol on bare atomics (`bound.rs`, "Late adds"): `older` is the
+/// key's count in the older slice, `newest` the ring's newest epoch, `hot`
+/// the newer entry's hot word (`STALE`, or a bound). The installer raises
+/// `newest`, reads `older`, and installs `T - older` unless `STALE`; the
+/// late add adds to `older`, loads `newest`, and if it is late sets
+/// `STALE` under the newer slice's lock. An add that starts after the late
+/// one returned must not be told the stale bound.
+fn bound_race(naive: bool) {
+    const STALE: u64 = 1;
+    const T: u64 = 8;
+    let older = Arc::new(AtomicU64::new(1));
+    let newest = Arc::new(AtomicU64::new(0));
+    let hot = Arc::new(AtomicU64::new(0));
+    let lock = Arc::new(Mutex::new(()));
+    let done = Arc::new(AtomicBool::new(false));
+    let last = hot.clone();
+    let installer = {
+        let (older, newest, hot) = (older.clone(), newest.clone(), hot.clone());
+        thread::spawn(move || {
+            newest.fetch_max(1, Ordering::AcqRel);
+            let o = if naive {
+                older.load(Ordering::Acquire)
+            } else {
+                older.fetch_add(0, Ordering::AcqRel)
+            };
+            let b = (T - o) << 1;
+            let mut h = hot.load(Ordering::Acquire);
+            while h & STALE == 0 {
+                match hot.compare_exchange(h, b, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => break,
+                    Err(a) => h = a,
+                }
+            }
+        })
+    };
+    let late = {
+        let (older, newest, hot, lock, done) = (
+            older.clone(),
+            newest.clone(),
+            hot.clone(),
+            lock,
+            done.clone(),
+        );
+        thread::spawn(move || {
+            older.fetch_add(2, Ordering::AcqRel);
+            if newest.load(Ordering::Acquire) > 0 {
+                let _g = lock.lock().unwrap();
+                hot.fetch_or(STALE, Ordering::AcqRel);
+            }
+            done.store(true, Ordering::Release);
+        })
+    };
+    // The newer slice's next add: if it starts after the late add, the
+    // bound it is told (if any) must account for the late count.
+    let next = thread::spawn(move || {
+        if done.load(Ordering::Acquire) {
+            let h = hot.load(Ordering::Acquire);
+            if h & STALE == 0 && h != 0 {
+                assert_eq!(h >> 1, T - 3, "a bound without the late add's count");
+            }
+        }
+    });
+    installer.join().unwrap();
+    late.join().unwrap();
+    next.join().unwrap();
+    let h = last.load(Ordering::Acquire);
+    if h & STALE == 0 && h != 0 {
+        assert_eq!(h >> 1, T - 3, "a bound without the late add's count");
+    }
+}
+
+#[test]
+fn bound_protocol_sketch() {
+    stripecount_loom_tests::model(|| bound_race(false));
+}
+
+#[test]
+fn naive_bound_with_plain_reads_is_caught() {
+    expect_failure("a bound from plain reads of the older counts", || {
+        bound_race(true)
+    });
+}

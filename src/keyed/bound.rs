@@ -1,0 +1,156 @@
+//! The hot-key detector's *bound*: how many adds a heavy key that is not
+//! hot can take in a slice before its window could reach the threshold,
+//! so that those adds skip the exact step (`hot.rs`).
+//!
+//! # Why
+//! A heavy key (a slice at `H = ceil(T / S)` or more) that is not hot takes
+//! the exact step on every add: a lookup in every live slice's map. Keys
+//! just below the threshold take it on every add of the slice, and in the
+//! first windows after a start, where every heavy key is still below the
+//! threshold, about one add in six did (issue 10's Zipf stream).
+//!
+//! # The bound
+//! Within a slice `e`, a key's window sum changes only through adds to its
+//! entry in `e` and through *late* adds: adds at an older epoch of the
+//! window (a thread whose time is behind). An exact step at `e` that leaves
+//! the key cold reads the older slices' counts `older` and stores
+//! `B = T - older` in the hot word of the key's entry in `e`. A later add
+//! at `e` whose entry count after its CAS is `c < B` has a window sum
+//! `c + older < T` (if no late add came): cold, and the rule changes
+//! nothing, so it skips the exact step. Bits of the entry's `hot` word:
+//! `BOUND` (from bit 8; 0: none) and `STALE` (a late add may have changed
+//! an older slice since: no bound is used or installed in this entry).
+//!
+//! # Late adds (the protocol)
+//! - The installer first raises the ring's `newest` to `e` (`fetch_max`),
+//!   then reads the ring's slots and the older entries' words by RMW
+//!   (`Ring::for_each_map_synced`, `Entry::sync_count`), and gives up if an
+//!   older map lacks the key or an older entry is striped, moving or
+//!   sealed. It installs `B` by CAS, and never over `STALE`.
+//! - Every detector add, after its own CAS, loads `newest`; if its epoch
+//!   `e'` is older, it is late: if the key has a home, it sets `STALE` by
+//!   RMW on the key's entries in the newer slices of its window, each under
+//!   its map's shard lock (the lock a table move copies the hot word in).
+//!
+//! Why nothing is missed: a late add's CAS and the installer's RMW on the
+//! same word (or the installer's slot RMW and the late add's installing
+//! CAS, or its insert under a shard lock the installer's lookup found
+//! empty: then the installer gave up) are ordered. If the late add's comes
+//! first, the installer reads its count. If the installer's comes first,
+//! the late add synchronizes with it (a striped add through the `STRIPED`
+//! flag, which is set by an RMW later in the same word's order; an add to
+//! a moved entry through the move's seal, an RMW, and the map's publish),
+//! so it sees the raised `newest`, knows it is late, finds the home and
+//! the entry, and its `STALE` comes before or after the install in the hot
+//! word's order: before, the install fails; after, the bound is dropped.
+//! An add that runs while a late add is between its CAS and its `STALE`
+//! is concurrent with it, and may or may not see it (as adds racing across
+//! a crossing, `hot.rs`). Adds made through [`HotKeyDetector::windows`]
+//! do not check: a late one is seen by the key's next exact step.
+//!
+//! Model-checked with loom: `loom-tests/tests/keyed_bound.rs` (the real
+//! code), and the protocol's sketch with its naive counter-example (the
+//! older counts read by plain loads) in `keyed_naive.rs`.
+//!
+//! [`HotKeyDetector::windows`]: super::HotKeyDetector::windows
+
+use super::entry::Entry;
+use super::key::{Key, KeyHasher, KeyRef};
+use super::reclaim::Guard;
+use super::windows::KeyedWindows;
+use crate::clock::Clock;
+use crate::sync::Ordering;
+
+/// No bound is used or installed in this entry (a late add came).
+pub(super) const STALE: u64 = 1 << 4;
+const SHIFT: u32 = 8;
+const BOUND_MAX: u64 = u64::MAX >> SHIFT;
+
+/// The bound in an entry's hot word (0: none, or `STALE`).
+#[inline]
+pub(super) fn bound(flags: u64) -> u64 {
+    if flags & STALE != 0 {
+        0
+    } else {
+        flags >> SHIFT
+    }
+}
+
+/// Installs the bound for the key's entry `en` at epoch `e`, after an exact
+/// step that left the key cold (see "Late adds").
+pub(super) fn install<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized>(
+    w: &KeyedWindows<K, C, S>,
+    hash: u64,
+    key: &Q,
+    e: u64,
+    en: &Entry,
+    threshold: u64,
+    guard: &Guard<'_>,
+) {
+    w.ring.raise_newest(e);
+    let slices = w.slices() as u64;
+    let mut older = 0u64;
+    let mut ok = true;
+    w.ring.for_each_map_synced(guard, |m| {
+        if !ok || m.epoch >= e || e - m.epoch >= slices {
+            return;
+        }
+        match m
+            .map
+            .get(hash, |k| key.is(k), guard)
+            .and_then(Entry::sync_count)
+        {
+            Some(c) => older = older.saturating_add(c),
+            None => ok = false,
+        }
+    });
+    if !ok || older >= threshold {
+        return;
+    }
+    let b = (threshold - older).min(BOUND_MAX);
+    let mut h = en.hot().load(Ordering::Acquire);
+    loop {
+        let cur = h >> SHIFT;
+        if h & STALE != 0 || (cur != 0 && cur <= b) {
+            return;
+        }
+        let new = (h & ((1 << SHIFT) - 1)) | (b << SHIFT);
+        match en
+            .hot()
+            .compare_exchange(h, new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return,
+            Err(actual) => h = actual,
+        }
+    }
+}
+
+/// A late add's duty (see "Late adds"): `STALE` on the key's entries in
+/// the slices after `e` of `e`'s window. The caller checked that the key
+/// has a home (no exact step, so no bound, without one).
+#[cold]
+#[inline(never)]
+pub(super) fn poison_newer<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized>(
+    w: &KeyedWindows<K, C, S>,
+    hash: u64,
+    key: &Q,
+    e: u64,
+    guard: &Guard<'_>,
+) {
+    let slices = w.slices() as u64;
+    w.ring.for_each_map(guard, |m| {
+        if m.epoch > e && m.epoch - e < slices {
+            // `STALE` stays once set (a move copies it under the lock), so
+            // the many late adds of a hot key after a slice edge lock once.
+            let stale = m.map.get(hash, |k| key.is(k), guard);
+            if stale.is_some_and(|x| x.hot().load(Ordering::Acquire) & STALE != 0) {
+                return;
+            }
+            m.map.with_locked(
+                hash,
+                |k| key.is(k),
+                |x| x.hot().fetch_or(STALE, Ordering::AcqRel),
+            );
+        }
+    });
+}
