@@ -298,3 +298,59 @@ fn take_all_racing_adds_is_exact() {
     assert_eq!(w.len(), 4 * 40);
     println!("{i} takes while adding; {take_one} taken by `take`");
 }
+
+/// A detector's bound (`src/keyed/bound.rs`) under threads: one thread adds
+/// 12 to each key at the newest epoch (3), which makes the key heavy
+/// (`H = 10` of `T = 40` in 4 slices) and installs a bound from an exact
+/// step; another adds 35 to each key late, at epochs 1 and 2 of that
+/// window, in even rounds after the first thread is done (so every late add
+/// comes after the bound: each must clear it), in odd rounds racing it.
+/// Afterwards each key's window at 3 holds 47: the key is hot there, or the
+/// next add at 3 reports it; no bound without the late counts is left for
+/// that add to skip by.
+#[test]
+fn late_adds_from_threads_leave_no_crossing_unreported() {
+    const T: u64 = 40;
+    let t = |e: u64| e * SLICE;
+    for round in 0..40u64 {
+        let d = Arc::new(detector(SLICE, 4, T));
+        // The newest slice first, so that the other thread's adds are late.
+        assert!(!d.add_at(&99, t(3), 1));
+        let newest_done = Arc::new(AtomicBool::new(false));
+        let newest = {
+            let (d, done) = (d.clone(), newest_done.clone());
+            std::thread::spawn(move || {
+                for _ in 0..12 {
+                    for key in 0..6u32 {
+                        // Racing late adds can make one of these report.
+                        d.add_at(&key, t(3), 1);
+                    }
+                }
+                done.store(true, Ordering::Release);
+            })
+        };
+        let late = {
+            let (d, done) = (d.clone(), newest_done.clone());
+            std::thread::spawn(move || {
+                while round % 2 == 0 && !done.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                let mut rng = StdRng::seed_from_u64(round);
+                for _ in 0..35 {
+                    for key in 0..6u32 {
+                        d.add_at(&key, t(rng.random_range(1..3)), 1);
+                    }
+                }
+            })
+        };
+        newest.join().unwrap();
+        late.join().unwrap();
+        for key in 0..6u32 {
+            assert_eq!(d.windows().sum_at(&key, t(3)), 47);
+            assert!(
+                d.is_hot_at(&key, t(3)) || d.add_at(&key, t(3), 1),
+                "round {round}: key {key} neither hot at 3 nor reported by its next add"
+            );
+        }
+    }
+}
