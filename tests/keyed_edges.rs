@@ -82,40 +82,40 @@ fn zero_adds_record_nothing() {
     assert!(d.add_at(&1u8, 0, 1));
 }
 
-/// A key's count in one slice saturates at 2^61 - 1; a window sum
+/// A key's count in one slice saturates at 2^60 - 1; a window sum
 /// saturates at `u64::MAX` instead of wrapping.
 #[test]
 fn saturates_instead_of_wrapping() {
-    // 8 saturated slices: 8 * (2^61 - 1) = 2^64 - 8 still fits.
-    let w = windows_of(SLICE, 8);
-    for e in 0..8u64 {
+    // 16 saturated slices: 16 * (2^60 - 1) = 2^64 - 16 still fits.
+    let w = windows_of(SLICE, 16);
+    for e in 0..16u64 {
         assert!(w.add_at(&1, e * SLICE, u64::MAX));
         assert!(w.add_at(&1, e * SLICE, 1), "a saturated slice still counts");
     }
     assert_eq!(w.sum_at(&1, 0), COUNT_MAX);
-    assert_eq!(w.sum_at(&1, 7 * SLICE), 8 * COUNT_MAX);
-    assert_eq!(w.add_and_sum_at(&1, 7 * SLICE, 5), u64::MAX - 7);
-    // 10 of them: the sum saturates.
-    let w = windows_of(SLICE, 10);
-    for e in 0..10u64 {
+    assert_eq!(w.sum_at(&1, 15 * SLICE), 16 * COUNT_MAX);
+    assert_eq!(w.add_and_sum_at(&1, 15 * SLICE, 5), u64::MAX - 15);
+    // 18 of them: the sum saturates.
+    let w = windows_of(SLICE, 18);
+    for e in 0..18u64 {
         w.add_at(&1, e * SLICE, COUNT_MAX - 1);
         w.add_at(&1, e * SLICE, 2);
     }
-    assert_eq!(w.sum_at(&1, 9 * SLICE), u64::MAX);
-    assert_eq!(w.top_at(9 * SLICE, 1), vec![(1, u64::MAX)]);
+    assert_eq!(w.sum_at(&1, 17 * SLICE), u64::MAX);
+    assert_eq!(w.top_at(17 * SLICE, 1), vec![(1, u64::MAX)]);
     let mut taken = 0u32;
     w.take(&1, |_, c| {
         assert_eq!(c, COUNT_MAX);
         taken += 1;
     });
-    assert_eq!(taken, 10);
+    assert_eq!(taken, 18);
     // The detector crosses `u64::MAX` with a saturated sum.
-    let d = detector(SLICE, 10, u64::MAX);
-    for e in 0..8u64 {
+    let d = detector(SLICE, 18, u64::MAX);
+    for e in 0..16u64 {
         assert_eq!(d.became_hot_at(&1, e * SLICE, u64::MAX), None);
     }
-    assert_eq!(d.became_hot_at(&1, 8 * SLICE, u64::MAX), Some(u64::MAX));
-    assert!(d.is_hot_at(&1, 9 * SLICE));
+    assert_eq!(d.became_hot_at(&1, 16 * SLICE, u64::MAX), Some(u64::MAX));
+    assert!(d.is_hot_at(&1, 17 * SLICE));
 }
 
 /// An add larger than what a slice's count can still take, to a key its

@@ -187,16 +187,33 @@ fn late_add_after_cooling_follows_the_rule() {
 /// so the add taking it to 5 skips the step. A late add of 2 at epoch 0
 /// (its own window, 3, stays below) puts the window at 1 at 8; the next add
 /// at 1 (count 6, under the stale bound) must read the window and report.
+/// The same when the late add goes through the plain windows
+/// (`HotKeyDetector::windows`), or is the key's first add in its slice.
 #[test]
 fn a_late_add_clears_the_bound_of_newer_slices() {
     let e = |x: u64| x * SLICE;
-    let d = detector(SLICE, 2, 8);
-    let mut m = HotModel::new(SLICE, 2, 8, usize::MAX);
-    let adds = [(e(0), 1), (e(1), 4), (e(1), 1), (e(0), 2), (e(1), 1)];
-    for (t, n) in adds {
-        assert_eq!(d.became_hot_at(&7, t, n), m.add(&7, t, n), "add {n} at {t}");
+    for (plain, first) in [(false, false), (true, false), (false, true), (true, true)] {
+        let d = detector(SLICE, 2, 8);
+        let mut m = HotModel::new(SLICE, 2, 8, usize::MAX);
+        let mut adds = vec![(e(0), 1), (e(1), 4), (e(1), 1), (e(0), 2), (e(1), 1)];
+        if first {
+            // Nothing at epoch 0 before the bound: the late add inserts.
+            adds[0] = (e(1), 1);
+        }
+        for (i, (t, n)) in adds.into_iter().enumerate() {
+            let want = m.add(&7, t, n);
+            if plain && i == 3 {
+                assert!(d.windows().add_at(&7, t, n));
+            } else {
+                assert_eq!(
+                    d.became_hot_at(&7, t, n),
+                    want,
+                    "add {n} at {t} ({plain} {first})"
+                );
+            }
+        }
+        assert!(d.is_hot_at(&7, e(1)), "({plain} {first})");
     }
-    assert!(d.is_hot_at(&7, e(1)));
 }
 
 /// A hot key's slices that grow heavy (`ceil(T / S)` or more) while the key

@@ -9,17 +9,15 @@
 //!   existing entry, or installing the older slice's map).
 //! - `bound_protocol_sketch` and its naive counter-example
 //!   (`naive_bound_with_plain_reads_is_caught`): the protocol on bare
-//!   atomics; the naive installer reads the older count with a plain load,
-//!   so a late add can miss the raised `newest` while the installer misses
-//!   its count, and an add after the late one skips past the crossing.
+//!   atomics; the naive installer reads the older count with a plain load
+//!   and leaves no `WATCHED`, so a late add it missed does not know to
+//!   clear the bound, and an add after the late one skips past the
+//!   crossing.
 //!
 //! Mutations of the real code these models catch: the older words read by
-//! a plain load (`Entry::sync_count`), a late add that sets no `STALE`, a
-//! bound read that ignores `STALE`. Not caught: the installer's plain
-//! scan of the ring's slots, because in these models the add that makes
-//! the slice heavy scans the ring by RMW just before (`make_home`); an
-//! exact step without that scan (the key noted heavy earlier) keeps its
-//! own.
+//! a plain load that sets no `WATCHED` (`Entry::watch`), a `WATCHED` add
+//! that clears no bound, a late first add into a slice that clears none,
+//! and a bound read that ignores `STALE` (the commit messages list them).
 //!
 //! Windows are 2 slices of 1 ns, so the time in nanoseconds is the epoch.
 //! A threshold of 8 in 2 slices makes a slice heavy at 4.
@@ -106,30 +104,30 @@ fn a_late_add_into_a_new_slice_is_never_skipped_past() {
 }
 
 /// The protocol on bare atomics (`bound.rs`, "Late adds"): `older` is the
-/// key's count in the older slice, `newest` the ring's newest epoch, `hot`
-/// the newer entry's hot word (`STALE`, or a bound). The installer raises
-/// `newest`, reads `older`, and installs `T - older` unless `STALE`; the
-/// late add adds to `older`, loads `newest`, and if it is late sets
-/// `STALE` under the newer slice's lock. An add that starts after the late
-/// one returned must not be told the stale bound.
+/// key's entry word in the older slice (`WATCHED` and a count), `hot` the
+/// newer entry's hot word (`STALE`, or a bound). The installer reads
+/// `older` by an RMW that sets `WATCHED` and installs `T - count` unless
+/// `STALE`; the late add adds to `older` by an RMW and, if it read
+/// `WATCHED`, sets `STALE` under the newer slice's lock. An add that starts
+/// after the late one returned must not be told a bound without its count.
+/// The naive installer reads `older` with a plain load (and sets no flag).
 fn bound_race(naive: bool) {
+    const WATCHED: u64 = 1 << 60;
     const STALE: u64 = 1;
     const T: u64 = 8;
     let older = Arc::new(AtomicU64::new(1));
-    let newest = Arc::new(AtomicU64::new(0));
     let hot = Arc::new(AtomicU64::new(0));
     let lock = Arc::new(Mutex::new(()));
     let done = Arc::new(AtomicBool::new(false));
     let last = hot.clone();
     let installer = {
-        let (older, newest, hot) = (older.clone(), newest.clone(), hot.clone());
+        let (older, hot) = (older.clone(), hot.clone());
         thread::spawn(move || {
-            newest.fetch_max(1, Ordering::AcqRel);
             let o = if naive {
                 older.load(Ordering::Acquire)
             } else {
-                older.fetch_add(0, Ordering::AcqRel)
-            };
+                older.fetch_or(WATCHED, Ordering::AcqRel)
+            } & !WATCHED;
             let b = (T - o) << 1;
             let mut h = hot.load(Ordering::Acquire);
             while h & STALE == 0 {
@@ -141,16 +139,9 @@ fn bound_race(naive: bool) {
         })
     };
     let late = {
-        let (older, newest, hot, lock, done) = (
-            older.clone(),
-            newest.clone(),
-            hot.clone(),
-            lock,
-            done.clone(),
-        );
+        let (older, hot, done) = (older.clone(), hot.clone(), done.clone());
         thread::spawn(move || {
-            older.fetch_add(2, Ordering::AcqRel);
-            if newest.load(Ordering::Acquire) > 0 {
+            if older.fetch_add(2, Ordering::AcqRel) & WATCHED != 0 {
                 let _g = lock.lock().unwrap();
                 hot.fetch_or(STALE, Ordering::AcqRel);
             }

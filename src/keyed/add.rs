@@ -11,6 +11,9 @@
 //!   ring (`None`), or not tracked because its slice's map is full (`None`,
 //!   counted in [`KeyedWindows::untracked_adds`]). An entry that moved
 //!   (`Add::Moved`) is looked up again, never written (`entry.rs`).
+//! - An add that lands in an entry a detector's bound read (`WATCHED`)
+//!   clears the key's newer bounds before it returns (`bound.rs`), whatever
+//!   method made it.
 //!
 //! [`Ring::current`]: super::ring::Ring::current
 
@@ -66,9 +69,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                     if let Some(after) = en.try_add(n) {
                         return Some((en, Some(after)));
                     }
-                    // Striped, contended or saturated: the entry's own slow
-                    // path, without a second lookup.
+                    // Striped, contended, saturated or watched: the entry's
+                    // own slow path, without a second lookup.
                     if let Add::Done(after) = en.add(n) {
+                        self.landed(en, hash, key, e, guard);
                         return Some((en, after));
                     }
                 }
@@ -94,6 +98,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     ) -> Option<(&'g Entry, Option<u64>)> {
         let en = self.insert(m, hash, key, e, guard, &fresh)?;
         if let Add::Done(after) = en.add(n) {
+            self.landed_new(en, hash, key, e, guard);
             return Some((en, after));
         }
         self.add_slow(hash, key, e, n, guard, fresh)
@@ -111,13 +116,53 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     ) -> Option<(&'g Entry, Option<u64>)> {
         let m = self.ring.for_add(e, guard)?;
         loop {
-            let en = match m.map.get(hash, |k| key.is(k), guard) {
-                Some(en) => en,
-                None => self.insert(m, hash, key, e, guard, &fresh)?,
+            let (en, new) = match m.map.get(hash, |k| key.is(k), guard) {
+                Some(en) => (en, false),
+                None => (self.insert(m, hash, key, e, guard, &fresh)?, true),
             };
             if let Add::Done(after) = en.add(n) {
+                if new {
+                    self.landed_new(en, hash, key, e, guard);
+                } else {
+                    self.landed(en, hash, key, e, guard);
+                }
                 return Some((en, after));
             }
+        }
+    }
+
+    /// After an add through the entry's slow path: if a detector's bound
+    /// read this entry (`WATCHED`, which keeps every add off the one-CAS
+    /// path), the add may be late for it (`bound.rs`).
+    #[inline(always)]
+    fn landed<Q: KeyRef<K> + ?Sized>(
+        &self,
+        en: &Entry,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        guard: &Guard<'_>,
+    ) {
+        if en.is_watched() {
+            super::bound::poison_newer(self, hash, key, e, guard);
+        }
+    }
+
+    /// After an add that looked its key up in vain (it inserted the entry,
+    /// or another thread did meanwhile): a key's first add in a slice older
+    /// than the newest may be late for a bound whose reads did not find
+    /// the slice's map (`bound.rs`).
+    #[inline(always)]
+    fn landed_new<Q: KeyRef<K> + ?Sized>(
+        &self,
+        en: &Entry,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        guard: &Guard<'_>,
+    ) {
+        if e < self.ring.newest() || en.is_watched() {
+            super::bound::poison_newer(self, hash, key, e, guard);
         }
     }
 

@@ -22,37 +22,41 @@
 //! an older slice since: no bound is used or installed in this entry).
 //!
 //! # Late adds (the protocol)
-//! - The installer first raises the ring's `newest` to `e` (`fetch_max`),
-//!   then reads the ring's slots and the older entries' words by RMW
-//!   (`Ring::for_each_map_synced`, `Entry::sync_count`), and gives up if an
-//!   older map lacks the key or an older entry is striped, moving or
-//!   sealed. It installs `B` by CAS, and never over `STALE`.
-//! - Every detector add, after its own CAS, loads `newest`; if its epoch
-//!   `e'` is older, it is late: if the key has a home, it sets `STALE` by
-//!   RMW on the key's entries in the newer slices of its window, each under
-//!   its map's shard lock (the lock a table move copies the hot word in).
+//! - The installer raises the ring's `newest` to its epoch (`fetch_max`),
+//!   reads the ring's slots by RMW
+//!   (`Ring::for_each_map_synced`) and each older entry's word by an RMW
+//!   that sets `WATCHED` (`Entry::watch`); it gives up if an older map
+//!   lacks the key or an older entry is striped, moving or sealed. It
+//!   installs `B` by CAS, and never over `STALE`.
+//! - An add to a `WATCHED` entry leaves the one-CAS path (the flag is one of
+//!   the word's), and after it lands, whatever method made it (the
+//!   detector's or the plain windows'), sets `STALE` by RMW on the key's
+//!   entries in the newer slices of its window, each under its map's shard
+//!   lock (the lock a table move copies the hot word in); it checks first,
+//!   so a hot key's many late adds lock once.
+//! - A key's first add in a slice older than the ring's `newest` does the
+//!   same (its entry was not there to be watched).
 //!
-//! Why nothing is missed: a late add's CAS and the installer's RMW on the
-//! same word (or the installer's slot RMW and the late add's installing
-//! CAS, or its insert under a shard lock the installer's lookup found
-//! empty: then the installer gave up) are ordered. If the late add's comes
-//! first, the installer reads its count. If the installer's comes first,
-//! the late add synchronizes with it (a striped add through the `STRIPED`
-//! flag, which is set by an RMW later in the same word's order; an add to
-//! a moved entry through the move's seal, an RMW, and the map's publish),
-//! so it sees the raised `newest`, knows it is late, finds the home and
-//! the entry, and its `STALE` comes before or after the install in the hot
-//! word's order: before, the install fails; after, the bound is dropped.
-//! An add that runs while a late add is between its CAS and its `STALE`
-//! is concurrent with it, and may or may not see it (as adds racing across
-//! a crossing, `hot.rs`). Adds made through [`HotKeyDetector::windows`]
-//! do not check: a late one is seen by the key's next exact step.
+//! Why nothing is missed: a late add's CAS and the installer's RMW are on
+//! the same word, so one comes first. If the late add's, the installer
+//! reads its count. If the installer's, the late add's CAS reads `WATCHED`
+//! (a striped add loads the word after the `STRIPED` CAS, which keeps the
+//! flag; a move carries it to the new slot), so it sets `STALE` on the
+//! newer entry, whose bound came after the installer's RMW: in the hot
+//! word's order `STALE` comes before the install, which then fails, or
+//! after it, which drops the bound. A map of an older slice installed by
+//! a late add after the installer's scan is installed by a CAS that reads
+//! from the scan's RMW, so the late add sees the raised `newest` (its
+//! first add there is late) and the newer entry; a key inserted into an
+//! older map the installer found without it: the installer gave up. An add that runs while a late add is between its
+//! CAS and its `STALE` is concurrent with it, and may or may not see it
+//! (as adds racing across a crossing, `hot.rs`). A `WATCHED` entry stays
+//! so; its later adds clear bounds that may not need it (cheap: `STALE`
+//! is checked before the lock).
 //!
 //! Model-checked with loom: `loom-tests/tests/keyed_bound.rs` (the real
 //! code), and the protocol's sketch with its naive counter-example (the
-//! older counts read by plain loads) in `keyed_naive.rs`.
-//!
-//! [`HotKeyDetector::windows`]: super::HotKeyDetector::windows
+//! older counts read by plain loads) in the same file.
 
 use super::entry::Entry;
 use super::key::{Key, KeyHasher, KeyRef};
@@ -95,11 +99,7 @@ pub(super) fn install<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized>(
         if !ok || m.epoch >= e || e - m.epoch >= slices {
             return;
         }
-        match m
-            .map
-            .get(hash, |k| key.is(k), guard)
-            .and_then(Entry::sync_count)
-        {
+        match m.map.get(hash, |k| key.is(k), guard).and_then(Entry::watch) {
             Some(c) => older = older.saturating_add(c),
             None => ok = false,
         }
@@ -126,8 +126,8 @@ pub(super) fn install<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized>(
 }
 
 /// A late add's duty (see "Late adds"): `STALE` on the key's entries in
-/// the slices after `e` of `e`'s window. The caller checked that the key
-/// has a home (no exact step, so no bound, without one).
+/// the slices after `e` of `e`'s window. Called by an add that landed in a
+/// `WATCHED` entry of slice `e`.
 #[cold]
 #[inline(never)]
 pub(super) fn poison_newer<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized>(

@@ -3,7 +3,9 @@
 //! entries, one in each slice's map; nothing is shared between them.
 //!
 //! # Layout (24 bytes)
-//! - `word`: `SEALED:1 | INCOMING:1 | STRIPED:1 | count:61`.
+//! - `word`: `SEALED:1 | INCOMING:1 | STRIPED:1 | WATCHED:1 | count:60`.
+//!   `WATCHED`: the hot-key detector's bound read this count (`bound.rs`);
+//!   an add to a watched entry takes the slow path and reports it.
 //! - `stripes`: null, or a [`StripedCounter`] holding the rest of a
 //!   contended entry's count; bit 0 (`LENT`) marks a pointer this slot does
 //!   not own (it moved on with the key, see "Moves").
@@ -15,7 +17,8 @@
 //!
 //! # Adds
 //! A CAS of `word` from the value loaded to `count + n` (saturating at
-//! [`COUNT_MAX`]), flags unchanged: one locked instruction. A CAS that
+//! [`COUNT_MAX`]), flags unchanged: one locked instruction (an entry with
+//! any flag set takes [`Entry::add`], which keeps them). A CAS that
 //! failed because another thread added makes the entry *striped*: the
 //! stripes are installed (CAS from null), then `STRIPED` is set, and from
 //! then on adds go to the calling thread's stripe of the
@@ -34,7 +37,7 @@
 //!    new slot, so nothing is lost;
 //! 3. the hot word is copied;
 //! 4. one CAS loop on the new word adds the old count, clears `INCOMING`
-//!    and sets `STRIPED` if the old word had it (adds that raced into the
+//!    and sets `STRIPED` and `WATCHED` if the old word had them (adds that raced into the
 //!    new slot meanwhile kept `INCOMING` and are kept).
 //!
 //! Readers wait while `INCOMING` and look the key up again on `SEALED`.
@@ -56,9 +59,12 @@ use crate::sync::{wait_hint, AtomicPtr, AtomicU64, Exclusive, Ordering};
 const SEALED: u64 = 1 << 63;
 const INCOMING: u64 = 1 << 62;
 const STRIPED: u64 = 1 << 61;
-const FLAGS: u64 = SEALED | INCOMING | STRIPED;
-/// The largest count an entry's word holds (2^61 - 1); adds saturate there.
-pub(crate) const COUNT_MAX: u64 = STRIPED - 1;
+const WATCHED: u64 = 1 << 60;
+const FLAGS: u64 = SEALED | INCOMING | STRIPED | WATCHED;
+/// The flags that keep an entry from being striped.
+const UNSTRIPABLE: u64 = SEALED | INCOMING | STRIPED;
+/// The largest count an entry's word holds (2^60 - 1); adds saturate there.
+pub(crate) const COUNT_MAX: u64 = WATCHED - 1;
 /// Bit 0 of `stripes`: a pointer this slot does not own.
 const LENT: usize = 1;
 
@@ -155,7 +161,7 @@ impl Entry {
                     // Another add changed the count: contention. (A move
                     // sealing this entry, or filling it, changes a flag
                     // instead, which the next round sees.)
-                    if actual & FLAGS == 0 && w & FLAGS == 0 {
+                    if actual & UNSTRIPABLE == 0 && w & UNSTRIPABLE == 0 {
                         self.stripe();
                     }
                     w = actual;
@@ -169,7 +175,7 @@ impl Entry {
     pub(crate) fn stripe(&self) {
         install_if_null(&self.stripes, StripedCounter::new);
         let mut w = self.word.load(Ordering::Acquire);
-        while w & FLAGS == 0 {
+        while w & UNSTRIPABLE == 0 {
             match self.word.compare_exchange_weak(
                 w,
                 w | STRIPED,
@@ -210,13 +216,20 @@ impl Entry {
         }
     }
 
-    /// The count by an RMW of the word (an add of 0), for the hot-key
-    /// detector's bound (`bound.rs`): a later add to this entry reads from
-    /// it. `None` if the entry is striped, moving or sealed (the word is not
-    /// the whole count, or not for long).
-    pub(crate) fn sync_count(&self) -> Option<u64> {
-        let w = self.word.fetch_add(0, Ordering::AcqRel);
-        (w & FLAGS == 0).then_some(w)
+    /// The count, for the hot-key detector's bound (`bound.rs`), by an RMW
+    /// that sets `WATCHED`: an add that comes later in the word's order
+    /// sees the flag. `None` if the entry is striped, moving or sealed (the
+    /// word is not the whole count, or not for long).
+    pub(crate) fn watch(&self) -> Option<u64> {
+        let w = self.word.fetch_or(WATCHED, Ordering::AcqRel);
+        (w & UNSTRIPABLE == 0).then_some(count(w))
+    }
+
+    /// Whether a bound read this entry (`watch`): an add that finds it so,
+    /// after it landed, clears the bounds of the key's newer entries.
+    #[inline]
+    pub(crate) fn is_watched(&self) -> bool {
+        self.word.load(Ordering::Acquire) & WATCHED != 0
     }
 
     /// Takes the whole count, leaving 0 (see "Takes"). Under the shard
@@ -266,7 +279,7 @@ impl Entry {
         loop {
             let new = count(t).saturating_add(count(w)).min(COUNT_MAX)
                 | (t & FLAGS & !INCOMING)
-                | (w & STRIPED);
+                | (w & (STRIPED | WATCHED));
             match to
                 .word
                 .compare_exchange_weak(t, new, Ordering::AcqRel, Ordering::Acquire)

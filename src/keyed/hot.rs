@@ -92,10 +92,6 @@ pub(super) const NOTED: u64 = 1 << 3;
 /// cross with the slice's next adds (or after a late add, one at an older
 /// epoch than the newest slice).
 ///
-/// Adds made through [`windows`](Self::windows) are counted in the sums
-/// the rule reads, but an add there at an epoch older than the newest
-/// slice may be seen by the detector only at the key's next full read.
-///
 /// ```
 /// use stripecount::{HotKeyDetector, ManualClock};
 /// use std::time::Duration;
@@ -231,15 +227,10 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             en.hot()
                 .fetch_or(CHECKED | if has { HAS_HOME } else { 0 }, Ordering::AcqRel);
         })?;
-        // After the CAS: a late add owes newer slices' bounds (`bound.rs`).
-        let newest = w.ring.newest();
-        if newest > e && self.homes.get(hash, |k| key.is(k), &guard).is_some() {
-            bound::poison_newer(w, hash, key, e, &guard);
-        }
         let flags = en.hot().load(Ordering::Acquire);
         // A heavy crossing (a count reaching `H`) still notes itself.
         let noted = flags & NOTED != 0 || after.is_some_and(|c| c < self.heavy);
-        if flags & HOT_HERE != 0 && noted && newest == e {
+        if flags & HOT_HERE != 0 && noted && w.ring.newest() == e {
             // Hot at this epoch, and no later slice exists whose adds could
             // have cooled the key since.
             return None;

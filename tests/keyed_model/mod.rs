@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
 /// The largest count a key's entry in one slice holds (2^61 - 1).
-pub const COUNT_MAX: u64 = (1 << 61) - 1;
+pub const COUNT_MAX: u64 = (1 << 60) - 1;
 
 /// The slice ring (see the module docs).
 #[derive(Debug, Clone)]
