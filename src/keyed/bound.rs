@@ -23,11 +23,11 @@
 //!
 //! # Late adds (the protocol)
 //! - The installer raises the ring's `newest` to its epoch (`fetch_max`),
-//!   reads the ring's slots by RMW
-//!   (`Ring::for_each_map_synced`) and each older entry's word by an RMW
-//!   that sets `WATCHED` (`Entry::watch`); it gives up if an older map
-//!   lacks the key or an older entry is striped, moving or sealed. It
-//!   installs `B` by CAS, and never over `STALE`.
+//!   reads the ring's slots by RMW (`Ring::for_each_map_synced`) and each
+//!   older entry's word by an RMW that sets `WATCHED` (`Entry::watch`);
+//!   it gives up if an older map lacks the key or an older entry is
+//!   striped, moving or sealed. It installs `B` by CAS, and never over
+//!   `STALE`.
 //! - An add to a `WATCHED` entry leaves the one-CAS path (the flag is one of
 //!   the word's), and after it lands, whatever method made it (the
 //!   detector's or the plain windows'), sets `STALE` by RMW on the key's
@@ -48,11 +48,13 @@
 //! a late add after the installer's scan is installed by a CAS that reads
 //! from the scan's RMW, so the late add sees the raised `newest` (its
 //! first add there is late) and the newer entry; a key inserted into an
-//! older map the installer found without it: the installer gave up. An add that runs while a late add is between its
-//! CAS and its `STALE` is concurrent with it, and may or may not see it
-//! (as adds racing across a crossing, `hot.rs`). A `WATCHED` entry stays
-//! so; its later adds clear bounds that may not need it (cheap: `STALE`
-//! is checked before the lock).
+//! older map the installer found without it: the installer gave up.
+//!
+//! An add that runs while a late add is between its CAS and its `STALE` is
+//! concurrent with it, and may or may not see it (as adds racing across a
+//! crossing, `hot.rs`). A `WATCHED` entry stays so; its later adds clear
+//! bounds that may not need it (cheap: `STALE` is checked before the
+//! lock).
 //!
 //! Model-checked with loom: `loom-tests/tests/keyed_bound.rs` (the real
 //! code), and the protocol's sketch with its naive counter-example (the

@@ -37,8 +37,8 @@
 //!    new slot, so nothing is lost;
 //! 3. the hot word is copied;
 //! 4. one CAS loop on the new word adds the old count, clears `INCOMING`
-//!    and sets `STRIPED` and `WATCHED` if the old word had them (adds that raced into the
-//!    new slot meanwhile kept `INCOMING` and are kept).
+//!    and sets `STRIPED` and `WATCHED` if the old word had them (adds that
+//!    raced into the new slot meanwhile kept `INCOMING` and are kept).
 //!
 //! Readers wait while `INCOMING` and look the key up again on `SEALED`.
 //!
