@@ -157,7 +157,8 @@ fn memory_report(z: &ZipfStream) {
     let ten = w.key_memory_bytes(&HOT_KEY);
     println!("heap bytes per key, 1M u64 keys each added once (map included):");
     println!(
-        "  KeyedWindows (10 slices): {kw:.1} B/key; a key with adds in all 10 slices: + {ten} B"
+        "  KeyedWindows (10 slices): {kw:.1} B/key; a key with adds in all 10 slices holds one \
+         inline slot in each slice's map, + {ten} B outside the slots"
     );
     println!("  HotKeyDetector (10 slices): {hk:.1} B/key");
     println!("  DashMap<u64, AtomicU64>: {dm:.1} B/key");
