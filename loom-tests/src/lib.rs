@@ -18,6 +18,34 @@
 //! - A model whose main thread only spawns and joins gets its interleavings
 //!   for fewer preemptions (blocking in `join` is not a preemption).
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::BuildHasherDefault;
+use std::time::Duration;
+use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
+
+/// SipHash with fixed keys: loom re-runs a model many times and needs every
+/// run to touch the same atomics (a `RandomState` would move the key to
+/// another shard or slot in each run).
+pub type Fixed = BuildHasherDefault<DefaultHasher>;
+
+/// Per-key windows of 2 slices of 1 ns (the time in nanoseconds is the
+/// epoch), on the fixed hash: what the per-key models run on.
+pub fn windows() -> KeyedWindows<u32, ManualClock, Fixed> {
+    KeyedWindows::with_hasher(
+        Duration::from_nanos(2),
+        2,
+        ManualClock::new(),
+        Fixed::default(),
+    )
+    .unwrap()
+}
+
+/// A hot-key detector over [`windows`] (so a slice is heavy at
+/// `ceil(threshold / 2)`).
+pub fn detector(threshold: u64) -> HotKeyDetector<u32, ManualClock, Fixed> {
+    HotKeyDetector::over(windows(), threshold).unwrap()
+}
+
 /// Runs `f` under loom with a preemption bound of `LOOM_MAX_PREEMPTIONS`
 /// (default 2).
 #[cfg(loom)]

@@ -13,29 +13,10 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
-
-/// SipHash with fixed keys: loom re-runs a model many times and needs every
-/// run to touch the same atomics (a `RandomState` would move the key to
-/// another shard or slot in each run).
-type Fixed = BuildHasherDefault<DefaultHasher>;
-
-fn windows() -> KeyedWindows<u32, ManualClock, Fixed> {
-    KeyedWindows::with_hasher(
-        Duration::from_nanos(2),
-        2,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap()
-}
-
-fn detector(threshold: u64) -> HotKeyDetector<u32, ManualClock, Fixed> {
-    HotKeyDetector::over(windows(), threshold).unwrap()
-}
+use stripecount_loom_tests::{detector, windows, Fixed};
 
 /// A key made heavy beforehand (2 of a threshold of 4 in 2 slices, so
 /// `H = 2`): its home exists, and racing adds take the exact step.

@@ -26,25 +26,7 @@
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::BuildHasherDefault;
-use std::time::Duration;
-use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
-use stripecount_loom_tests::expect_failure;
-
-/// SipHash with fixed keys (every run of a model touches the same atomics).
-type Fixed = BuildHasherDefault<DefaultHasher>;
-
-fn detector() -> HotKeyDetector<u32, ManualClock, Fixed> {
-    let w = KeyedWindows::with_hasher(
-        Duration::from_nanos(2),
-        2,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap();
-    HotKeyDetector::over(w, 8).unwrap()
-}
+use stripecount_loom_tests::{detector, expect_failure};
 
 /// Epoch 0 holds 3 in the end: 1 from before and 2 from the late add, or
 /// (`new_map`) 3 from the late add alone, which then installs epoch 0's
@@ -58,7 +40,7 @@ fn detector() -> HotKeyDetector<u32, ManualClock, Fixed> {
 /// crossing is left for a later add at epoch 1, which must report it
 /// unless the installer's second add did: exactly one report.
 fn late_add_race(new_map: bool) {
-    let d = Arc::new(detector());
+    let d = Arc::new(detector(8));
     if !new_map {
         assert!(!d.add_at(&7, 0, 1));
     }

@@ -13,24 +13,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::BuildHasherDefault;
-use std::time::Duration;
-use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
-
-/// SipHash with fixed keys (every run of a model touches the same atomics).
-type Fixed = BuildHasherDefault<DefaultHasher>;
-
-fn detector() -> HotKeyDetector<u32, ManualClock, Fixed> {
-    let w = KeyedWindows::with_hasher(
-        Duration::from_nanos(2),
-        2,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap();
-    HotKeyDetector::over(w, 5).unwrap()
-}
+use stripecount_loom_tests::detector;
 
 /// A key's first adds in a slice that is heavy in an older slice: one
 /// thread makes epoch 0 heavy (3 of a threshold of 5 in 2 slices, so
@@ -41,7 +24,7 @@ fn detector() -> HotKeyDetector<u32, ManualClock, Fixed> {
 #[test]
 fn a_new_slice_learns_of_a_heavy_older_slice() {
     stripecount_loom_tests::model(|| {
-        let d = Arc::new(detector());
+        let d = Arc::new(detector(5));
         assert!(!d.add_at(&7, 0, 2));
         let crosser = {
             let d = d.clone();

@@ -13,21 +13,15 @@
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::time::Duration;
 use stripecount::admission::{AdmissionState, Config};
 use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
-use stripecount_loom_tests::{check_windows, expect_failure, window_total};
+use stripecount_loom_tests::{check_windows, expect_failure, window_total, Fixed};
 
 const KEY: u32 = 7;
 const NS: Duration = Duration::from_nanos(1);
 
-/// A fixed hash: a model must take the same path in every execution
-/// (`RandomState` draws new keys for every map, so a key would change
-/// shards from one execution to the next).
-type Fixed = BuildHasherDefault<DefaultHasher>;
 type Keyed = KeyedLimiter<u32, ManualClock, Fixed>;
 
 /// `limit` per `slices` ns, in slices of 1 ns, per key.

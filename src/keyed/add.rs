@@ -72,7 +72,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                     // Striped, contended, saturated or watched: the entry's
                     // own slow path, without a second lookup.
                     if let Add::Done(after) = en.add(n) {
-                        self.landed(en, hash, key, e, guard);
+                        self.landed(en, (hash, key), e, false, guard);
                         return Some((en, after));
                     }
                 }
@@ -98,7 +98,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     ) -> Option<(&'g Entry, Option<u64>)> {
         let en = self.insert(m, hash, key, e, guard, &fresh)?;
         if let Add::Done(after) = en.add(n) {
-            self.landed_new(en, hash, key, e, guard);
+            self.landed(en, (hash, key), e, true, guard);
             return Some((en, after));
         }
         self.add_slow(hash, key, e, n, guard, fresh)
@@ -121,47 +121,28 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                 None => (self.insert(m, hash, key, e, guard, &fresh)?, true),
             };
             if let Add::Done(after) = en.add(n) {
-                if new {
-                    self.landed_new(en, hash, key, e, guard);
-                } else {
-                    self.landed(en, hash, key, e, guard);
-                }
+                self.landed(en, (hash, key), e, new, guard);
                 return Some((en, after));
             }
         }
     }
 
-    /// After an add through the entry's slow path: if a detector's bound
+    /// After an add through the entry's slow path (`new`: one whose lookup
+    /// found no entry, so it inserted it or another thread did meanwhile):
+    /// the add may be late for a detector's bound (`bound.rs`) if the bound
     /// read this entry (`WATCHED`, which keeps every add off the one-CAS
-    /// path), the add may be late for it (`bound.rs`).
+    /// path), or, for a key's first add in a slice older than the newest,
+    /// if the bound's reads did not find the slice's map.
     #[inline(always)]
     fn landed<Q: KeyRef<K> + ?Sized>(
         &self,
         en: &Entry,
-        hash: u64,
-        key: &Q,
+        (hash, key): (u64, &Q),
         e: u64,
+        new: bool,
         guard: &Guard<'_>,
     ) {
-        if en.is_watched() {
-            super::bound::poison_newer(self, hash, key, e, guard);
-        }
-    }
-
-    /// After an add that looked its key up in vain (it inserted the entry,
-    /// or another thread did meanwhile): a key's first add in a slice older
-    /// than the newest may be late for a bound whose reads did not find
-    /// the slice's map (`bound.rs`).
-    #[inline(always)]
-    fn landed_new<Q: KeyRef<K> + ?Sized>(
-        &self,
-        en: &Entry,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        guard: &Guard<'_>,
-    ) {
-        if e < self.ring.newest() || en.is_watched() {
+        if en.is_watched() || (new && e < self.ring.newest()) {
             super::bound::poison_newer(self, hash, key, e, guard);
         }
     }
