@@ -14,7 +14,9 @@
 //! `kw`: `KeyedWindows::add_at`; `hk`: `HotKeyDetector::add_at`; `dm`: a
 //! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter; `kl`:
 //! `KeyedLimiter::try_acquire_at` (limit `u32::MAX`, as the admitting rows
-//! of `benches/limiter.rs`).
+//! of `benches/limiter.rs`); `klr` and `gvr`: the refusing rows' limiters
+//! (1 permit per window). With `HOT=1` every timed op is on one key (the
+//! one-hot-key rows; `--toggle-collect='keyed_steady::timed_hot*'`).
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -34,13 +36,22 @@ fn timed(z: &ZipfStream, from: usize, warm: u64, ops: u64, add: &impl Fn(u64, u6
     }
 }
 
+/// One hot key instead of the stream (`HOT=1`).
+#[inline(never)]
+fn timed_hot(warm: u64, ops: u64, add: &impl Fn(u64, u64)) {
+    for i in warm..warm + ops {
+        add(black_box(7), now_of(i));
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let which = args.get(1).map(|s| s.as_str()).unwrap_or("kw");
     assert!(
-        ["kw", "hk", "dm", "gv", "kl"].contains(&which),
-        "kw | hk | dm | gv | kl"
+        ["kw", "hk", "dm", "gv", "gvr", "kl", "klr"].contains(&which),
+        "kw | hk | dm | gv | gvr | kl | klr"
     );
+    let hot = std::env::var_os("HOT").is_some_and(|v| v == "1");
     let ops: u64 = args
         .get(2)
         .map(|s| s.parse().unwrap())
@@ -62,7 +73,13 @@ fn main() {
             std::thread::scope(|sc| {
                 for th in 0..threads {
                     let (z, add) = (&z, &add);
-                    sc.spawn(move || timed(z, z.offset(th, threads), warm, ops, add));
+                    sc.spawn(move || {
+                        if hot {
+                            timed_hot(warm, ops, add)
+                        } else {
+                            timed(z, z.offset(th, threads), warm, ops, add)
+                        }
+                    });
                 }
             });
             let el = t.elapsed();
@@ -93,17 +110,24 @@ fn main() {
                 black_box(s.add(&k, 1));
             })
         }
-        "gv" => {
-            let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(governor::Quota::per_second(
-                NonZeroU32::MAX,
-            ));
+        "gv" | "gvr" => {
+            let quota = if which == "gv" {
+                governor::Quota::per_second(NonZeroU32::MAX)
+            } else {
+                governor::Quota::with_period(w).unwrap()
+            };
+            let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(quota);
             run!(|k: u64, _now: u64| {
                 let _ = black_box(s.check_key(&k));
             })
         }
-        "kl" => {
+        "kl" | "klr" => {
             let s = stripecount::KeyedLimiter::with_clock(
-                u64::from(u32::MAX),
+                if which == "kl" {
+                    u64::from(u32::MAX)
+                } else {
+                    1
+                },
                 w,
                 10,
                 ManualClock::new(),

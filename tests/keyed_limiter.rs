@@ -261,6 +261,33 @@ fn quotas_change_without_resetting_windows() {
 }
 
 #[test]
+fn the_automatic_sweep_removes_idle_keys_within_one_more_window() {
+    // 1 s in 10 slices: the sweep visits all shards in about 10 epochs.
+    let slice = 100 * MS;
+    let lim =
+        KeyedLimiter::with_clock(100, Duration::from_secs(1), 10, ManualClock::new()).unwrap();
+    // Far from time 0, where a sweep step scheduled too late would show.
+    let e0 = 10_000u64;
+    for k in 0..10_000u64 {
+        assert!(lim.try_acquire_at(&k, e0 * slice, 1));
+    }
+    // One busy key, one request a slice; the others go idle after e0's
+    // slice leaves the window, at e0 + 10.
+    let busy = u64::MAX;
+    for e in e0 + 1..=e0 + 21 {
+        assert!(lim.try_acquire_at(&busy, e * slice + 7, 1));
+        if e < e0 + 10 {
+            assert_eq!(
+                lim.len(),
+                10_001,
+                "epoch {e}: a key was evicted inside its window"
+            );
+        }
+    }
+    assert_eq!(lim.len(), 1, "idle keys left after two windows");
+}
+
+#[test]
 fn reads_hold_no_key_and_idle_keys_go() {
     let lim = KeyedLimiter::with_clock(3, Duration::from_millis(2), 2, ManualClock::new())
         .unwrap()

@@ -82,6 +82,17 @@ where
         }
     }
 
+    /// The epoch [`maybe_sweep`](Self::maybe_sweep) has swept through:
+    /// a call with an epoch at most this one does nothing (`u64::MAX`
+    /// when automatic sweeping is off).
+    #[inline]
+    pub(crate) fn swept_through(&self) -> u64 {
+        if self.sweep_per_epoch == 0 {
+            return u64::MAX;
+        }
+        self.swept.load(Ordering::Relaxed)
+    }
+
     #[cold]
     pub(super) fn sweep_step(&self, now: u64, epochs: u64, cfg: &V::Cfg) {
         let shards = (self.sweep_per_epoch as u64).saturating_mul(epochs);

@@ -4,8 +4,9 @@
 //! Hash the key (once: the overrides share it), read its limits
 //! (`quota.rs`), look the key up (lock-free), and run the admission
 //! state's grant (`src/limiter/state.rs`) with those limits: one CAS when
-//! granted, loads only when refused. Then the sweep step (one load unless
-//! the request opens a new slice). A request that cannot fit (`n` above a
+//! granted, loads only when refused. Then the sweep step: one load and a
+//! compare against `sweep_due`, a time, so no division, unless the request
+//! is in an epoch the map has not swept for. A request that cannot fit (`n` above a
 //! limit) or asks for nothing is answered without inserting its key.
 //!
 //! # Sealed and pending states
@@ -318,9 +319,30 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         }
     }
 
-    /// The automatic sweep step (one load unless `now` opens a new slice).
+    /// The automatic sweep step: one load and a compare unless `now` is
+    /// in an epoch the map's sweep has not seen.
     #[inline(always)]
     fn sweep_step(&self, now: u64) {
+        if now < self.sweep_due.load(Ordering::Relaxed) {
+            return;
+        }
+        self.sweep_step_slow(now);
+    }
+
+    /// The sweep step at a `now` past `sweep_due`: the map's own step, then
+    /// `sweep_due` raised to the start of the epoch after the one the map
+    /// has swept through. Raised, never lowered, and only past epochs the
+    /// map has swept: a request skipped by it has an epoch the map would
+    /// not sweep for (`maybe_sweep` acts only on a later one).
+    #[cold]
+    #[inline(never)]
+    fn sweep_step_slow(&self, now: u64) {
         self.map.maybe_sweep(self.epoch(now), &self.shared);
+        let due = self
+            .map
+            .swept_through()
+            .saturating_add(1)
+            .saturating_mul(self.shared.cfg.slice_nanos());
+        self.sweep_due.fetch_max(due, Ordering::Relaxed);
     }
 }

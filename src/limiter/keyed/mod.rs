@@ -115,6 +115,10 @@ pub struct KeyedLimiter<K: 'static, C: Clock = MonotonicClock, S = RandomState> 
     windows: [Duration; MAX_LIMITS],
     /// The finest slice length, for the epoch of the sweep step.
     divisor: StrengthReducedU64,
+    /// The time (ns) from which a request may open an epoch the map's
+    /// automatic sweep has not seen: below it the sweep step is one load
+    /// and a compare, without the epoch's division (`acquire.rs`).
+    sweep_due: AtomicU64,
     clock: C,
     flood: FloodPolicy,
     untracked: AtomicU64,
@@ -280,6 +284,7 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
             quotas: Quotas::new(limits, hasher),
             empty: AdmissionState::new(&cfg, 0),
             divisor: StrengthReducedU64::new(cfg.slice_nanos()),
+            sweep_due: AtomicU64::new(0),
             shared: Shared::new(cfg),
             windows: w,
             clock,
