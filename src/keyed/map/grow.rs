@@ -33,7 +33,7 @@ where
     ) -> &'g Table<K, V> {
         let p = &self.ptrs[i];
         let cur = p.current.load(Ordering::Acquire);
-        // SAFETY: as in `get_or_insert`.
+        // SAFETY: as in `upsert` (`insert.rs`): under the lock.
         if let Some(t) = unsafe { cur.as_ref() } {
             if st.len + st.tombs < t.max_used() {
                 return t;

@@ -47,11 +47,13 @@
 //! never reported absent. Tables are freed only through the collector
 //! (`reclaim.rs`), so a pointer a guard has loaded stays valid.
 //!
-//! # Growth and eviction
-//! `grow.rs`: moving a shard to a bigger table. `sweep.rs`: the bound on
-//! keys, and sweeps of idle keys.
+//! # Changes of structure
+//! `insert.rs`: inserts and removals of one key. `grow.rs`: moving a shard
+//! to a bigger table. `sweep.rs`: the bound on keys, and sweeps of idle
+//! keys. All run under the shard lock.
 
 mod grow;
+mod insert;
 mod sweep;
 mod value;
 
@@ -295,87 +297,6 @@ where
         }
     }
 
-    /// The key's state, inserting the key (built by `make`) with a fresh
-    /// state if it is absent. `None`: the map is full of keys that are not
-    /// idle at epoch `now` (see "Bounds and eviction").
-    pub(crate) fn get_or_insert<'g>(
-        &'g self,
-        hash: u64,
-        is: impl Fn(&K) -> bool,
-        make: impl FnOnce() -> K,
-        cfg: &V::Cfg,
-        now: u64,
-        guard: &'g Guard<'g>,
-    ) -> Option<&'g V> {
-        self.upsert(hash, is, make, cfg, now, guard, |v, _| v)
-    }
-
-    /// [`get_or_insert`](Self::get_or_insert), then `f(state, inserted)`
-    /// still under the shard lock (so no move runs while `f` writes the
-    /// state). `None`: the map is full.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn upsert<'g, R>(
-        &'g self,
-        hash: u64,
-        is: impl Fn(&K) -> bool,
-        make: impl FnOnce() -> K,
-        cfg: &V::Cfg,
-        now: u64,
-        guard: &'g Guard<'g>,
-        f: impl FnOnce(&'g V, bool) -> R,
-    ) -> Option<R> {
-        if !self.reserve(now, cfg) {
-            return None;
-        }
-        let i = self.shard(hash);
-        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-        let p = &self.ptrs[i];
-        // SAFETY: under the lock `current` only changes by our hand, and a
-        // table is freed only through the collector (invariants 1, 3).
-        if let Some(t) = unsafe { p.current.load(Ordering::Acquire).as_ref() } {
-            if let Some(s) = t.find(hash, &is) {
-                debug_assert!(!s.value().is_dead(), "invariant 4");
-                if self.max_keys != usize::MAX {
-                    self.len.fetch_sub(1, Ordering::AcqRel);
-                }
-                return Some(f(s.value(), false));
-            }
-        }
-        let t = self.room_for_one(i, &mut st, cfg, now, guard);
-        let s = t.insert(hash, make(), |v| v.init(cfg, false));
-        st.len += 1;
-        Some(f(s.value(), true))
-    }
-
-    /// Removes the key if it is held and `agree(state)` (called under the
-    /// shard lock) says so; returns whether it was removed. The state must
-    /// be one that lock-free readers may still read after its removal.
-    pub(crate) fn remove_if(
-        &self,
-        hash: u64,
-        is: impl Fn(&K) -> bool,
-        agree: impl FnOnce(&V) -> bool,
-    ) -> bool {
-        let i = self.shard(hash);
-        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: as in `upsert`.
-        let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
-            return false;
-        };
-        match t.find(hash, &is) {
-            Some(s) if agree(s.value()) => {
-                t.remove(s);
-                st.len -= 1;
-                st.tombs += 1;
-                if self.max_keys != usize::MAX {
-                    self.len.fetch_sub(1, Ordering::AcqRel);
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Loom models only: moves every key of `hash`'s shard to a new table,
     /// as an insert into a full table would.
     #[cfg(loom)]
@@ -392,7 +313,7 @@ where
     pub(crate) fn for_each(&self, mut f: impl FnMut(&K, &V)) {
         for i in 0..self.shards {
             let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY: as in `get_or_insert`.
+            // SAFETY: as in `upsert` (`insert.rs`): under the lock.
             if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
                 t.for_each(|s: &Slot<K, V>| {
                     // SAFETY: `FULL` slot, loaded with `Acquire`.
@@ -412,7 +333,7 @@ where
     ) -> Option<T> {
         let i = self.shard(hash);
         let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: as in `get_or_insert`.
+        // SAFETY: as in `upsert` (`insert.rs`): under the lock.
         let t = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }?;
         t.find(hash, is).map(|s| f(s.value()))
     }
@@ -424,7 +345,7 @@ where
                 * (std::mem::size_of::<Ptrs<K, V>>() + std::mem::size_of::<Mutex<ShardState>>());
         for i in 0..self.shards {
             let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY: as in `get_or_insert`.
+            // SAFETY: as in `upsert` (`insert.rs`): under the lock.
             if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
                 b += t.memory_bytes();
                 t.for_each(|s| b += s.value().heap_bytes(cfg));

@@ -141,7 +141,7 @@ where
     pub(super) fn sweep_shard(&self, i: usize, now: u64, cfg: &V::Cfg) -> usize {
         let guard = Guard::pin(&self.graveyard);
         let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: as in `get_or_insert`.
+        // SAFETY: as in `upsert` (`insert.rs`): under the lock.
         let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
             return 0;
         };

@@ -1,0 +1,103 @@
+//! Inserts and removals of one key: the per-key map's changes of
+//! structure that are not moves (`grow.rs`) or sweeps (`sweep.rs`). Each
+//! runs under the key's shard lock, checks the key against the shard's
+//! `current` table there (a lock-free lookup may have missed an insert
+//! that raced it), and keeps the shard's counts (`ShardState`) and the
+//! map's bound (`len`, "Bounds and eviction" in `sweep.rs`) with it.
+//!
+//! The invariants are the map's (`mod.rs`) and the table's (`table.rs`):
+//! a key is published in an `EMPTY` slot after its state is prepared
+//! ([`Value::init`]), and removed (`TOMB`) only after its state retired.
+
+use super::{Map, Value};
+use crate::keyed::reclaim::Guard;
+use crate::sync::Ordering;
+use std::hash::{BuildHasher, Hash};
+
+impl<K, V, S> Map<K, V, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Value,
+    S: BuildHasher,
+{
+    /// The key's state, inserting the key (built by `make`) with a fresh
+    /// state if it is absent. `None`: the map is full of keys that are not
+    /// idle at epoch `now` (see "Bounds and eviction").
+    pub(crate) fn get_or_insert<'g>(
+        &'g self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> K,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+    ) -> Option<&'g V> {
+        self.upsert(hash, is, make, cfg, now, guard, |v, _| v)
+    }
+
+    /// [`get_or_insert`](Self::get_or_insert), then `f(state, inserted)`
+    /// still under the shard lock (so no move runs while `f` writes the
+    /// state). `None`: the map is full.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn upsert<'g, R>(
+        &'g self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> K,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+        f: impl FnOnce(&'g V, bool) -> R,
+    ) -> Option<R> {
+        if !self.reserve(now, cfg) {
+            return None;
+        }
+        let i = self.shard(hash);
+        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let p = &self.ptrs[i];
+        // SAFETY: under the lock `current` only changes by our hand, and a
+        // table is freed only through the collector (invariants 1, 3).
+        if let Some(t) = unsafe { p.current.load(Ordering::Acquire).as_ref() } {
+            if let Some(s) = t.find(hash, &is) {
+                debug_assert!(!s.value().is_dead(), "invariant 4");
+                if self.max_keys != usize::MAX {
+                    self.len.fetch_sub(1, Ordering::AcqRel);
+                }
+                return Some(f(s.value(), false));
+            }
+        }
+        let t = self.room_for_one(i, &mut st, cfg, now, guard);
+        let s = t.insert(hash, make(), |v| v.init(cfg, false));
+        st.len += 1;
+        Some(f(s.value(), true))
+    }
+
+    /// Removes the key if it is held and `agree(state)` (called under the
+    /// shard lock) says so; returns whether it was removed. The state must
+    /// be one that lock-free readers may still read after its removal.
+    pub(crate) fn remove_if(
+        &self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        agree: impl FnOnce(&V) -> bool,
+    ) -> bool {
+        let i = self.shard(hash);
+        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: as in `upsert`.
+        let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
+            return false;
+        };
+        match t.find(hash, &is) {
+            Some(s) if agree(s.value()) => {
+                t.remove(s);
+                st.len -= 1;
+                st.tombs += 1;
+                if self.max_keys != usize::MAX {
+                    self.len.fetch_sub(1, Ordering::AcqRel);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+}
