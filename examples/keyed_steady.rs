@@ -15,8 +15,10 @@
 //! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter; `kl`:
 //! `KeyedLimiter::try_acquire_at` (limit `u32::MAX`, as the admitting rows
 //! of `benches/limiter.rs`); `klr` and `gvr`: the refusing rows' limiters
-//! (1 permit per window). With `HOT=1` every timed op is on one key (the
-//! one-hot-key rows; `--toggle-collect='keyed_steady::timed_hot*'`).
+//! (1 permit per window). With `HOT=1` every timed op is on one key among
+//! the pre-inserted ones; with `HOT=only` the structure holds that key
+//! alone, as in the benches' one-hot-key rows (warm-up ops are on it too;
+//! `--toggle-collect='keyed_steady::timed_hot*'`).
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -51,7 +53,10 @@ fn main() {
         ["kw", "hk", "dm", "gv", "gvr", "kl", "klr"].contains(&which),
         "kw | hk | dm | gv | gvr | kl | klr"
     );
-    let hot = std::env::var_os("HOT").is_some_and(|v| v == "1");
+    let hot = std::env::var_os("HOT").is_some_and(|v| v == "1" || v == "only");
+    // `HOT=only`: the structure holds the hot key alone (criterion's
+    // one-hot-key rows); `HOT=1` pre-inserts every key first.
+    let hot_only = std::env::var_os("HOT").is_some_and(|v| v == "only");
     let ops: u64 = args
         .get(2)
         .map(|s| s.parse().unwrap())
@@ -63,11 +68,13 @@ fn main() {
     macro_rules! run {
         ($add:expr) => {{
             let add = $add;
-            for k in z.all_keys() {
-                add(k, START);
+            if !hot_only {
+                for k in z.all_keys() {
+                    add(k, START);
+                }
             }
             for i in 0..warm {
-                add(z.key(i as usize), now_of(i));
+                add(if hot_only { 7 } else { z.key(i as usize) }, now_of(i));
             }
             let t = Instant::now();
             std::thread::scope(|sc| {
