@@ -1,7 +1,8 @@
 //! The add path of [`KeyedWindows`]: where an add goes (the map of its
 //! slice, found through the ring's `head` hint or by its epoch) and how it
-//! lands in the key's entry (one CAS, or the entry's own slow path, or an
-//! insert for a key's first add in the slice).
+//! lands in the key's entry (one CAS, or the entry's own slow path, or, for
+//! a key's first add in the slice, in the insert itself: the new entry is
+//! published with the add's count, `Entry::start_with`).
 //!
 //! # Invariants
 //! - An add at `now` writes only the map [`Ring::current`] would give for
@@ -17,7 +18,7 @@
 //!
 //! [`Ring::current`]: super::ring::Ring::current
 
-use super::entry::{Add, Entry};
+use super::entry::{Add, Entry, COUNT_MAX};
 use super::key::{Key, KeyHasher, KeyRef};
 use super::reclaim::Guard;
 use super::ring::SliceMap;
@@ -48,11 +49,13 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// after when the entry is not striped. `None`: older than the ring,
     /// or not tracked. The common case (the slice is current and holds
     /// the key) is inlined: one lookup and one CAS; a key's first add in
-    /// the slice goes straight to the insert, without a second lookup.
+    /// the slice goes straight to the insert, without a second lookup, and
+    /// lands with it (no CAS).
     ///
-    /// `fresh` is called on an entry this add inserted, under its shard's
-    /// lock, before the add lands in it (the hot-key detector's home check,
-    /// `hot.rs`; `|_| {}` elsewhere).
+    /// `fresh` is called on an entry this add inserted, in the shard lock
+    /// hold of the insert (the hot-key detector's home check, `exact.rs`;
+    /// `|_| {}` elsewhere). The add is in the entry already: it was
+    /// published with it.
     #[inline(always)]
     pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
@@ -96,7 +99,12 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         guard: &'g Guard<'_>,
         fresh: impl Fn(&Entry),
     ) -> Option<(&'g Entry, Option<u64>)> {
-        let en = self.insert(m, hash, key, e, guard, &fresh)?;
+        let (en, inserted) = self.insert(m, hash, key, e, n, guard, &fresh)?;
+        if inserted {
+            // The add landed with the insert (`Entry::start_with`).
+            self.landed(en, (hash, key), e, true, guard);
+            return Some((en, Some(n.min(COUNT_MAX))));
+        }
         if let Add::Done(after) = en.add(n) {
             self.landed(en, (hash, key), e, true, guard);
             return Some((en, after));
@@ -118,7 +126,13 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         loop {
             let (en, new) = match m.map.get(hash, |k| key.is(k), guard) {
                 Some(en) => (en, false),
-                None => (self.insert(m, hash, key, e, guard, &fresh)?, true),
+                None => match self.insert(m, hash, key, e, n, guard, &fresh)? {
+                    (en, true) => {
+                        self.landed(en, (hash, key), e, true, guard);
+                        return Some((en, Some(n.min(COUNT_MAX))));
+                    }
+                    (en, false) => (en, true),
+                },
             };
             if let Add::Done(after) = en.add(n) {
                 self.landed(en, (hash, key), e, new, guard);
@@ -147,28 +161,35 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         }
     }
 
+    /// Inserts the key in the map of `m` with its first add, `n`, already
+    /// in its entry (`Entry::start_with`), unless another thread inserted it
+    /// first: `(entry, true)` when this call inserted it (the add is done),
+    /// `(entry, false)` when it found the key (the caller adds).
     #[cold]
+    #[allow(clippy::too_many_arguments)]
     fn insert<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
         m: &'g SliceMap<K, S>,
         hash: u64,
         key: &Q,
         e: u64,
+        n: u64,
         guard: &'g Guard<'_>,
         fresh: &impl Fn(&Entry),
-    ) -> Option<&'g Entry> {
-        let r = m.map.upsert(
+    ) -> Option<(&'g Entry, bool)> {
+        let r = m.map.upsert_prepared(
             hash,
             |k| key.is(k),
             || key.to_key(),
             &(),
             e,
             guard,
+            |en| en.start_with(n),
             |en, inserted| {
                 if inserted {
                     fresh(en);
                 }
-                en
+                (en, inserted)
             },
         );
         if r.is_none() {

@@ -27,6 +27,10 @@
 //! `INCOMING` is never striped (the mover brings the stripes); one that is
 //! `SEALED` refuses adds ([`Add::Moved`]: look the key up again).
 //!
+//! A key's first add in a slice needs no CAS: the insert writes its count
+//! into the new entry before the key is published ([`Entry::start_with`]),
+//! under the shard lock, so every thread that finds the key finds the add.
+//!
 //! # Moves (a slice map's table grows; `map/mod.rs` invariant 2)
 //! Under the shard lock the mover prepares the new slot `INCOMING`, then:
 //! 1. `fetch_or(SEALED)` on the old word: its count is final, and every
@@ -107,6 +111,15 @@ impl Entry {
             .store(if incoming { INCOMING } else { 0 }, Ordering::Relaxed);
         self.stripes.store(std::ptr::null_mut(), Ordering::Relaxed);
         self.hot.store(0, Ordering::Relaxed);
+    }
+
+    /// Gives a new entry its first add, `n` (saturating), after
+    /// [`init`](Self::init) and before its key is published: the control
+    /// byte's `Release` store publishes the count with the key, so the add
+    /// needs no CAS of its own.
+    #[inline]
+    pub(crate) fn start_with(&self, n: u64) {
+        self.word.store(n.min(COUNT_MAX), Ordering::Relaxed);
     }
 
     #[inline]

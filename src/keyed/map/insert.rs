@@ -39,6 +39,7 @@ where
     /// still under the shard lock (so no move runs while `f` writes the
     /// state). `None`: the map is full.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn upsert<'g, R>(
         &'g self,
         hash: u64,
@@ -49,6 +50,25 @@ where
         guard: &'g Guard<'g>,
         f: impl FnOnce(&'g V, bool) -> R,
     ) -> Option<R> {
+        self.upsert_prepared(hash, is, make, cfg, now, guard, |_| {}, f)
+    }
+
+    /// [`upsert`](Self::upsert), where a new key's state is also written by
+    /// `prepare` after [`Value::init`] and before the key is published, so
+    /// no other thread ever sees the key without that write (a key's first
+    /// add lands with its insert: `keyed/add.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn upsert_prepared<'g, R>(
+        &'g self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> K,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+        prepare: impl FnOnce(&V),
+        f: impl FnOnce(&'g V, bool) -> R,
+    ) -> Option<R> {
         if !self.reserve(now, cfg) {
             return None;
         }
@@ -57,7 +77,8 @@ where
         let p = &self.ptrs[i];
         // SAFETY: under the lock `current` only changes by our hand, and a
         // table is freed only through the collector (invariants 1, 3).
-        if let Some(t) = unsafe { p.current.load(Ordering::Acquire).as_ref() } {
+        let cur = unsafe { p.current.load(Ordering::Acquire).as_ref() };
+        if let Some(t) = cur {
             if let Some(s) = t.find(hash, &is) {
                 debug_assert!(!s.value().is_dead(), "invariant 4");
                 if self.max_keys != usize::MAX {
@@ -66,8 +87,15 @@ where
                 return Some(f(s.value(), false));
             }
         }
-        let t = self.room_for_one(i, &mut st, cfg, now, guard);
-        let s = t.insert(hash, make(), |v| v.init(cfg, false));
+        let t = match cur {
+            // The common case, checked here without a call.
+            Some(t) if st.len + st.tombs < t.max_used() => t,
+            _ => self.room_for_one(i, &mut st, cfg, now, guard),
+        };
+        let s = t.insert(hash, make(), |v| {
+            v.init(cfg, false);
+            prepare(v);
+        });
         st.len += 1;
         Some(f(s.value(), true))
     }

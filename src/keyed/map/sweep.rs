@@ -33,10 +33,12 @@ where
 {
     /// Reserves room for one more key, sweeping every shard (at most once
     /// per epoch) when full.
+    #[inline]
     pub(super) fn reserve(&self, now: u64, cfg: &V::Cfg) -> bool {
-        if self.max_keys == usize::MAX {
-            return true;
-        }
+        self.max_keys == usize::MAX || self.reserve_bounded(now, cfg)
+    }
+
+    fn reserve_bounded(&self, now: u64, cfg: &V::Cfg) -> bool {
         for attempt in 0..2 {
             let mut c = self.len.load(Ordering::Acquire);
             while c < self.max_keys {
