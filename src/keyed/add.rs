@@ -52,10 +52,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// the slice goes straight to the insert, without a second lookup, and
     /// lands with it (no CAS).
     ///
-    /// `fresh` is called on an entry this add inserted, in the shard lock
-    /// hold of the insert (the hot-key detector's home check, `exact.rs`;
-    /// `|_| {}` elsewhere). The add is in the entry already: it was
-    /// published with it.
+    /// `fresh` is called on an entry this add inserts, under its shard's
+    /// lock, after the add's count is in it and before its key is
+    /// published, so it may write the entry with plain stores (the hot-key
+    /// detector's home check, `exact.rs`; `|_| {}` elsewhere).
     #[inline(always)]
     pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
@@ -162,9 +162,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     }
 
     /// Inserts the key in the map of `m` with its first add, `n`, already
-    /// in its entry (`Entry::start_with`), unless another thread inserted it
-    /// first: `(entry, true)` when this call inserted it (the add is done),
-    /// `(entry, false)` when it found the key (the caller adds).
+    /// in its entry (`Entry::start_with`) and `fresh` run on it, unless
+    /// another thread inserted it first: `(entry, true)` when this call
+    /// inserted it (the add is done), `(entry, false)` when it found the
+    /// key (the caller adds).
     #[cold]
     #[allow(clippy::too_many_arguments)]
     fn insert<'g, Q: KeyRef<K> + ?Sized>(
@@ -184,13 +185,11 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             &(),
             e,
             guard,
-            |en| en.start_with(n),
-            |en, inserted| {
-                if inserted {
-                    fresh(en);
-                }
-                (en, inserted)
+            |en| {
+                en.start_with(n);
+                fresh(en);
             },
+            |en, inserted| (en, inserted),
         );
         if r.is_none() {
             self.untracked.fetch_add(1, Ordering::Relaxed);

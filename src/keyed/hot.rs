@@ -222,10 +222,11 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let e = at.0;
         let (en, after) = w.add_in(hash, key, at, n, &guard, |en| {
             // A new entry, under its shard's lock ("Why the check runs
-            // under the slice's shard lock").
+            // under the slice's shard lock") and not yet published: a
+            // plain store, which the publication releases.
             let has = self.homes.get(hash, |k| key.is(k), &guard).is_some();
             en.hot()
-                .fetch_or(CHECKED | if has { HAS_HOME } else { 0 }, Ordering::AcqRel);
+                .store(CHECKED | if has { HAS_HOME } else { 0 }, Ordering::Relaxed);
         })?;
         let flags = en.hot().load(Ordering::Acquire);
         // A heavy crossing (a count reaching `H`) still notes itself.
