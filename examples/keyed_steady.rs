@@ -38,7 +38,7 @@ fn timed(z: &ZipfStream, from: usize, warm: u64, ops: u64, add: &impl Fn(u64, u6
     }
 }
 
-/// One hot key instead of the stream (`HOT=1`).
+/// One hot key instead of the stream (`HOT=1` or `HOT=only`).
 #[inline(never)]
 fn timed_hot(warm: u64, ops: u64, add: &impl Fn(u64, u64)) {
     for i in warm..warm + ops {

@@ -6,8 +6,9 @@
 //! state's grant (`src/limiter/state.rs`) with those limits: one CAS when
 //! granted, loads only when refused. Then the sweep step: one load and a
 //! compare against `sweep_due`, a time, so no division, unless the request
-//! is in an epoch the map has not swept for. A request that cannot fit (`n` above a
-//! limit) or asks for nothing is answered without inserting its key.
+//! is in an epoch the map has not swept for. A request that cannot fit
+//! (`n` above a limit) or asks for nothing is answered without inserting
+//! its key.
 //!
 //! # Sealed and pending states
 //! A state told `Refused::Sealed` is being evicted or moved (`slot.rs`).
