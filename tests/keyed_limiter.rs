@@ -288,6 +288,20 @@ fn the_automatic_sweep_removes_idle_keys_within_one_more_window() {
 }
 
 #[test]
+fn auto_evict_turned_on_after_requests_sweeps() {
+    let slice = 100 * MS;
+    let lim = KeyedLimiter::with_clock(100, Duration::from_secs(1), 10, ManualClock::new())
+        .unwrap()
+        .with_auto_evict(false);
+    assert!(lim.try_acquire_at(&1u64, 0, 1));
+    let lim = lim.with_auto_evict(true);
+    for e in 1..=21u64 {
+        assert!(lim.try_acquire_at(&2u64, e * slice, 1));
+    }
+    assert_eq!(lim.len(), 1, "key 1, idle for two windows, is still held");
+}
+
+#[test]
 fn reads_hold_no_key_and_idle_keys_go() {
     let lim = KeyedLimiter::with_clock(3, Duration::from_millis(2), 2, ManualClock::new())
         .unwrap()

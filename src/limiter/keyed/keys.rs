@@ -7,7 +7,7 @@
 use super::{sweep_per_epoch, FloodPolicy, KeyedLimiter};
 use crate::clock::Clock;
 use crate::keyed::Key;
-use crate::sync::Ordering;
+use crate::sync::{Exclusive, Ordering};
 use std::hash::BuildHasher;
 
 impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
@@ -79,6 +79,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             0
         };
         self.map.set_sweep_per_epoch(shards);
+        // Requests made while it was off may have set the due time past
+        // every epoch (`acquire.rs`, `sweep_step_slow`).
+        self.sweep_due.write_mut(0);
         self
     }
 
