@@ -178,7 +178,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         guard: &'g Guard<'_>,
         fresh: &impl Fn(&Entry),
     ) -> Option<(&'g Entry, bool)> {
-        let r = m.map.upsert_prepared(
+        let r = m.map.upsert(
             hash,
             |k| key.is(k),
             || key.to_key(),

@@ -88,6 +88,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             &self.home_cfg,
             e,
             guard,
+            |_| {},
             |h, _| h.note_heavy(e),
         );
         debug_assert!(made.is_some(), "the home map is unbounded");

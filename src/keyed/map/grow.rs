@@ -21,23 +21,37 @@ where
     V: Value,
     S: BuildHasher,
 {
-    /// The shard's current table, with room for one more key: allocated,
-    /// swept or rebuilt as needed. Called under the shard lock.
+    /// The shard's current table `cur` (as loaded under the shard lock),
+    /// with room for one more key: allocated, swept or rebuilt as needed.
+    /// The common case, a table with room, is inlined into the insert.
+    #[inline]
     pub(super) fn room_for_one<'g>(
         &'g self,
         i: usize,
         st: &mut ShardState,
+        cur: Option<&'g Table<K, V>>,
         cfg: &V::Cfg,
         now: u64,
         guard: &'g Guard<'g>,
     ) -> &'g Table<K, V> {
-        let p = &self.ptrs[i];
-        let cur = p.current.load(Ordering::Acquire);
-        // SAFETY: as in `upsert` (`insert.rs`): under the lock.
-        if let Some(t) = unsafe { cur.as_ref() } {
-            if st.len + st.tombs < t.max_used() {
-                return t;
-            }
+        match cur {
+            Some(t) if st.len + st.tombs < t.max_used() => t,
+            _ => self.make_room(i, st, cur, cfg, now, guard),
+        }
+    }
+
+    /// [`room_for_one`](Self::room_for_one) when `cur` is full or absent.
+    #[cold]
+    fn make_room<'g>(
+        &'g self,
+        i: usize,
+        st: &mut ShardState,
+        cur: Option<&'g Table<K, V>>,
+        cfg: &V::Cfg,
+        now: u64,
+        guard: &'g Guard<'g>,
+    ) -> &'g Table<K, V> {
+        if let Some(t) = cur {
             if self.sweep_per_epoch > 0 {
                 // Idle keys become tombstones, which the rebuild drops:
                 // the new table is sized for the keys still live (and

@@ -32,33 +32,18 @@ where
         now: u64,
         guard: &'g Guard<'g>,
     ) -> Option<&'g V> {
-        self.upsert(hash, is, make, cfg, now, guard, |v, _| v)
+        self.upsert(hash, is, make, cfg, now, guard, |_| {}, |v, _| v)
     }
 
     /// [`get_or_insert`](Self::get_or_insert), then `f(state, inserted)`
     /// still under the shard lock (so no move runs while `f` writes the
-    /// state). `None`: the map is full.
+    /// state). A new key's state is also written by `prepare`, after
+    /// [`Value::init`] and before the key is published, so no other thread
+    /// ever sees the key without that write (a key's first add lands with
+    /// its insert: `keyed/add.rs`; `|_| {}` elsewhere). `None`: the map is
+    /// full.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
     pub(crate) fn upsert<'g, R>(
-        &'g self,
-        hash: u64,
-        is: impl Fn(&K) -> bool,
-        make: impl FnOnce() -> K,
-        cfg: &V::Cfg,
-        now: u64,
-        guard: &'g Guard<'g>,
-        f: impl FnOnce(&'g V, bool) -> R,
-    ) -> Option<R> {
-        self.upsert_prepared(hash, is, make, cfg, now, guard, |_| {}, f)
-    }
-
-    /// [`upsert`](Self::upsert), where a new key's state is also written by
-    /// `prepare` after [`Value::init`] and before the key is published, so
-    /// no other thread ever sees the key without that write (a key's first
-    /// add lands with its insert: `keyed/add.rs`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn upsert_prepared<'g, R>(
         &'g self,
         hash: u64,
         is: impl Fn(&K) -> bool,
@@ -87,11 +72,7 @@ where
                 return Some(f(s.value(), false));
             }
         }
-        let t = match cur {
-            // The common case, checked here without a call.
-            Some(t) if st.len + st.tombs < t.max_used() => t,
-            _ => self.room_for_one(i, &mut st, cfg, now, guard),
-        };
+        let t = self.room_for_one(i, &mut st, cur, cfg, now, guard);
         let s = t.insert(hash, make(), |v| {
             v.init(cfg, false);
             prepare(v);

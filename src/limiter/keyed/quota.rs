@@ -183,6 +183,7 @@ impl<K: Key, S: BuildHasher> Quotas<K, S> {
             &(),
             0,
             &guard,
+            |_| {},
             |o, _| {
                 for (l, &v) in o.limits.iter().zip(limits) {
                     l.store(v, Ordering::Relaxed);
