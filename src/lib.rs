@@ -61,6 +61,11 @@ pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};
 
+/// Loom models only: the per-key map's collector (`src/keyed/epoch.rs`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use keyed::epoch as __loom_epoch;
+
 /// The admission state the limiters are built on, for the loom models of
 /// its owner protocol (seal, copy, idle); built only with `--cfg loom`.
 #[cfg(loom)]

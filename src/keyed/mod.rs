@@ -50,8 +50,14 @@
 //! nothing. A contended entry adds a striped counter.
 
 mod add;
+mod barrier;
 mod bound;
 mod entry;
+#[cfg(not(loom))]
+pub(crate) mod epoch;
+/// Loom models only: the collector, driven directly.
+#[cfg(loom)]
+pub mod epoch;
 mod exact;
 mod handle;
 mod home;
@@ -62,6 +68,7 @@ pub(crate) mod map;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
+mod pins;
 pub(crate) mod reclaim;
 mod ring;
 mod table;

@@ -8,25 +8,29 @@
 //! that unlinks memory hands it to [`Guard::defer_free`], and it is freed
 //! only once every guard that could have seen it has been dropped.
 //!
-//! The collector is `seize`'s, one per map ([`Graveyard`]). Its readers
-//! announce themselves with a plain store and a compiler fence; on Linux
-//! the rare reclaiming thread pays a process-wide barrier (`membarrier`)
-//! instead, and elsewhere seize falls back to a `SeqCst` store. The epoch
-//! pin of crossbeam-epoch is a locked instruction on every lookup, which
-//! serializes an add's memory accesses with the next add's: on the issue-10
-//! Zipf stream it measured about 20% slower (IMPLEMENTATION.md).
+//! The collector is ours (`epoch.rs`, the protocol and why it is safe;
+//! `pins.rs`, the per-thread slots; `barrier.rs`, the fences): a guard's
+//! pin and unpin are plain stores, and the rare collecting thread pays a
+//! process-wide barrier (`membarrier` on Linux). It replaced `seize`,
+//! whose guard ends with an `xchg`: one locked instruction per lookup,
+//! about 7 ns of a 24 ns request on one hot key (BENCHMARKS.md). The epoch
+//! pin of crossbeam-epoch is a locked instruction too: on the issue-10
+//! Zipf stream it measured about 20% slower than seize (IMPLEMENTATION.md).
 //!
-//! Under `--cfg loom` there is no collector (crossbeam-epoch is not built
-//! for loom models): guards are empty and deferred frees are kept in a list
-//! that the owner frees when it is dropped (a model is a handful of
-//! operations, so nothing needs reclaiming earlier).
+//! Under `--cfg loom` the maps' models run without a collector: guards are
+//! empty and deferred frees are kept in a list that the owner frees when it
+//! is dropped (a model is a handful of operations, so nothing needs
+//! reclaiming earlier). The collector has its own model
+//! (`loom-tests/tests/reclaim.rs`).
+
+#[cfg(not(loom))]
+use super::epoch::{Limbo, Pin, DOMAIN};
 
 /// A pinned section: memory unlinked while it is alive is not freed.
 pub(crate) struct Guard<'a> {
     #[cfg(not(loom))]
-    inner: seize::LocalGuard<'a>,
-    #[cfg(loom)]
-    _map: std::marker::PhantomData<&'a ()>,
+    _pin: Pin<'static>,
+    _map: std::marker::PhantomData<&'a Graveyard>,
 }
 
 /// A raw pointer kept for a deferred free (loom); `Send` because the
@@ -42,12 +46,10 @@ impl<'a> Guard<'a> {
     /// Pins the current thread against `graveyard`'s collector.
     #[inline]
     pub(crate) fn pin(graveyard: &'a Graveyard) -> Guard<'a> {
-        #[cfg(loom)]
         let _ = graveyard;
         Guard {
             #[cfg(not(loom))]
-            inner: graveyard.collector.enter(),
-            #[cfg(loom)]
+            _pin: DOMAIN.pin(),
             _map: std::marker::PhantomData,
         }
     }
@@ -60,28 +62,43 @@ impl<'a> Guard<'a> {
     /// pinned after this call can reach it, and is handed over exactly once.
     pub(crate) unsafe fn defer_free<T: Send + 'static>(&self, ptr: *mut T, graveyard: &Graveyard) {
         #[cfg(not(loom))]
-        {
-            use seize::Guard as _;
-            let _ = graveyard;
-            // SAFETY: the caller's contract.
-            unsafe { self.inner.defer_retire(ptr, seize::reclaim::boxed) };
-        }
+        // SAFETY: the caller's contract; this thread holds a pin of `DOMAIN`.
+        unsafe {
+            graveyard.limbo.retire(&DOMAIN, ptr)
+        };
         #[cfg(loom)]
         graveyard.keep(SendPtr(ptr));
     }
 }
 
-/// Where deferred frees wait under loom (see the module docs); empty
-/// otherwise.
-#[derive(Default)]
+/// Where a map's deferred frees wait: its [`Limbo`] (`epoch.rs`), or under
+/// loom a list freed with the map (see the module docs).
+#[cfg_attr(loom, derive(Default))]
 pub(crate) struct Graveyard {
     #[cfg(not(loom))]
-    collector: seize::Collector,
+    limbo: Limbo,
     #[cfg(loom)]
     dead: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>>,
 }
 
+#[cfg(not(loom))]
+impl Default for Graveyard {
+    fn default() -> Graveyard {
+        super::barrier::init();
+        Graveyard {
+            limbo: Limbo::default(),
+        }
+    }
+}
+
 impl Graveyard {
+    /// Retired objects not yet freed.
+    #[cfg(not(loom))]
+    #[allow(dead_code)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.limbo.waiting()
+    }
+
     #[cfg(loom)]
     fn keep<T: Send + 'static>(&self, p: SendPtr<T>) {
         self.dead.lock().unwrap().push(Box::new(move || {

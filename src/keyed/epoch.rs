@@ -1,0 +1,412 @@
+//! The collector behind the per-key map's guards (`reclaim.rs`): when may
+//! memory that one thread unlinked be freed, while other threads may still
+//! be reading it? Epoch-based reclamation, with the reader's fence moved to
+//! the collector (`barrier.rs`), so that a reader's pin and unpin are plain
+//! stores: no locked instruction on a lookup.
+//!
+//! # Words
+//! - `epoch` (one per [`Domain`]; the process has one): only increases.
+//!   Every retirement bumps it by one with an `AcqRel` RMW, after its
+//!   object was unlinked; the value the bump read is the object's *retire
+//!   epoch* `r`.
+//! - A pin slot per thread (by its thread token, `thread_id.rs`, which at
+//!   most one thread holds at a time; `pins.rs`): [`INACTIVE`], or the
+//!   epoch its thread read when it pinned (stored complemented, so that a
+//!   zeroed slot is unpinned). Only its holder writes it, and only while it holds
+//!   the token (it unpins before it exits).
+//! - `anon`: the number of guards held by threads without a token (a thread
+//!   tearing down its thread-locals): pins of unknown epoch.
+//!
+//! # Protocol
+//! - **Pin** (a thread's outermost guard; inner guards only count, in
+//!   `depth`, which only the holder touches): `e = epoch` (`Acquire`), store
+//!   `e` in the slot, the barrier's light half; then the guarded loads.
+//! - **Unpin** (the outermost guard ends): store `INACTIVE` (`Release`).
+//! - **Collect** (holding a [`Limbo`]'s list): the heavy half, then `m =` the
+//!   least pin read ([`barrier::scan`]; 0 if `anon` is not 0); free every
+//!   object with `r < m`. Each [`Limbo::retire`] that brings its list to
+//!   [`COLLECT_AT`] objects collects.
+//!
+//! # Invariant: an object is freed only when no guard can reach it
+//! A guard reaches an object only through a load made while pinned, and the
+//! object was unlinked before its retirement's bump, which is before the
+//! heavy half of any collect that frees it (the list's mutex orders them).
+//! Take any thread, and what that collect read of its slot:
+//! 1. **Its pin `p > r`.** Its `Acquire` load of `epoch` read a value the
+//!    retirement's bump (`Release`) or a later RMW wrote: a release
+//!    sequence, so the unlink happens-before its loads. It cannot reach
+//!    the object.
+//! 2. **Its unpin.** Every load it made in that pinned section
+//!    happens-before the free (`Release` store, `Acquire` read).
+//! 3. **Anything older than its current pin store** (an earlier pin, or
+//!    `INACTIVE`): then that store did not precede the heavy half, so its
+//!    later loads follow it and see the unlink (`barrier.rs`). It cannot
+//!    reach the object.
+//! 4. **Its pin `p <= r`:** the object is not freed.
+//!
+//! A thread that pins after the collect is case 3. `epoch` is a `u64`
+//! bumped once per retirement: it does not wrap.
+//!
+//! # Memory held
+//! A list holds fewer than [`COLLECT_AT`] objects, plus those retired at or
+//! after the oldest pin its last collect saw (a retiring thread is itself
+//! pinned, so the object it has just retired waits for the next collect).
+//! The owner frees the rest when it is dropped: it then has no guard.
+
+use super::barrier;
+use super::pins::{Slot, Slots};
+use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::thread_id;
+use crossbeam_utils::CachePadded;
+
+/// A slot's value while its thread holds no guard.
+pub(crate) const INACTIVE: u64 = u64::MAX;
+
+/// A [`Limbo`] collects when it holds this many objects: each collect is a
+/// system call that interrupts every CPU running a thread of ours
+/// (`barrier.rs`), so it is amortized over several retirements; and few
+/// objects wait (a retired table can be megabytes). One under loom, so
+/// that a model collects on every retirement.
+#[cfg(not(loom))]
+pub(crate) const COLLECT_AT: usize = 4;
+#[cfg(loom)]
+pub(crate) const COLLECT_AT: usize = 1;
+
+/// The epoch, the pins and the anonymous pins (module docs).
+pub struct Domain {
+    epoch: CachePadded<AtomicU64>,
+    anon: CachePadded<AtomicU64>,
+    slots: Slots,
+}
+
+/// The process's domain, shared by every map.
+#[cfg(not(loom))]
+pub(crate) static DOMAIN: Domain = Domain::new();
+
+impl Domain {
+    /// A domain of its own (the process's is [`DOMAIN`]; tests and loom
+    /// models make theirs).
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Domain {
+        Domain {
+            epoch: CachePadded::new(AtomicU64::new(0)),
+            anon: CachePadded::new(AtomicU64::new(0)),
+            slots: Slots::new(),
+        }
+    }
+
+    /// A domain of its own, for one model.
+    #[cfg(loom)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Domain {
+        Domain {
+            epoch: CachePadded::new(AtomicU64::new(0)),
+            anon: CachePadded::new(AtomicU64::new(0)),
+            slots: Slots::new(),
+        }
+    }
+}
+
+/// A pinned section of one thread in a [`Domain`]; not `Send`: it is its
+/// thread's.
+pub struct Pin<'d> {
+    /// The thread's slot, or `None` for an anonymous pin.
+    slot: Option<&'d Slot>,
+    domain: &'d Domain,
+    _not_send: std::marker::PhantomData<*mut ()>,
+}
+
+impl Domain {
+    /// Pins the calling thread (module docs, "Pin").
+    #[inline]
+    pub fn pin(&self) -> Pin<'_> {
+        let slot = self.slots.get(thread_id::current());
+        match slot {
+            Some(s) => {
+                let d = s.depth.load(Ordering::Relaxed);
+                s.depth.store(d + 1, Ordering::Relaxed);
+                if d == 0 {
+                    barrier::pin(&s.pin, !self.epoch.load(Ordering::Acquire));
+                }
+            }
+            None => self.pin_anon(),
+        }
+        Pin {
+            slot,
+            domain: self,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    #[cold]
+    fn pin_anon(&self) {
+        self.anon.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Everything retired below the returned epoch may be freed: the heavy
+    /// half, then the least pin (module docs, "Collect").
+    fn safe_below(&self) -> u64 {
+        if !barrier::heavy() {
+            return 0;
+        }
+        let mut m = INACTIVE;
+        self.slots.for_each(|s| m = m.min(!barrier::scan(&s.pin)));
+        if barrier::scan(&self.anon) != 0 {
+            m = 0;
+        }
+        m
+    }
+}
+
+impl Drop for Pin<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        match self.slot {
+            Some(s) => {
+                let d = s.depth.load(Ordering::Relaxed);
+                s.depth.store(d - 1, Ordering::Relaxed);
+                if d == 1 {
+                    s.pin.store(!INACTIVE, Ordering::Release);
+                }
+            }
+            None => {
+                self.domain.anon.fetch_sub(1, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// An object waiting to be freed, with the epoch it was retired at.
+#[derive(Clone, Copy)]
+struct Retired {
+    ptr: *mut (),
+    free: unsafe fn(*mut ()),
+    epoch: u64,
+}
+
+// SAFETY: a retired object is only ever freed (by `free`, its own drop),
+// never used, and `Limbo::retire` requires its type to be `Send`.
+unsafe impl Send for Retired {}
+
+/// One owner's retired objects (module docs, "Memory held").
+#[derive(Default)]
+pub struct Limbo {
+    list: Mutex<Vec<Retired>>,
+}
+
+/// Frees a `T` from `Box::into_raw`.
+///
+/// # Safety
+/// `p` came from `Box::<T>::into_raw` and is freed once.
+unsafe fn free_box<T>(p: *mut ()) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(p.cast::<T>()) });
+}
+
+impl Limbo {
+    /// Retires `ptr`: it is freed once no guard pinned in `domain` can
+    /// reach it. Collects if the list is long enough.
+    ///
+    /// # Safety
+    /// `ptr` came from `Box::into_raw`, is unlinked (no guard pinned from
+    /// now on can load it), and is handed over exactly once; the caller
+    /// holds a pin of `domain` or none.
+    pub unsafe fn retire<T: Send + 'static>(&self, domain: &Domain, ptr: *mut T) {
+        let epoch = domain.epoch.fetch_add(1, Ordering::AcqRel);
+        let mut list = lock(&self.list);
+        list.push(Retired {
+            ptr: ptr.cast(),
+            free: free_box::<T>,
+            epoch,
+        });
+        if list.len() >= COLLECT_AT {
+            Self::collect_locked(domain, list);
+        }
+    }
+
+    /// Frees every object no guard can reach any more.
+    #[cfg(any(loom, test))]
+    pub fn collect(&self, domain: &Domain) {
+        Self::collect_locked(domain, lock(&self.list));
+    }
+
+    fn collect_locked(domain: &Domain, mut list: impl std::ops::DerefMut<Target = Vec<Retired>>) {
+        let m = domain.safe_below();
+        let mut ready = Vec::new();
+        list.retain(|r| {
+            if r.epoch < m {
+                ready.push(*r);
+                false
+            } else {
+                true
+            }
+        });
+        // Freed outside the lock: a destructor may retire into this list.
+        drop(list);
+        for r in ready {
+            // SAFETY: retired once (`retire`'s contract), and no guard can
+            // reach it (module docs, the invariant).
+            unsafe { (r.free)(r.ptr) };
+        }
+    }
+
+    /// Objects waiting.
+    #[allow(dead_code)]
+    pub fn waiting(&self) -> usize {
+        lock(&self.list).len()
+    }
+}
+
+impl Drop for Limbo {
+    fn drop(&mut self) {
+        // The owner is being dropped: no guard of it is alive.
+        for r in lock(&self.list).drain(..) {
+            // SAFETY: as in `collect_locked`; no guard can reach it.
+            unsafe { (r.free)(r.ptr) };
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
+    // A panic while holding the list leaves it whole (one push or one
+    // `retain`), so a poisoned lock is used.
+    #[cfg(not(loom))]
+    return m.lock().unwrap_or_else(|e| e.into_inner());
+    #[cfg(loom)]
+    return m.lock().unwrap();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{mpsc, Arc};
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn retire(limbo: &Limbo, d: &Domain, freed: &Arc<AtomicUsize>) {
+        let p = Box::into_raw(Box::new(Counted(freed.clone())));
+        // SAFETY: never published, retired once.
+        unsafe { limbo.retire(d, p) };
+    }
+
+    /// A thread pinned (and holding a nested guard) until told to go.
+    fn pinned_thread(
+        d: &'static Domain,
+        nested: bool,
+    ) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+        let (pinned_tx, pinned_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let _outer = d.pin();
+            if nested {
+                drop(d.pin());
+            }
+            pinned_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        });
+        pinned_rx.recv().unwrap();
+        (go_tx, t)
+    }
+
+    #[test]
+    fn an_object_waits_for_a_guard_pinned_before_it_was_retired() {
+        static D: Domain = Domain::new();
+        for nested in [false, true] {
+            let (limbo, freed) = (Limbo::default(), Arc::new(AtomicUsize::new(0)));
+            let (go, t) = pinned_thread(&D, nested);
+            retire(&limbo, &D, &freed);
+            limbo.collect(&D);
+            assert_eq!(freed.load(Ordering::SeqCst), 0, "freed under a guard");
+            assert_eq!(limbo.waiting(), 1);
+            go.send(()).unwrap();
+            t.join().unwrap();
+            limbo.collect(&D);
+            assert_eq!(freed.load(Ordering::SeqCst), 1);
+            assert_eq!(limbo.waiting(), 0);
+        }
+    }
+
+    #[test]
+    fn a_guard_pinned_after_a_retirement_does_not_hold_it() {
+        static D: Domain = Domain::new();
+        let (limbo, freed) = (Limbo::default(), Arc::new(AtomicUsize::new(0)));
+        retire(&limbo, &D, &freed);
+        let (go, t) = pinned_thread(&D, false);
+        limbo.collect(&D);
+        assert_eq!(freed.load(Ordering::SeqCst), 1);
+        go.send(()).unwrap();
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_limbo_collects_by_itself_and_frees_the_rest_when_dropped() {
+        static D: Domain = Domain::new();
+        let freed = Arc::new(AtomicUsize::new(0));
+        let limbo = Limbo::default();
+        let _pin = D.pin();
+        for _ in 0..COLLECT_AT - 1 {
+            retire(&limbo, &D, &freed);
+        }
+        assert_eq!(limbo.waiting(), COLLECT_AT - 1);
+        drop(_pin);
+        // Unpinned: the retirement that fills the list frees all of it.
+        retire(&limbo, &D, &freed);
+        assert_eq!(
+            (freed.load(Ordering::SeqCst), limbo.waiting()),
+            (COLLECT_AT, 0)
+        );
+        let _pin = D.pin();
+        retire(&limbo, &D, &freed);
+        drop(limbo);
+        assert_eq!(freed.load(Ordering::SeqCst), COLLECT_AT + 1);
+    }
+
+    /// Readers keep loading and checking a shared object while a writer
+    /// replaces and retires it: a freed object read would show a wrong
+    /// value (its destructor clears it first).
+    #[test]
+    fn readers_never_see_a_freed_object_under_churn() {
+        static D: Domain = Domain::new();
+        struct Obj(AtomicU64);
+        impl Drop for Obj {
+            fn drop(&mut self) {
+                self.0.store(0, Ordering::Relaxed);
+            }
+        }
+        const MAGIC: u64 = 0x5eed_cafe;
+        let limbo = Limbo::default();
+        let shared =
+            crate::sync::AtomicPtr::new(Box::into_raw(Box::new(Obj(AtomicU64::new(MAGIC)))));
+        let stop = crate::sync::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        let _pin = D.pin();
+                        let p = shared.load(Ordering::Acquire);
+                        // SAFETY: loaded under a pin: not freed yet.
+                        assert_eq!(unsafe { &*p }.0.load(Ordering::Relaxed), MAGIC);
+                    }
+                });
+            }
+            for _ in 0..20_000 {
+                let fresh = Box::into_raw(Box::new(Obj(AtomicU64::new(MAGIC))));
+                let _pin = D.pin();
+                let old = shared.swap(fresh, Ordering::AcqRel);
+                // SAFETY: unlinked by the swap, retired once.
+                unsafe { limbo.retire(&D, old) };
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        // SAFETY: the last object, never retired.
+        drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
+    }
+}
