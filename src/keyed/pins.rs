@@ -151,6 +151,21 @@ mod buckets {
             }
         }
     }
+
+    impl Drop for Slots {
+        fn drop(&mut self) {
+            // Only a test's own slots are ever dropped (the process's are
+            // a static): no thread can hold one of them.
+            for (b, bucket) in self.buckets.iter_mut().enumerate() {
+                let p = *bucket.get_mut();
+                if !p.is_null() {
+                    // SAFETY: installed by `install`: a boxed slice of
+                    // `2^b` slots, exclusively ours now.
+                    drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, 1usize << b)) });
+                }
+            }
+        }
+    }
 }
 
 /// Under loom: a few slots, one per model thread's token.
@@ -173,5 +188,37 @@ mod model {
         pub(crate) fn for_each(&self, mut f: impl FnMut(&Slot)) {
             self.0.iter().for_each(|s| f(s));
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::Ordering;
+
+    #[test]
+    fn every_token_below_the_cap_has_its_own_slot_and_the_scan_sees_it() {
+        let slots = Slots::new();
+        let tokens = [1, 2, 63, 64, 65, 66, 127, 128, 1000, MAX_PINNED - 1];
+        for (i, &t) in tokens.iter().enumerate() {
+            let s = slots.get(t).expect("a token below the cap has a slot");
+            assert!(
+                std::ptr::eq(s, slots.get(t).unwrap()),
+                "token {t}: same slot"
+            );
+            s.pin.store(i as u64 + 1, Ordering::Relaxed);
+        }
+        for bad in [0, MAX_PINNED, u32::MAX] {
+            assert!(slots.get(bad).is_none(), "token {bad} pins anonymously");
+        }
+        let mut seen = Vec::new();
+        slots.for_each(|s| {
+            let v = s.pin.load(Ordering::Relaxed);
+            if v != 0 {
+                seen.push(v);
+            }
+        });
+        seen.sort_unstable();
+        assert_eq!(seen, (1..=tokens.len() as u64).collect::<Vec<_>>());
     }
 }

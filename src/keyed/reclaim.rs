@@ -13,9 +13,9 @@
 //! pin and unpin are plain stores, and the rare collecting thread pays a
 //! process-wide barrier (`membarrier` on Linux). It replaced `seize`,
 //! whose guard ends with an `xchg`: one locked instruction per lookup,
-//! about 7 ns of a 24 ns request on one hot key (BENCHMARKS.md). The epoch
-//! pin of crossbeam-epoch is a locked instruction too: on the issue-10
-//! Zipf stream it measured about 20% slower than seize (IMPLEMENTATION.md).
+//! about 5 ns of a 23 ns request on one hot key (IMPLEMENTATION.md, "The
+//! collector"). The epoch pin of crossbeam-epoch is a locked instruction
+//! too.
 //!
 //! Under `--cfg loom` the maps' models run without a collector: guards are
 //! empty and deferred frees are kept in a list that the owner frees when it
