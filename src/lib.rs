@@ -61,10 +61,14 @@ pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};
 
-/// Loom models only: the per-key map's collector (`src/keyed/epoch.rs`).
+/// Loom models only: the per-key map's collector (`src/keyed/epoch.rs`,
+/// `src/keyed/limbo.rs`).
 #[cfg(loom)]
 #[doc(hidden)]
-pub use keyed::epoch as __loom_epoch;
+pub mod __loom_epoch {
+    pub use crate::keyed::epoch::Domain;
+    pub use crate::keyed::limbo::Limbo;
+}
 
 /// The admission state the limiters are built on, for the loom models of
 /// its owner protocol (seal, copy, idle); built only with `--cfg loom`.

@@ -24,8 +24,7 @@
 //! - **Unpin** (the outermost guard ends): store `INACTIVE` (`Release`).
 //! - **Collect** (holding a [`Limbo`]'s list): the heavy half, then `m =` the
 //!   least pin read ([`barrier::scan`]; 0 if `anon` is not 0); free every
-//!   object with `r < m`. Each [`Limbo::retire`] that brings its list to
-//!   [`COLLECT_AT`] objects collects.
+//!   object with `r < m` (`limbo.rs`, which says when a list collects).
 //!
 //! # Invariant: an object is freed only when no guard can reach it
 //! A guard reaches an object only through a load made while pinned, and the
@@ -47,30 +46,16 @@
 //! A thread that pins after the collect is case 3. `epoch` is a `u64`
 //! bumped once per retirement: it does not wrap.
 //!
-//! # Memory held
-//! A list holds fewer than [`COLLECT_AT`] objects, plus those retired at or
-//! after the oldest pin its last collect saw (a retiring thread is itself
-//! pinned, so the object it has just retired waits for the next collect).
-//! The owner frees the rest when it is dropped: it then has no guard.
+//! The retired lists, and when they collect, are `limbo.rs`.
 
 use super::barrier;
 use super::pins::{Slot, Slots};
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 use crate::thread_id;
 use crossbeam_utils::CachePadded;
 
 /// A slot's value while its thread holds no guard.
 pub(crate) const INACTIVE: u64 = u64::MAX;
-
-/// A [`Limbo`] collects when it holds this many objects: each collect is a
-/// system call that interrupts every CPU running a thread of ours
-/// (`barrier.rs`), so it is amortized over several retirements; and few
-/// objects wait (a retired table can be megabytes). One under loom, so
-/// that a model collects on every retirement.
-#[cfg(not(loom))]
-pub(crate) const COLLECT_AT: usize = 4;
-#[cfg(loom)]
-pub(crate) const COLLECT_AT: usize = 1;
 
 /// The epoch, the pins and the anonymous pins (module docs).
 pub struct Domain {
@@ -138,6 +123,11 @@ impl Domain {
         }
     }
 
+    /// A retirement's bump, after its unlink: the object's retire epoch.
+    pub(super) fn bump(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::AcqRel)
+    }
+
     #[cold]
     fn pin_anon(&self) {
         self.anon.fetch_add(1, Ordering::SeqCst);
@@ -145,7 +135,7 @@ impl Domain {
 
     /// Everything retired below the returned epoch may be freed: the heavy
     /// half, then the least pin (module docs, "Collect").
-    fn safe_below(&self) -> u64 {
+    pub(super) fn safe_below(&self) -> u64 {
         if !barrier::heavy() {
             return 0;
         }
@@ -176,109 +166,10 @@ impl Drop for Pin<'_> {
     }
 }
 
-/// An object waiting to be freed, with the epoch it was retired at.
-#[derive(Clone, Copy)]
-struct Retired {
-    ptr: *mut (),
-    free: unsafe fn(*mut ()),
-    epoch: u64,
-}
-
-// SAFETY: a retired object is only ever freed (by `free`, its own drop),
-// never used, and `Limbo::retire` requires its type to be `Send`.
-unsafe impl Send for Retired {}
-
-/// One owner's retired objects (module docs, "Memory held").
-#[derive(Default)]
-pub struct Limbo {
-    list: Mutex<Vec<Retired>>,
-}
-
-/// Frees a `T` from `Box::into_raw`.
-///
-/// # Safety
-/// `p` came from `Box::<T>::into_raw` and is freed once.
-unsafe fn free_box<T>(p: *mut ()) {
-    // SAFETY: the caller's contract.
-    drop(unsafe { Box::from_raw(p.cast::<T>()) });
-}
-
-impl Limbo {
-    /// Retires `ptr`: it is freed once no guard pinned in `domain` can
-    /// reach it. Collects if the list is long enough.
-    ///
-    /// # Safety
-    /// `ptr` came from `Box::into_raw`, is unlinked (no guard pinned from
-    /// now on can load it), and is handed over exactly once; the caller
-    /// holds a pin of `domain` or none.
-    pub unsafe fn retire<T: Send + 'static>(&self, domain: &Domain, ptr: *mut T) {
-        let epoch = domain.epoch.fetch_add(1, Ordering::AcqRel);
-        let mut list = lock(&self.list);
-        list.push(Retired {
-            ptr: ptr.cast(),
-            free: free_box::<T>,
-            epoch,
-        });
-        if list.len() >= COLLECT_AT {
-            Self::collect_locked(domain, list);
-        }
-    }
-
-    /// Frees every object no guard can reach any more.
-    #[cfg(any(loom, test))]
-    pub fn collect(&self, domain: &Domain) {
-        Self::collect_locked(domain, lock(&self.list));
-    }
-
-    fn collect_locked(domain: &Domain, mut list: impl std::ops::DerefMut<Target = Vec<Retired>>) {
-        let m = domain.safe_below();
-        let mut ready = Vec::new();
-        list.retain(|r| {
-            if r.epoch < m {
-                ready.push(*r);
-                false
-            } else {
-                true
-            }
-        });
-        // Freed outside the lock: a destructor may retire into this list.
-        drop(list);
-        for r in ready {
-            // SAFETY: retired once (`retire`'s contract), and no guard can
-            // reach it (module docs, the invariant).
-            unsafe { (r.free)(r.ptr) };
-        }
-    }
-
-    /// Objects waiting.
-    #[allow(dead_code)]
-    pub fn waiting(&self) -> usize {
-        lock(&self.list).len()
-    }
-}
-
-impl Drop for Limbo {
-    fn drop(&mut self) {
-        // The owner is being dropped: no guard of it is alive.
-        for r in lock(&self.list).drain(..) {
-            // SAFETY: as in `collect_locked`; no guard can reach it.
-            unsafe { (r.free)(r.ptr) };
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
-    // A panic while holding the list leaves it whole (one push or one
-    // `retain`), so a poisoned lock is used.
-    #[cfg(not(loom))]
-    return m.lock().unwrap_or_else(|e| e.into_inner());
-    #[cfg(loom)]
-    return m.lock().unwrap();
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::keyed::limbo::Limbo;
     use std::sync::atomic::AtomicUsize;
     use std::sync::{mpsc, Arc};
 
@@ -346,27 +237,44 @@ mod tests {
         t.join().unwrap();
     }
 
+    /// A thread-local destructor that runs after the thread gave its token
+    /// back pins anonymously; while it is pinned, nothing is freed.
     #[test]
-    fn a_limbo_collects_by_itself_and_frees_the_rest_when_dropped() {
+    fn a_thread_without_a_token_pins_anonymously_and_holds_every_object() {
         static D: Domain = Domain::new();
-        let freed = Arc::new(AtomicUsize::new(0));
-        let limbo = Limbo::default();
-        let _pin = D.pin();
-        for _ in 0..COLLECT_AT - 1 {
-            retire(&limbo, &D, &freed);
+        static SEEN: AtomicU64 = AtomicU64::new(0);
+        struct AtExit;
+        impl Drop for AtExit {
+            fn drop(&mut self) {
+                let no_token = thread_id::current() == thread_id::NONE;
+                let (limbo, freed) = (Limbo::default(), Arc::new(AtomicUsize::new(0)));
+                let pin = D.pin();
+                retire(&limbo, &D, &freed);
+                limbo.collect(&D);
+                let held = freed.load(Ordering::SeqCst) == 0;
+                drop(pin);
+                limbo.collect(&D);
+                let after = freed.load(Ordering::SeqCst) == 1;
+                SEEN.store(
+                    u64::from(no_token) | u64::from(held) << 1 | u64::from(after) << 2,
+                    Ordering::SeqCst,
+                );
+            }
         }
-        assert_eq!(limbo.waiting(), COLLECT_AT - 1);
-        drop(_pin);
-        // Unpinned: the retirement that fills the list frees all of it.
-        retire(&limbo, &D, &freed);
+        std::thread_local!(static EXIT: AtExit = const { AtExit });
+        std::thread::spawn(|| {
+            // Registered before the token's holder, so destroyed after it
+            // (thread-local destructors run last-registered first).
+            EXIT.with(|_| ());
+            drop(D.pin());
+        })
+        .join()
+        .unwrap();
         assert_eq!(
-            (freed.load(Ordering::SeqCst), limbo.waiting()),
-            (COLLECT_AT, 0)
+            SEEN.load(Ordering::SeqCst),
+            0b111,
+            "bits: no token, held, freed after"
         );
-        let _pin = D.pin();
-        retire(&limbo, &D, &freed);
-        drop(limbo);
-        assert_eq!(freed.load(Ordering::SeqCst), COLLECT_AT + 1);
     }
 
     /// Readers keep loading and checking a shared object while a writer

@@ -63,6 +63,11 @@ mod handle;
 mod home;
 mod hot;
 mod key;
+#[cfg(not(loom))]
+mod limbo;
+/// Loom models only: the retired lists, driven directly.
+#[cfg(loom)]
+pub mod limbo;
 mod lines;
 pub(crate) mod map;
 #[cfg(loom)]

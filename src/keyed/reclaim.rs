@@ -9,7 +9,8 @@
 //! only once every guard that could have seen it has been dropped.
 //!
 //! The collector is ours (`epoch.rs`, the protocol and why it is safe;
-//! `pins.rs`, the per-thread slots; `barrier.rs`, the fences): a guard's
+//! `pins.rs`, the per-thread slots; `barrier.rs`, the fences; `limbo.rs`,
+//! the retired lists): a guard's
 //! pin and unpin are plain stores, and the rare collecting thread pays a
 //! process-wide barrier (`membarrier` on Linux). It replaced `seize`,
 //! whose guard ends with an `xchg`: one locked instruction per lookup,
@@ -24,7 +25,9 @@
 //! (`loom-tests/tests/reclaim.rs`).
 
 #[cfg(not(loom))]
-use super::epoch::{Limbo, Pin, DOMAIN};
+use super::epoch::{Pin, DOMAIN};
+#[cfg(not(loom))]
+use super::limbo::Limbo;
 
 /// A pinned section: memory unlinked while it is alive is not freed.
 pub(crate) struct Guard<'a> {
