@@ -38,7 +38,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 #[cfg(all(not(loom), target_os = "linux"))]
 mod membarrier {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use crate::sync::{AtomicBool, Ordering};
 
     /// `membarrier(2)` commands (linux/membarrier.h).
     const QUERY: libc::c_int = 0;
@@ -56,11 +56,8 @@ mod membarrier {
 
     pub(super) fn register() {
         let supported = call(QUERY);
-        let needed = i64::from(PRIVATE_EXPEDITED | REGISTER_PRIVATE_EXPEDITED);
-        if supported >= 0
-            && i64::from(supported as i32) & needed == needed
-            && call(REGISTER_PRIVATE_EXPEDITED) == 0
-        {
+        let needed = libc::c_long::from(PRIVATE_EXPEDITED | REGISTER_PRIVATE_EXPEDITED);
+        if supported >= 0 && supported & needed == needed && call(REGISTER_PRIVATE_EXPEDITED) == 0 {
             ON.store(true, Ordering::Relaxed);
         }
     }
@@ -76,7 +73,7 @@ mod membarrier {
 /// edge), and with it the strategy.
 #[cfg(not(loom))]
 pub(crate) fn init() {
-    #[cfg(all(not(loom), target_os = "linux"))]
+    #[cfg(target_os = "linux")]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(membarrier::register);
@@ -86,7 +83,7 @@ pub(crate) fn init() {
 #[cfg(all(not(loom), target_os = "linux"))]
 #[inline(always)]
 fn fast() -> bool {
-    membarrier::ON.load(std::sync::atomic::Ordering::Relaxed)
+    membarrier::ON.load(Ordering::Relaxed)
 }
 
 #[cfg(all(not(loom), not(target_os = "linux")))]
@@ -104,9 +101,9 @@ pub(crate) fn pin(slot: &AtomicU64, e: u64) {
     {
         slot.store(e, Ordering::Relaxed);
         if fast() {
-            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            crate::sync::compiler_fence(Ordering::SeqCst);
         } else {
-            std::sync::atomic::fence(Ordering::SeqCst);
+            crate::sync::fence(Ordering::SeqCst);
         }
     }
     #[cfg(loom)]
@@ -122,7 +119,7 @@ pub(crate) fn heavy() -> bool {
         return membarrier::barrier();
     }
     #[cfg(not(loom))]
-    std::sync::atomic::fence(Ordering::SeqCst);
+    crate::sync::fence(Ordering::SeqCst);
     true
 }
 

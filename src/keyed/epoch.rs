@@ -12,8 +12,8 @@
 //! - A pin slot per thread (by its thread token, `thread_id.rs`, which at
 //!   most one thread holds at a time; `pins.rs`): [`INACTIVE`], or the
 //!   epoch its thread read when it pinned (stored complemented, so that a
-//!   zeroed slot is unpinned). Only its holder writes it, and only while it holds
-//!   the token (it unpins before it exits).
+//!   zeroed slot is unpinned). Only its holder writes it, and only while
+//!   it holds the token (it unpins before it exits).
 //! - `anon`: the number of guards held by threads without a token (a thread
 //!   tearing down its thread-locals): pins of unknown epoch.
 //!
@@ -22,7 +22,7 @@
 //!   `depth`, which only the holder touches): `e = epoch` (`Acquire`), store
 //!   `e` in the slot, the barrier's light half; then the guarded loads.
 //! - **Unpin** (the outermost guard ends): store `INACTIVE` (`Release`).
-//! - **Collect** (holding a [`Limbo`]'s list): the heavy half, then `m =` the
+//! - **Collect** (holding a retired list, `limbo.rs`): the heavy half, then `m =` the
 //!   least pin read ([`barrier::scan`]; 0 if `anon` is not 0); free every
 //!   object with `r < m` (`limbo.rs`, which says when a list collects).
 //!
@@ -170,7 +170,7 @@ impl Drop for Pin<'_> {
 mod tests {
     use super::*;
     use crate::keyed::limbo::Limbo;
-    use std::sync::atomic::AtomicUsize;
+    use crate::sync::AtomicUsize;
     use std::sync::{mpsc, Arc};
 
     /// Counts its drops.
