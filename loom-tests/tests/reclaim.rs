@@ -49,14 +49,22 @@ impl Drop for Obj {
     }
 }
 
+/// A model's collector, its retired list and the shared pointer (to an
+/// object holding 1).
+fn setup() -> (Arc<Domain>, Arc<Limbo>, Arc<AtomicPtr<Obj>>) {
+    (
+        Arc::new(Domain::new()),
+        Arc::new(Limbo::default()),
+        Arc::new(AtomicPtr::new(Obj::boxed(1))),
+    )
+}
+
 /// One reader, one writer that swaps the object out and retires it
 /// (collecting at once, unpinned).
 #[test]
 fn a_retired_object_outlives_every_guard_that_loaded_it() {
     model(|| {
-        let domain = Arc::new(Domain::new());
-        let limbo = Arc::new(Limbo::default());
-        let shared = Arc::new(AtomicPtr::new(Obj::boxed(1)));
+        let (domain, limbo, shared) = setup();
         let reader = {
             let (domain, shared) = (domain.clone(), shared.clone());
             thread::spawn(move || {
@@ -80,9 +88,7 @@ fn a_retired_object_outlives_every_guard_that_loaded_it() {
 #[test]
 fn a_nested_guard_keeps_its_thread_pinned() {
     model(|| {
-        let domain = Arc::new(Domain::new());
-        let limbo = Arc::new(Limbo::default());
-        let shared = Arc::new(AtomicPtr::new(Obj::boxed(1)));
+        let (domain, limbo, shared) = setup();
         let reader = {
             let (domain, shared) = (domain.clone(), shared.clone());
             thread::spawn(move || {

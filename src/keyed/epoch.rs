@@ -167,7 +167,7 @@ impl Drop for Pin<'_> {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::keyed::limbo::Limbo;
     use crate::sync::AtomicUsize;
@@ -182,7 +182,8 @@ mod tests {
         }
     }
 
-    fn retire(limbo: &Limbo, d: &Domain, freed: &Arc<AtomicUsize>) {
+    /// Retires an object that counts its drop in `freed`.
+    pub(in crate::keyed) fn retire(limbo: &Limbo, d: &Domain, freed: &Arc<AtomicUsize>) {
         let p = Box::into_raw(Box::new(Counted(freed.clone())));
         // SAFETY: never published, retired once.
         unsafe { limbo.retire(d, p) };

@@ -130,23 +130,9 @@ fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::keyed::epoch::tests::retire;
     use crate::sync::{AtomicUsize, Ordering};
     use std::sync::Arc;
-
-    /// Counts its drops.
-    struct Counted(Arc<AtomicUsize>);
-
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn retire(limbo: &Limbo, d: &Domain, freed: &Arc<AtomicUsize>) {
-        let p = Box::into_raw(Box::new(Counted(freed.clone())));
-        // SAFETY: never published, retired once.
-        unsafe { limbo.retire(d, p) };
-    }
 
     #[test]
     fn a_limbo_collects_by_itself_and_frees_the_rest_when_dropped() {
