@@ -46,6 +46,13 @@
 //! A thread that pins after the collect is case 3. `epoch` is a `u64`
 //! bumped once per retirement: it does not wrap.
 //!
+//! # One domain for the process
+//! Every map shares the epoch and the pins (a map of its own slots would
+//! cost 8 KB an instance). So, as with crossbeam-epoch's global collector,
+//! a guard held long (a `take_all` whose callback blocks) delays freeing
+//! what any map of the process retires meanwhile: memory waits, nothing
+//! else does, and it is freed at the first collect after the guard ends.
+//!
 //! The retired lists, and when they collect, are `limbo.rs`.
 
 use super::barrier;

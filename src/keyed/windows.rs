@@ -373,6 +373,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// leaves that slice at zero. An add racing the take lands either in
     /// what is taken or in what stays, never both, never neither. For
     /// callers that ship counts elsewhere (a flush), one shard at a time.
+    ///
+    /// `f` runs inside the per-key collector's guard: while it runs, the
+    /// memory that any per-key structure of the process retires is not
+    /// freed. Keep it quick (collect into a buffer, then ship).
     pub fn take_all(&self, mut f: impl FnMut(&K, u64, u64)) {
         let guard = Guard::pin(self.ring.graveyard());
         self.ring.for_each_map(&guard, |m| {
