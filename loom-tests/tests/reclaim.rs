@@ -12,8 +12,10 @@
 //! - `collect` frees `r <= m` instead of `r < m`;
 //! - the pin is a plain store (no light half) or the scan a plain load (no
 //!   heavy half);
-//! - the pin reads `epoch` with `Relaxed`;
-//! - the unpin stores with `Relaxed`.
+//! - the pin reads `epoch` with `Relaxed`, or a retirement bumps it with
+//!   `Relaxed`;
+//! - the unpin stores with `Relaxed`;
+//! - a nested guard's end unpins (`a_nested_guard_keeps_its_thread_pinned`).
 //!
 //! The counter-example: the same protocol with plain stores and loads
 //! for the pin and the scan, no barrier (a reader's pin store is not yet
@@ -138,6 +140,34 @@ fn a_collector_without_the_barrier_is_caught() {
             return;
         }
         reader.join().unwrap();
+        drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
+    });
+}
+
+/// Two retirements, and a reader that pins twice: a second pinned section
+/// must not be treated as the first (its pin is newer), and neither may
+/// read an object freed under it.
+#[test]
+fn a_reader_pinning_again_is_judged_by_its_new_pin() {
+    model(|| {
+        let (domain, limbo, shared) = setup();
+        let reader = {
+            let (domain, shared) = (domain.clone(), shared.clone());
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    let _pin = domain.pin();
+                    let v = Obj::read(shared.load(Ordering::Acquire));
+                    assert!((1..=3).contains(&v), "read a freed object");
+                }
+            })
+        };
+        for next in [2, 3] {
+            let old = shared.swap(Obj::boxed(next), Ordering::AcqRel);
+            // SAFETY: unlinked by the swap, retired once.
+            unsafe { limbo.retire(&domain, old) };
+        }
+        reader.join().unwrap();
+        limbo.collect(&domain);
         drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
     });
 }
