@@ -102,7 +102,7 @@ impl Limbo {
     }
 
     /// Objects waiting.
-    #[allow(dead_code)]
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         lock(&self.list).len()
     }

@@ -95,13 +95,6 @@ impl Default for Graveyard {
 }
 
 impl Graveyard {
-    /// Retired objects not yet freed.
-    #[cfg(not(loom))]
-    #[allow(dead_code)]
-    pub(crate) fn waiting(&self) -> usize {
-        self.limbo.waiting()
-    }
-
     #[cfg(loom)]
     fn keep<T: Send + 'static>(&self, p: SendPtr<T>) {
         self.dead.lock().unwrap().push(Box::new(move || {
