@@ -99,12 +99,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         guard: &'g Guard<'_>,
         fresh: impl Fn(&Entry),
     ) -> Option<(&'g Entry, Option<u64>)> {
-        let (en, inserted) = self.insert(m, hash, key, e, n, guard, &fresh)?;
-        if inserted {
-            // The add landed with the insert (`Entry::start_with`).
-            self.landed(en, (hash, key), e, true, guard);
-            return Some((en, Some(n.min(COUNT_MAX))));
-        }
+        let en = match self.insert(m, hash, key, e, n, guard, &fresh)? {
+            Inserted::Landed(en, after) => return Some((en, Some(after))),
+            Inserted::Found(en) => en,
+        };
         if let Add::Done(after) = en.add(n) {
             self.landed(en, (hash, key), e, true, guard);
             return Some((en, after));
@@ -127,11 +125,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             let (en, new) = match m.map.get(hash, |k| key.is(k), guard) {
                 Some(en) => (en, false),
                 None => match self.insert(m, hash, key, e, n, guard, &fresh)? {
-                    (en, true) => {
-                        self.landed(en, (hash, key), e, true, guard);
-                        return Some((en, Some(n.min(COUNT_MAX))));
-                    }
-                    (en, false) => (en, true),
+                    Inserted::Landed(en, after) => return Some((en, Some(after))),
+                    Inserted::Found(en) => (en, true),
                 },
             };
             if let Add::Done(after) = en.add(n) {
@@ -163,9 +158,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
 
     /// Inserts the key in the map of `m` with its first add, `n`, already
     /// in its entry (`Entry::start_with`) and `fresh` run on it, unless
-    /// another thread inserted it first: `(entry, true)` when this call
-    /// inserted it (the add is done), `(entry, false)` when it found the
-    /// key (the caller adds).
+    /// another thread inserted it first (then the caller adds).
     #[cold]
     #[allow(clippy::too_many_arguments)]
     fn insert<'g, Q: KeyRef<K> + ?Sized>(
@@ -177,7 +170,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         n: u64,
         guard: &'g Guard<'_>,
         fresh: &impl Fn(&Entry),
-    ) -> Option<(&'g Entry, bool)> {
+    ) -> Option<Inserted<'g>> {
         let r = m.map.upsert(
             hash,
             |k| key.is(k),
@@ -191,9 +184,23 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             },
             |en, inserted| (en, inserted),
         );
-        if r.is_none() {
+        let Some((en, inserted)) = r else {
             self.untracked.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        if !inserted {
+            return Some(Inserted::Found(en));
         }
-        r
+        self.landed(en, (hash, key), e, true, guard);
+        Some(Inserted::Landed(en, n.min(COUNT_MAX)))
     }
+}
+
+/// What `KeyedWindows::insert` did.
+enum Inserted<'g> {
+    /// It inserted the key, and the add landed with it: the entry and its
+    /// count after the add.
+    Landed(&'g Entry, u64),
+    /// Another thread inserted the key first: the caller adds.
+    Found(&'g Entry),
 }
