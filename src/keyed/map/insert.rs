@@ -66,9 +66,7 @@ where
         if let Some(t) = cur {
             if let Some(s) = t.find(hash, &is) {
                 debug_assert!(!s.value().is_dead(), "invariant 4");
-                if self.max_keys != usize::MAX {
-                    self.len.fetch_sub(1, Ordering::AcqRel);
-                }
+                self.unreserve(1);
                 return Some(f(s.value(), false));
             }
         }
@@ -101,9 +99,7 @@ where
                 t.remove(s);
                 st.len -= 1;
                 st.tombs += 1;
-                if self.max_keys != usize::MAX {
-                    self.len.fetch_sub(1, Ordering::AcqRel);
-                }
+                self.unreserve(1);
                 true
             }
             _ => false,

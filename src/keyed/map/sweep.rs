@@ -38,6 +38,16 @@ where
         self.max_keys == usize::MAX || self.reserve_bounded(now, cfg)
     }
 
+    /// Gives back `n` reservations: keys [`reserve`](Self::reserve) counted
+    /// that the map no longer holds (removed), or never came to hold (the
+    /// key was found already there).
+    #[inline]
+    pub(super) fn unreserve(&self, n: usize) {
+        if self.max_keys != usize::MAX {
+            self.len.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
     fn reserve_bounded(&self, now: u64, cfg: &V::Cfg) -> bool {
         for attempt in 0..2 {
             let mut c = self.len.load(Ordering::Acquire);
@@ -132,9 +142,7 @@ where
         });
         st.len -= dropped;
         st.tombs += dropped;
-        if self.max_keys != usize::MAX {
-            self.len.fetch_sub(dropped, Ordering::AcqRel);
-        }
+        self.unreserve(dropped);
         (dropped, stuck)
     }
 
