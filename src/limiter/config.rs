@@ -70,6 +70,8 @@ pub struct Config {
     fold: usize,
     levels: [Level; MAX_LIMITS],
     block_words: usize,
+    /// Bits per count of the inline history (`inline.rs`); 0: none.
+    inline_width: u32,
 }
 
 /// Words of a multi-limit history block before the levels': its length and
@@ -148,6 +150,20 @@ impl Config {
             next += level_header + slices as usize;
         }
         let fold = lens.iter().position(|l| l.0 == finest).unwrap_or(0);
+        // One limit of `S >= 2` slices keeps `S - 1` counts inline while
+        // they fit (`inline.rs`); the word is a pointer, so 64-bit only.
+        let inline_width = match lens {
+            &[(_, slices)] if slices >= 2 && usize::BITS >= 64 => {
+                let w = super::inline::COUNT_BITS / (slices - 1).min(64) as u32;
+                // Under loom, counts of 2 spill: the models reach the spill.
+                if cfg!(loom) {
+                    w.min(1)
+                } else {
+                    w
+                }
+            }
+            _ => 0,
+        };
         Config {
             slice_nanos: finest,
             shift,
@@ -155,6 +171,7 @@ impl Config {
             fold,
             levels,
             block_words: next,
+            inline_width,
         }
     }
 
@@ -207,6 +224,13 @@ impl Config {
     #[inline]
     pub(crate) fn block_words(&self) -> usize {
         self.block_words
+    }
+
+    /// Bits per count of the inline history (`inline.rs`); 0 when states of
+    /// this config have none.
+    #[inline]
+    pub(crate) fn inline_width(&self) -> u32 {
+        self.inline_width
     }
 
     /// The budget in units for the raw limit `raw`.

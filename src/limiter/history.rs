@@ -24,13 +24,14 @@
 //! not `tag(k)` counts 0 for `k`.
 //!
 //! # Life
-//! A single-limit state allocates its block lazily, the first time a roll
-//! must record a non-zero count (so a key seen in one slice costs only its
-//! inline words): until then every recorded count is 0, and a block that
-//! holds only zeros is what a fresh one holds, so any helper of that roll
-//! may install one (one CAS from null; losers free theirs). A multi-limit
-//! state gets its block at construction. A block is never replaced or
-//! freed while its state lives; [`free`] runs from the state's `Drop`.
+//! A single-limit state starts with no block: its `block` word holds the
+//! history inline while every count fits (`inline.rs`), and the roll whose
+//! counts first do not fit *spills* it into a fresh block that already
+//! describes the roll's new epoch ([`alloc_rolled`]), installed by one CAS
+//! (losers free theirs). With no inline width (48 or more slices) that is
+//! the first roll that records a non-zero count. A multi-limit state gets
+//! its block at construction. A block is never replaced or freed while its
+//! state lives; [`free`] runs from the state's `Drop`.
 
 use super::config::{Config, Level, BLOCK_HEADER};
 use crate::pack::{AtomicWord, Tag, TagCount, Word};
@@ -143,6 +144,30 @@ pub(crate) fn alloc(cfg: &Config, at: u64, tag: Tag) -> *mut Cell {
         words[1] = Cell::new(Word::from_raw(at));
     }
     Box::into_raw(words.into_boxed_slice()).cast::<Cell>()
+}
+
+/// A fresh single-limit block describing epoch `t` (module docs of
+/// `inline.rs`, the spill): `frozen = tag(t) | p`, the ring word of slice
+/// `t - j` = `count(j)` for `1 <= j < S` (`p` is their sum), every other
+/// word `tag(t) | 0`.
+pub(crate) fn alloc_rolled(cfg: &Config, t: u64, p: u64, count: impl Fn(u64) -> u64) -> *mut Cell {
+    debug_assert_eq!(cfg.len(), 1);
+    let lv = cfg.level(0);
+    let ptr = alloc(cfg, 0, Tag::of(t));
+    // SAFETY: `ptr` is a block of `cfg` that only this thread holds.
+    let b = unsafe { Block::at(ptr, cfg) }.expect("non-null");
+    b.frozen(lv).store(
+        TagCount::word(Tag::of(t), p.min(TagCount::COUNT.max())),
+        Ordering::Relaxed,
+    );
+    for j in 1..lv.slices.min(t + 1) {
+        let k = t - j;
+        b.slot(lv, k).store(
+            TagCount::word(Tag::of(k), count(j).min(TagCount::COUNT.max())),
+            Ordering::Relaxed,
+        );
+    }
+    ptr
 }
 
 /// A new block holding the words of `src` (a block no one writes any more:

@@ -23,17 +23,19 @@
 //! one below, [`MAX_BUDGET`]), no block. [`AdmissionState::copy_into`]
 //! fills it from a sealed source, each word by one CAS from its pending
 //! value, in this order:
-//! 1. the block: a clone of the source's (if it has one) CASed in from null;
-//!    the loser frees its clone;
+//! 1. the history: the source's inline word, or a clone of its block, CASed
+//!    in from null (a source with none copies nothing); a loser frees its
+//!    clone;
 //! 2. `state`: `PENDING_STATE -> tag(E) | used` (unsealed);
 //! 3. `epoch`: `PENDING_EPOCH -> E`: the destination is live.
 //!
 //! Every value is a function of the sealed source, so copiers agree, and
 //! the copy is idempotent: a copier that comes late (after 3) fails every
 //! CAS. Its state CAS fails because a live `used` is never all ones, its
-//! epoch CAS because a live epoch is never `PENDING_EPOCH`, its block CAS
-//! because a source with a block gave the destination one in step 1
-//! (before it went live), and a source without one makes no copier try.
+//! epoch CAS because a live epoch is never `PENDING_EPOCH`, its history CAS
+//! because a source with a history gave the destination one in step 1
+//! (before it went live; a `block` word never returns to null), and a
+//! source without one makes no copier try.
 //! Grants cannot start before step 3: the pending epoch matches no state.
 //!
 //! # How an owner must use these
@@ -67,6 +69,7 @@
 
 use super::config::{Config, MAX_BUDGET};
 use super::history;
+use super::inline::History;
 use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, AtomicWord, Tag, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
@@ -153,23 +156,29 @@ impl AdmissionState {
         let e = e & !FLAG;
         let s = self.state.load(Ordering::Acquire);
         debug_assert!(Admission::SEALED.get(s));
-        // 1. The history.
-        if let Some(src) = self.block(cfg) {
-            if dest.block.load(Ordering::Acquire).is_null() {
-                let clone = history::clone_of(src);
-                if dest
-                    .block
-                    .compare_exchange(
-                        std::ptr::null_mut(),
-                        clone,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_err()
-                {
-                    // SAFETY: `clone` was never shared.
-                    unsafe { history::free(clone) };
-                }
+        // 1. The history: an inline word is copied as it is, a block cloned.
+        let copy = match self.history(cfg) {
+            History::Empty => None,
+            History::Inline(w) => Some(w.to_ptr()),
+            History::Block(src) if dest.block.load(Ordering::Acquire).is_null() => {
+                Some(history::clone_of(src))
+            }
+            History::Block(_) => None, // a copier before us installed it
+        };
+        if let Some(copy) = copy {
+            if dest
+                .block
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    copy,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+                && History::is_block(copy)
+            {
+                // SAFETY: `copy` is a clone that was never shared.
+                unsafe { history::free(copy) };
             }
         }
         // 2. The state word, unsealed.
@@ -232,7 +241,8 @@ impl AdmissionState {
         .unwrap_or(false)
     }
 
-    /// Heap bytes this state holds (its history block, if any).
+    /// Heap bytes this state holds (its history block, if any; an inline
+    /// history costs none).
     pub fn heap_bytes(&self, cfg: &Config) -> usize {
         self.block(cfg).map_or(0, |_| cfg.block_bytes())
     }
@@ -241,7 +251,7 @@ impl AdmissionState {
 impl Drop for AdmissionState {
     fn drop(&mut self) {
         let ptr = self.block.load(Ordering::Acquire);
-        if !ptr.is_null() {
+        if History::is_block(ptr) {
             // SAFETY: the block is this state's, allocated by `history`, and
             // `&mut self` means no one else reads it any more.
             unsafe { history::free(ptr) };

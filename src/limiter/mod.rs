@@ -28,7 +28,9 @@
 //! - `state.rs`: [`AdmissionState`], three atomics that can live inline in
 //!   a table slot; the grant (hot path) and its invariants.
 //! - `roll.rs`: moving a state to a later epoch (seal, record, unseal).
-//! - `history.rs`: the state's lazily allocated history block.
+//! - `inline.rs`: the state's `block` word, which holds the history inline
+//!   while its counts are small.
+//! - `history.rs`: the history block, for the rest.
 //! - `snapshot.rs`: consistent reads (available permits, when a request
 //!   fits, when the window empties, idleness).
 //! - `lifecycle.rs`: sealing for good, idleness and copying, for an owner
@@ -62,6 +64,7 @@ mod decision;
 mod direct;
 mod fixed;
 mod history;
+mod inline;
 mod keyed;
 mod lifecycle;
 mod multi;

@@ -36,11 +36,12 @@
 //! # One limit
 //! `E` is not stored: the tag distance `d = tag(T) - tag(E)` is the true
 //! distance when `d < S`, and `d >= S` means every slice of `E`'s window has
-//! expired (invariant 2 of `state.rs`). Then `hist[E] = used - P(E)` (if `E`
-//! is still in `T`'s window), zeros for the skipped slices of `T`'s window,
-//! `frozen: P(E) -> P(T)`. The block is allocated by the first roll that
-//! must record a non-zero count (`history.rs`): with no block, every count
-//! is 0 and nothing needs writing.
+//! expired (invariant 2 of `state.rs`). While the history is null or inline
+//! (`inline.rs`) the roll computes `T`'s whole history from the sealed word
+//! and the value read, and writes it by one CAS: inline, or spilled into a
+//! fresh block. With a block: `hist[E] = used - P(E)` (if `E` is still in
+//! `T`'s window), zeros for the skipped slices of `T`'s window, `frozen:
+//! P(E) -> P(T)`.
 //!
 //! `P(T)` is computed from `P(E)`, not summed over the window: with `e`
 //! the slice of `E` and `d < S`, `P(T) = P(E) + count(e) - R`, `R` the
@@ -75,7 +76,8 @@
 //! phase), so it needs no `cur`.
 
 use super::config::{Config, Level};
-use super::history::{self, Block};
+use super::history::{self, Block, Cell};
+use super::inline::{History, Inline};
 use super::state::AdmissionState;
 use crate::pack::{Admission, Tag, TagCount, Word};
 use crate::sync::Ordering;
@@ -95,19 +97,90 @@ impl AdmissionState {
     }
 
     fn roll_one(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {
-        let lv = cfg.level(0);
-        let prev = Admission::TAG.get(s);
-        let mut block = self.block(cfg);
-        let p_e = match block {
-            None => 0,
-            Some(b) => {
-                let f = b.frozen(lv).load(Ordering::Acquire);
-                match TagCount::TAG.get(f) {
-                    x if x == Tag::of(t) => return Some(TagCount::COUNT.get(f)),
-                    x if x == prev => TagCount::COUNT.get(f),
-                    _ => return None, // stale: the state moved on
+        let raw = self.block.load(Ordering::Acquire);
+        // SAFETY: as `history()`: the state's own word, `self` borrowed.
+        match unsafe { History::of(raw, cfg) } {
+            History::Block(b) => self.roll_block(cfg, b, t, s),
+            History::Empty => self.roll_small(cfg, raw, Inline::EMPTY, t, s),
+            History::Inline(w) if w.tag() == Tag::of(t) => Some(w.sum(cfg.inline_width())),
+            History::Inline(w) if w.tag() == Admission::TAG.get(s) => {
+                self.roll_small(cfg, raw, w, t, s)
+            }
+            History::Inline(_) => None, // stale: the state moved on
+        }
+    }
+
+    /// The roll from a null or inline `block` word `raw` (counts `old`,
+    /// for `E`): writes `T`'s history inline, or spills it into a fresh
+    /// block (`inline.rs`), by one CAS from `raw`.
+    fn roll_small(
+        &self,
+        cfg: &Config,
+        raw: *mut Cell,
+        old: Inline,
+        t: u64,
+        s: Word<Admission>,
+    ) -> Option<u64> {
+        let (slices, width) = (cfg.level(0).slices, cfg.inline_width());
+        let d = Tag::of(t).since(Admission::TAG.get(s));
+        let p_e = old.sum(width);
+        // `E`'s slice count, if it is still in `T`'s window.
+        let count = if d < slices {
+            Admission::USED.get(s).saturating_sub(p_e)
+        } else {
+            0
+        };
+        if raw.is_null() && count == 0 {
+            return Some(0); // every count is still 0: nothing to write
+        }
+        let (new, p) = match old.rolled(width, slices, d, count, Tag::of(t)) {
+            Some(w) => (w.to_ptr(), w.sum(width)),
+            None => {
+                // Spill: slice `T - j` counted `count` at `j = d`, the old
+                // field `j - d` past it, 0 before (or everywhere, `d >= S`).
+                let at = |j: u64| match j.cmp(&d) {
+                    std::cmp::Ordering::Less => 0,
+                    std::cmp::Ordering::Equal => count,
+                    std::cmp::Ordering::Greater => old.count(width, j - d),
+                };
+                let at = |j: u64| if d < slices { at(j) } else { 0 };
+                let p = (1..slices).map(at).fold(0u64, u64::saturating_add);
+                (history::alloc_rolled(cfg, t, p, at), p)
+            }
+        };
+        match self
+            .block
+            .compare_exchange(raw, new, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // The first writer of this roll (invariant 2 of `inline.rs`).
+            Ok(_) => Some(p),
+            Err(actual) => {
+                if History::is_block(new) {
+                    // SAFETY: `new` was never shared.
+                    unsafe { history::free(new) };
+                }
+                // SAFETY: as `history()`.
+                match unsafe { History::of(actual, cfg) } {
+                    History::Inline(w) => (w.tag() == Tag::of(t)).then(|| w.sum(width)),
+                    History::Block(b) => {
+                        let f = b.frozen(cfg.level(0)).load(Ordering::Acquire);
+                        (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
+                    }
+                    History::Empty => None,
                 }
             }
+        }
+    }
+
+    /// The roll of a single-limit state that has a block.
+    fn roll_block(&self, cfg: &Config, b: Block<'_>, t: u64, s: Word<Admission>) -> Option<u64> {
+        let lv = cfg.level(0);
+        let prev = Admission::TAG.get(s);
+        let f = b.frozen(lv).load(Ordering::Acquire);
+        let p_e = match TagCount::TAG.get(f) {
+            x if x == Tag::of(t) => return Some(TagCount::COUNT.get(f)),
+            x if x == prev => TagCount::COUNT.get(f),
+            _ => return None, // stale: the state moved on
         };
         let lo = t.saturating_sub(lv.slices - 1);
         let d = Tag::of(t).since(prev);
@@ -117,73 +190,34 @@ impl AdmissionState {
         if d < lv.slices {
             let e = t - d;
             let count = Admission::USED.get(s).saturating_sub(p_e);
-            if count > 0 {
-                let b = match block {
-                    Some(b) => b,
-                    None => self.install_block(cfg, prev)?,
-                };
-                block = Some(b);
-                if !self.record(b, lv, e, count, s) {
-                    return None;
-                }
-            } else if let Some(b) = block {
-                // Settle `e` too: its slot may hold a word from 2^16 epochs
-                // ago with `e`'s tag (zeros are written only over such words).
-                if !self.record(b, lv, e, 0, s) {
-                    return None;
-                }
+            // Settle `e` even with a zero count: its slot may hold a word
+            // from 2^16 epochs ago with `e`'s tag (zeros are written only
+            // over such words).
+            if !self.record(b, lv, e, count, s) {
+                return None;
             }
             first_zero = e + 1;
-            if let Some(b) = block {
-                // `P(T) = P(E) + count(e) - (the slices leaving the window,
-                // e - S < j <= t - S)`: `d` slots read, not `S - 1`.
-                let out = b.recorded_sum(
-                    lv,
-                    (e + 1).saturating_sub(lv.slices),
-                    (t + 1).saturating_sub(lv.slices),
-                );
-                p = p_e.saturating_add(count).saturating_sub(out);
-            }
+            // `P(T) = P(E) + count(e) - (the slices leaving the window,
+            // e - S < j <= t - S)`: `d` slots read, not `S - 1`.
+            let out = b.recorded_sum(
+                lv,
+                (e + 1).saturating_sub(lv.slices),
+                (t + 1).saturating_sub(lv.slices),
+            );
+            p = p_e.saturating_add(count).saturating_sub(out);
         }
-        let Some(b) = block else {
-            return Some(0); // nothing was ever recorded: every count is 0
-        };
         for k in first_zero..t {
             if !self.record(b, lv, k, 0, s) {
                 return None;
             }
         }
-        // `frozen` may have been installed (with `tag(E) | 0`) after we read
-        // `block`; it is still `E`'s unless another helper moved it.
-        let f = b.frozen(lv).load(Ordering::Acquire);
-        if TagCount::TAG.get(f) == prev {
-            let new = TagCount::word(Tag::of(t), p);
-            let _ = b
-                .frozen(lv)
-                .compare_exchange(f, new, Ordering::AcqRel, Ordering::Acquire);
-        }
+        // From `E`'s value: a no-op if another helper moved it.
+        let new = TagCount::word(Tag::of(t), p);
+        let _ = b
+            .frozen(lv)
+            .compare_exchange(f, new, Ordering::AcqRel, Ordering::Acquire);
         let f = b.frozen(lv).load(Ordering::Acquire);
         (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
-    }
-
-    /// Installs a fresh block whose `frozen` words say `tag(E) | 0` (true:
-    /// with no block, every recorded count is 0). `None` if the state moved
-    /// on meanwhile.
-    #[cold]
-    fn install_block(&self, cfg: &Config, prev: Tag) -> Option<Block<'_>> {
-        // `at` is unused with one level.
-        let fresh = history::alloc(cfg, 0, prev);
-        match self.block.compare_exchange(
-            std::ptr::null_mut(),
-            fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {}
-            // SAFETY: `fresh` was never shared.
-            Err(_) => unsafe { history::free(fresh) },
-        }
-        self.block(cfg)
     }
 
     fn roll_levels(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {

@@ -6,7 +6,8 @@
 //! # Consistency
 //! A snapshot is taken at the state's epoch `E`: the state word (`used`),
 //! then the block's words tagged `E` (the fold level's `frozen`, each
-//! level's `open`), then, lazily, ring words. After the caller has computed
+//! level's `open`) or the inline history tagged `E` (`inline.rs`), then,
+//! lazily, ring words. After the caller has computed
 //! its answer, the state word is read again: if it still holds `E`
 //! unsealed, no roll began in between, so no ring word of `E`'s windows was
 //! overwritten (rolls write the ring only while the state is sealed) and the
@@ -20,7 +21,7 @@
 //! `(J / r_i - S_i, J / r_i]`.
 
 use super::config::{Config, Level, MAX_LIMITS};
-use super::history::Block;
+use super::inline::History;
 use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, Tag, TagCount};
 use crate::sync::Ordering;
@@ -35,7 +36,7 @@ pub(crate) struct Snapshot<'a> {
     cur: u64,
     /// Each level's `open` count at `E`.
     open: [u64; MAX_LIMITS],
-    block: Option<Block<'a>>,
+    history: History<'a>,
 }
 
 impl AdmissionState {
@@ -68,12 +69,19 @@ impl AdmissionState {
     /// The snapshot at `e` for a state word with `used`; `None` if the
     /// block no longer describes `e` (a roll began).
     fn snapshot(&self, cfg: &Config, e: u64, used: u64) -> Option<Snapshot<'_>> {
-        let block = self.block(cfg);
+        let history = self.history(cfg);
         let mut open = [0; MAX_LIMITS];
         let tagged = |w| (TagCount::TAG.get(w) == Tag::of(e)).then(|| TagCount::COUNT.get(w));
-        let cur = match block {
-            None => used,
-            Some(b) => {
+        let cur = match history {
+            History::Empty => used,
+            // Inline tagged `e`, or a roll began (invariant 1 of `inline.rs`).
+            History::Inline(w) => {
+                if w.tag() != Tag::of(e) {
+                    return None;
+                }
+                used.saturating_sub(w.sum(cfg.inline_width()))
+            }
+            History::Block(b) => {
                 let p = tagged(b.frozen(cfg.level(cfg.fold())).load(Ordering::Acquire))?;
                 if cfg.len() > 1 {
                     for (i, lv) in cfg.levels().iter().enumerate() {
@@ -88,21 +96,22 @@ impl AdmissionState {
             used,
             cur,
             open,
-            block,
+            history,
         })
     }
 }
 
 impl<'a> Snapshot<'a> {
     /// Level `i` of this snapshot.
-    pub(crate) fn level(&self, cfg: &Config, i: usize) -> LevelView<'a> {
+    pub(crate) fn level<'c>(&self, cfg: &'c Config, i: usize) -> LevelView<'a, 'c> {
         let lv = cfg.level(i);
         LevelView {
+            cfg,
             lv,
             ei: slice_of(self.epoch, lv),
             head: self.open[i].saturating_add(self.cur),
             fold_used: (i == cfg.fold()).then_some(self.used),
-            block: self.block,
+            history: self.history,
         }
     }
 }
@@ -114,7 +123,8 @@ fn slice_of(e: u64, lv: Level) -> u64 {
 }
 
 /// One level's counts in a snapshot taken at `E`.
-pub(crate) struct LevelView<'a> {
+pub(crate) struct LevelView<'a, 'c> {
+    cfg: &'c Config,
     lv: Level,
     /// The level's slice of `E`.
     ei: u64,
@@ -122,10 +132,10 @@ pub(crate) struct LevelView<'a> {
     head: u64,
     /// The state's `used`, for the fold level (its window total at `E`).
     fold_used: Option<u64>,
-    block: Option<Block<'a>>,
+    history: History<'a>,
 }
 
-impl LevelView<'_> {
+impl LevelView<'_, '_> {
     /// The count of the level's slice `k`.
     fn count(&self, k: u64) -> u64 {
         if k > self.ei || self.ei - k >= self.lv.slices {
@@ -133,7 +143,11 @@ impl LevelView<'_> {
         } else if k == self.ei {
             self.head
         } else {
-            self.block.map_or(0, |b| b.recorded(self.lv, k))
+            match self.history {
+                History::Block(b) => b.recorded(self.lv, k),
+                // One level (an inline history is single-limit only).
+                h => h.recorded(self.cfg, self.ei, k),
+            }
         }
     }
 

@@ -16,7 +16,8 @@
 //!   tag of the epoch the word belongs to; `used` is the units granted in
 //!   the fold level's whole window at that epoch (its frozen part plus the
 //!   current slice). A grant is one CAS `used -> used + units`.
-//! - `block`: the history block (`history.rs`), null until needed.
+//! - `block`: null, the history held inline while its counts are small
+//!   (`inline.rs`), or a pointer to the history block (`history.rs`).
 //!
 //! # Invariants
 //! 1. `epoch` only increases, and moves from `E` only when the state holds
@@ -60,6 +61,7 @@
 
 use super::config::{Config, MAX_BUDGET, MAX_LIMITS};
 use super::history::{Block, Cell};
+use super::inline::History;
 use super::Denied;
 use crate::pack::{Admission, AtomicWord, Tag, TagCount, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
@@ -148,13 +150,23 @@ impl AdmissionState {
         }
     }
 
-    /// The history block, if any.
+    /// What the `block` word holds: nothing, an inline history or a block
+    /// (`inline.rs`).
+    #[inline]
+    pub(super) fn history<'a>(&'a self, cfg: &Config) -> History<'a> {
+        // SAFETY: the `block` word is null, inline, or a block of `cfg`
+        // (states are only used with their own config) freed only by
+        // `Drop`, and `self` is borrowed for `'a`.
+        unsafe { History::of(self.block.load(Ordering::Acquire), cfg) }
+    }
+
+    /// The history block, if any (`None` for an inline history).
     #[inline]
     pub(super) fn block<'a>(&'a self, cfg: &Config) -> Option<Block<'a>> {
-        // SAFETY: a non-null block pointer is a block of `cfg` (states are
-        // only used with their own config) freed only by `Drop`, and `self`
-        // is borrowed for `'a`.
-        unsafe { Block::at(self.block.load(Ordering::Acquire), cfg) }
+        match self.history(cfg) {
+            History::Block(b) => Some(b),
+            _ => None,
+        }
     }
 
     /// Takes `n` permits at `now` against `limits` (one per level of `cfg`).

@@ -277,6 +277,17 @@ fn one_level_matches_the_reference() {
     }
 }
 
+/// Windows whose inline counts are narrow (3, 2 and 1 bits: counts of 8, 4
+/// and 2 spill), or absent (60 slices), so that the inline history, the
+/// spill and the block all meet the reference.
+#[test]
+fn one_level_spilling_and_blocked_match_the_reference() {
+    for seed in 0..120 {
+        let slices = [16, 24, 47, 48, 60][seed as usize % 5];
+        run(5000 + seed, &[(1, slices)], 600);
+    }
+}
+
 #[test]
 fn several_levels_match_the_reference() {
     let mut rng = StdRng::seed_from_u64(11);
@@ -294,21 +305,38 @@ fn several_levels_match_the_reference() {
 }
 
 #[test]
-fn a_key_seen_in_one_slice_has_no_block() {
-    let cfg = Config::single(5, Duration::from_nanos(10), 10).unwrap();
+fn small_counts_stay_inline_and_a_large_one_spills() {
+    // 10 slices: 9 counts of 5 bits inline (`inline.rs`).
+    let cfg = Config::single(100, Duration::from_nanos(10), 10).unwrap();
+    assert_eq!(cfg.inline_width(), 5);
     let s = AdmissionState::new(&cfg, 0);
-    assert!(s.acquire(&cfg, 3, 2, &[5]).is_ok());
-    assert_eq!(s.heap_bytes(&cfg), 0);
+    assert!(s.acquire(&cfg, 3, 2, &[100]).is_ok());
     // Rolling away from a slice that granted nothing, or past the window,
-    // records nothing either.
-    assert!(s.acquire(&cfg, 100, 1, &[5]).is_ok());
-    assert_eq!(s.heap_bytes(&cfg), 0);
-    assert_eq!(s.available(&cfg, 100, &[5]), Some(4));
-    // A second slice in the window must remember the first.
-    assert!(s.acquire(&cfg, 101, 1, &[5]).is_ok());
+    // and then slices of small counts: still no block.
+    assert!(s.acquire(&cfg, 100, 1, &[100]).is_ok());
+    for t in 101..110 {
+        assert!(s.acquire(&cfg, t, 31, &[100]).is_ok() || t > 102);
+        assert_eq!(s.heap_bytes(&cfg), 0, "t {t}");
+    }
+    assert_eq!(s.available(&cfg, 109, &[100]), Some(100 - 1 - 31 - 31 - 31));
+    // A slice of 32 does not fit its field: the roll out of it spills.
+    let s = AdmissionState::new(&cfg, 0);
+    assert!(s.acquire(&cfg, 0, 32, &[100]).is_ok());
+    assert!(s.acquire(&cfg, 1, 1, &[100]).is_ok());
     assert_eq!(s.heap_bytes(&cfg), cfg.block_bytes());
-    assert_eq!(s.available(&cfg, 101, &[5]), Some(3));
+    assert_eq!(s.available(&cfg, 1, &[100]), Some(67));
+    assert_eq!(s.available(&cfg, 10, &[100]), Some(99));
     assert_eq!(std::mem::size_of::<AdmissionState>(), 24);
+    // 48 slices: one bit each; 60: none, a block from the first count.
+    for (slices, width) in [(48, 1), (60, 0)] {
+        let cfg = Config::single(100, Duration::from_nanos(slices), slices as usize).unwrap();
+        assert_eq!(cfg.inline_width(), width);
+        let s = AdmissionState::new(&cfg, 0);
+        assert!(s.acquire(&cfg, 0, 1, &[100]).is_ok());
+        assert!(s.acquire(&cfg, 1, 1, &[100]).is_ok());
+        let block = if width == 0 { cfg.block_bytes() } else { 0 };
+        assert_eq!(s.heap_bytes(&cfg), block);
+    }
 }
 
 #[test]

@@ -171,8 +171,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     }
 
     /// Bytes held by the structure: the map's tables (each slot a key and
-    /// its 24-byte state), the history blocks of keys with grants in more
-    /// than one slice, the overrides and the refusal counter's cells. Keys' own heap data (a `String`'s
+    /// its 24-byte state, whose history stays inline while each slice count
+    /// fits its field: 31 for 10 slices), the history blocks of keys that
+    /// outgrew it, the overrides and the refusal counter's cells. Keys' own heap data (a `String`'s
     /// buffer) is not included.
     ///
     /// ```

@@ -1,0 +1,249 @@
+//! The *inline history*: a single-limit state's recorded slice counts held
+//! in its `block` word itself, so that a key whose slices count little (the
+//! cold keys of skewed traffic, most keys) has no history block, and its
+//! roll touches only the state's own words.
+//!
+//! # The `block` word
+//! One word, three readings ([`History`]):
+//! - **null**: no history yet; every recorded count is 0, at any epoch.
+//! - **inline** (bit 0 set): `counts:47 | tag:16 | 1`. The tag is that of
+//!   the epoch `E` the word describes; count field `j` (`1 <= j < S`,
+//!   `width` bits from bit `17 + (j - 1) width`) is the final count of slice
+//!   `E - j`. Their sum is `P(E)`, the `frozen` of a block.
+//! - **a block pointer** (bit 0 clear: blocks are word-aligned), as in
+//!   `history.rs`.
+//!
+//! `width = 47 / (S - 1)` ([`Config::inline_width`]): 5 bits (counts up to
+//! 31) for 10 slices, 47 bits (never full) for 2. A single-limit state of 48
+//! or more slices, a multi-limit state and any state on a 32-bit target have
+//! width 0: no inline history. Under loom the width is at most 1, so the
+//! models reach the spill with counts of 2.
+//!
+//! # Moves (the roll, `roll.rs`)
+//! null -> inline -> ... -> inline -> block, never back: a roll from null
+//! with a zero count writes nothing; any other roll from null or inline
+//! writes, by one CAS from the value it read, the history of its new epoch
+//! `T`: inline if every count fits its field, else (*spill*) a fresh block
+//! already describing `T` (`history::alloc_rolled`). The new value is a
+//! function of the sealed state word and of the value read, so every helper
+//! computes the same one; the CAS succeeds only for the first, and a
+//! loser's block is freed unshared.
+//!
+//! # Invariants
+//! 1. While a state holds `E` unsealed, its `block` word is null, inline
+//!    tagged `E`, or a block whose `frozen` is tagged `E`.
+//! 2. The word never returns to null, and a block is never replaced: a
+//!    helper that read null or an inline word tagged `E` and whose CAS from
+//!    it succeeds is the first writer of the roll from `E` (ABA only after
+//!    2^16 epochs, the bound of every tag in `state.rs`).
+
+use super::config::Config;
+use super::history::{Block, Cell};
+use crate::pack::{Tag, Value};
+
+/// Bit 0: an inline history (a block pointer has it clear).
+const MARK: u64 = 1;
+/// Where the tag starts.
+const TAG_SHIFT: u32 = 1;
+/// Where the first count field starts.
+const COUNTS_SHIFT: u32 = TAG_SHIFT + Tag::BITS;
+/// The bits all count fields share.
+pub(crate) const COUNT_BITS: u32 = 64 - COUNTS_SHIFT;
+
+// A block pointer has bit 0 clear.
+const _: () = assert!(std::mem::align_of::<Cell>() >= 2);
+
+/// `bits` low ones (`bits <= 47`).
+#[inline(always)]
+const fn ones(bits: u32) -> u64 {
+    (1 << bits) - 1
+}
+
+/// An inline history word (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inline(u64);
+
+impl Inline {
+    /// The counts of a null word: all zero (its tag is never read).
+    pub(crate) const EMPTY: Inline = Inline(MARK);
+
+    /// The epoch tag the word describes.
+    #[inline]
+    pub(crate) fn tag(self) -> Tag {
+        Tag::of(self.0 >> TAG_SHIFT)
+    }
+
+    /// The final count of slice `E - j` (`1 <= j`, `E` the word's epoch);
+    /// 0 past the last field.
+    #[inline]
+    pub(crate) fn count(self, width: u32, j: u64) -> u64 {
+        let at = (j - 1).saturating_mul(u64::from(width));
+        if at >= u64::from(COUNT_BITS) {
+            return 0;
+        }
+        (self.0 >> COUNTS_SHIFT >> at) & ones(width)
+    }
+
+    /// The sum of its counts: `P(E)`.
+    #[inline]
+    pub(crate) fn sum(self, width: u32) -> u64 {
+        let mut c = self.0 >> COUNTS_SHIFT;
+        if width == 0 {
+            return 0;
+        }
+        let mut sum = 0;
+        while c != 0 {
+            sum += c & ones(width);
+            c >>= width;
+        }
+        sum
+    }
+
+    /// The history at `T = E + d` (`d >= 1`, tag `tag`) of a state of `S`
+    /// slices whose slice `E` closed with `count`; `None` if `count` does
+    /// not fit a field (the caller spills to a block).
+    #[inline]
+    pub(crate) fn rolled(
+        self,
+        width: u32,
+        slices: u64,
+        d: u64,
+        count: u64,
+        tag: Tag,
+    ) -> Option<Inline> {
+        let fresh =
+            |counts: u64| Inline(counts << COUNTS_SHIFT | tag.to_bits() << TAG_SHIFT | MARK);
+        if d >= slices {
+            return (width > 0).then(|| fresh(0));
+        }
+        if width == 0 || count > ones(width) {
+            return None;
+        }
+        // Field `j` moves to `j + d`; slice `E` lands in field `d`.
+        let used = (slices - 1) as u32 * width;
+        let d = d as u32;
+        let old = self.0 >> COUNTS_SHIFT;
+        let counts = (old << (d * width) | count << ((d - 1) * width)) & ones(used);
+        Some(fresh(counts))
+    }
+
+    /// The word as the `block` pointer holds it: an address no one
+    /// dereferences (bit 0 set), never a pointer to memory.
+    #[inline]
+    pub(crate) fn to_ptr(self) -> *mut Cell {
+        // (`ptr::without_provenance_mut` says the same, from Rust 1.84; the
+        // crate's MSRV is 1.80.)
+        self.0 as usize as *mut Cell
+    }
+}
+
+/// What a `block` word holds (module docs).
+#[derive(Clone, Copy)]
+pub(crate) enum History<'a> {
+    /// No history: every count is 0.
+    Empty,
+    /// The counts, inline.
+    Inline(Inline),
+    /// A history block.
+    Block(Block<'a>),
+}
+
+impl<'a> History<'a> {
+    /// Reads a `block` word.
+    ///
+    /// # Safety
+    /// As [`Block::at`]: `raw` is the `block` word of a state of `cfg`
+    /// borrowed for `'a`.
+    #[inline]
+    pub(crate) unsafe fn of(raw: *mut Cell, cfg: &Config) -> History<'a> {
+        let bits = raw as usize as u64;
+        if bits & MARK != 0 {
+            History::Inline(Inline(bits))
+        } else {
+            // SAFETY: not inline, so null or a block of `cfg` (caller).
+            match unsafe { Block::at(raw, cfg) } {
+                None => History::Empty,
+                Some(b) => History::Block(b),
+            }
+        }
+    }
+
+    /// Whether `raw` is a block pointer (which its state's `Drop` frees).
+    #[inline]
+    pub(crate) fn is_block(raw: *mut Cell) -> bool {
+        !raw.is_null() && raw as usize as u64 & MARK == 0
+    }
+
+    /// The final count of level 0's slice `k` of a single-limit state, as
+    /// seen from epoch `e` (`k < e`; the history describes `e`).
+    #[inline]
+    pub(crate) fn recorded(&self, cfg: &Config, e: u64, k: u64) -> u64 {
+        match self {
+            History::Empty => 0,
+            History::Inline(w) => w.count(cfg.inline_width(), e - k),
+            History::Block(b) => b.recorded(cfg.level(0), k),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A reference: the history as a list of counts, slice `E - 1` first.
+    fn roll_ref(old: &[u64], d: usize, count: u64) -> Vec<u64> {
+        let n = old.len();
+        let mut new = vec![0; n];
+        if d <= n {
+            new[d - 1] = count;
+            new[d..n].copy_from_slice(&old[..n - d]);
+        }
+        new
+    }
+
+    #[test]
+    fn rolls_match_a_reference_list() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for slices in [2u64, 3, 5, 10, 17, 48] {
+            let width = COUNT_BITS / (slices as u32 - 1);
+            let max = ones(width);
+            let mut w = Inline::EMPTY;
+            let mut list = vec![0; slices as usize - 1];
+            let mut e = 0u64;
+            for _ in 0..2000 {
+                let d = rng.random_range(1..slices + 3);
+                let count = if rng.random_bool(0.9) {
+                    rng.random_range(0..=max)
+                } else {
+                    max + 1
+                };
+                e += d;
+                let got = w.rolled(width, slices, d, count, Tag::of(e));
+                let want = roll_ref(&list, d as usize, count);
+                if count > max && d < slices {
+                    assert!(got.is_none());
+                    continue;
+                }
+                w = got.expect("fits");
+                list = want;
+                assert_eq!(w.tag(), Tag::of(e));
+                for (j, &c) in list.iter().enumerate() {
+                    assert_eq!(w.count(width, j as u64 + 1), c, "S {slices} j {}", j + 1);
+                }
+                assert_eq!(w.count(width, slices), 0);
+                assert_eq!(w.sum(width), list.iter().sum::<u64>());
+                assert!(!History::is_block(w.to_ptr()));
+            }
+        }
+    }
+
+    #[test]
+    fn width_zero_never_holds_a_count() {
+        let w = Inline::EMPTY;
+        assert_eq!(w.rolled(0, 60, 1, 1, Tag::of(1)), None);
+        assert_eq!(w.rolled(0, 60, 1, 0, Tag::of(1)), None);
+        assert_eq!(w.sum(0), 0);
+        assert_eq!(w.count(0, 3), 0);
+    }
+}
