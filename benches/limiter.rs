@@ -304,7 +304,9 @@ fn keyed_regime(c: &mut Criterion, z: &Arc<ZipfStream>, name: &str, limit: u32) 
 
 /// Heap bytes per key for every key of the distribution acquired once
 /// (map included), for both limiters; and what a key with grants in every
-/// slice of its window adds to ours.
+/// slice of its window adds to ours: nothing while each slice's count fits
+/// the inline history (31 with 10 slices), a history block once one does
+/// not.
 fn memory_report(z: &ZipfStream) {
     let keys = z.all_keys().count() as f64;
     let before = counting_alloc::live_bytes();
@@ -329,8 +331,13 @@ fn memory_report(z: &ZipfStream) {
         lim.try_acquire_at(&HOT_KEY, START + s * 1_000_000_000, 1);
     }
     let all = lim.memory_bytes() - one;
+    let big = HOT_KEY + 1;
+    lim.try_acquire_at(&big, START, 32);
+    let inline = lim.memory_bytes();
+    lim.try_acquire_at(&big, START + 1_000_000_000, 1); // the roll spills
+    let spilled = lim.memory_bytes() - inline;
     println!("heap bytes per key, 1M u64 keys each acquired once (map included):");
-    println!("  KeyedLimiter (10 s / 10 slices): {ours_bytes:.1} B/key; a key with grants in all 10 slices: + {all} B");
+    println!("  KeyedLimiter (10 s / 10 slices): {ours_bytes:.1} B/key; a key with grants in all 10 slices: + {all} B; with 32 in one slice: + {spilled} B");
     println!("  governor keyed limiter (DashMap): {gov_bytes:.1} B/key");
 }
 

@@ -70,7 +70,7 @@
 use super::config::{Config, MAX_BUDGET};
 use super::history;
 use super::inline::History;
-use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
+use super::state::{holds, key, AdmissionState, Take, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, AtomicWord, Tag, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 
@@ -97,7 +97,7 @@ impl AdmissionState {
                     self.epoch
                         .compare_exchange(e, e | FLAG, Ordering::AcqRel, Ordering::Acquire);
             } else {
-                self.help(cfg, e, s);
+                self.help(cfg, e, s, Take::NONE);
             }
         }
     }

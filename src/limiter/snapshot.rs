@@ -22,7 +22,7 @@
 
 use super::config::{Config, Level, MAX_LIMITS};
 use super::inline::History;
-use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
+use super::state::{holds, key, AdmissionState, Take, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, Tag, TagCount};
 use crate::sync::Ordering;
 
@@ -50,7 +50,7 @@ impl AdmissionState {
             let s = self.state.load(Ordering::Acquire);
             let flagged = e & FLAG != 0;
             if !flagged && !holds(s, key(e)) {
-                self.help(cfg, e, s);
+                self.help(cfg, e, s, Take::NONE);
                 continue;
             }
             // Flagged: the state holds `E` for good (unsealed only while the

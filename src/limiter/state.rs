@@ -112,6 +112,35 @@ pub(crate) enum Help {
     Retry,
     /// The state is sealed for good or pending.
     Sealed,
+    /// Its CAS opened the epoch and granted the request's units with it:
+    /// the new `used`.
+    Granted(u64),
+}
+
+/// A request's units that a helper may grant as it opens an epoch.
+#[derive(Clone, Copy)]
+pub(crate) struct Take {
+    units: u64,
+    budget: u64,
+}
+
+impl Take {
+    /// Nothing to grant.
+    pub(crate) const NONE: Take = Take {
+        units: 0,
+        budget: 0,
+    };
+
+    /// `used` after granting onto an opening `used`: with the units if they
+    /// fit the budget, else unchanged.
+    #[inline]
+    fn onto(self, used: u64) -> u64 {
+        if self.units > 0 && used + self.units <= self.budget {
+            used + self.units
+        } else {
+            used
+        }
+    }
 }
 
 /// `state >> 47` (the tag and seal bits) of a word holding epoch `e`
@@ -232,6 +261,13 @@ impl AdmissionState {
             // Only when a lowered limit is below one unit (see `set_limit`).
             return Err(denied(Denied::Exhausted, 0));
         }
+        // A single-limit request rides the roll it helps: the unseal grants
+        // it too when it fits (`help`), saving the grant's own CAS.
+        let take = if ONE {
+            Take { units, budget }
+        } else {
+            Take::NONE
+        };
         'reload: loop {
             let e = self.epoch.load(Ordering::Acquire);
             // `now` is in a later slice only if it is past the end of `e`'s:
@@ -240,7 +276,13 @@ impl AdmissionState {
             if now >= e.saturating_add(1).saturating_mul(cfg.slice_nanos()) {
                 let e_req = cfg.epoch_of(now);
                 if e_req > e {
-                    self.advance(cfg, e, e_req);
+                    if let Help::Granted(used) = self.advance(cfg, e, e_req, take) {
+                        return Ok(Grant {
+                            epoch: e_req,
+                            used,
+                            cur: units,
+                        });
+                    }
                     continue;
                 }
             }
@@ -279,8 +321,16 @@ impl AdmissionState {
                     Err(actual) => s = actual,
                 }
             }
-            if let Help::Sealed = self.help(cfg, e, s) {
-                return Err(Refused::Sealed);
+            match self.help(cfg, e, s, take) {
+                Help::Sealed => return Err(Refused::Sealed),
+                Help::Granted(used) => {
+                    return Ok(Grant {
+                        epoch: e,
+                        used,
+                        cur: units,
+                    })
+                }
+                Help::Retry => {}
             }
         }
     }
@@ -326,13 +376,14 @@ impl AdmissionState {
         cfg.epoch_of(now).max(e.min(MAX_EPOCH))
     }
 
-    /// Moves the epoch from `e` towards `e_req` (invariants 1 and 2).
+    /// Moves the epoch from `e` towards `e_req` (invariants 1 and 2); the
+    /// roll grants `take` if it ends in `e_req` and the request fits.
     #[cold]
-    fn advance(&self, cfg: &Config, e: u64, e_req: u64) {
+    fn advance(&self, cfg: &Config, e: u64, e_req: u64, take: Take) -> Help {
         let s = self.state.load(Ordering::Acquire);
         if !holds(s, key(e)) {
-            self.help(cfg, e, s);
-            return;
+            self.help(cfg, e, s, Take::NONE);
+            return Help::Retry;
         }
         let slices = cfg.level(cfg.fold()).slices;
         let gap = e_req - e;
@@ -344,18 +395,25 @@ impl AdmissionState {
         if self
             .epoch
             .compare_exchange(e, target, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+            .is_err()
         {
-            self.help(cfg, target, s);
+            return Help::Retry;
         }
+        let take = if target == e_req { take } else { Take::NONE };
+        self.help(cfg, target, s, take)
     }
 
     /// Helps whatever the state is doing, from `e` (an `epoch` value) and
     /// `s` (a `state` value loaded after it, not `e`'s unsealed word): seals
     /// a state being sealed for good, or rolls the state into `e` (see
     /// `roll.rs`). Returns when done or when the snapshot proves stale.
+    ///
+    /// If this thread's CAS is the one that opens `e` (the unseal, or a
+    /// fixed window's roll), it also grants `take.units` when they fit `e`'s
+    /// window: the same as the grant CAS right after it, with nothing in
+    /// between ([`Help::Granted`] with the new `used`).
     #[cold]
-    pub(crate) fn help(&self, cfg: &Config, e: u64, s: Word<Admission>) -> Help {
+    pub(crate) fn help(&self, cfg: &Config, e: u64, s: Word<Admission>, take: Take) -> Help {
         if e & FLAG != 0 {
             if e != PENDING_EPOCH {
                 self.seal_word(e & !FLAG);
@@ -374,11 +432,15 @@ impl AdmissionState {
         if cfg.is_fixed() {
             // Fixed window: nothing of the old slice survives. The state's
             // tag and count change in one step, so no grant is wiped.
-            let fresh = Admission::word(Tag::of(e), false, 0);
-            let _ = self
+            let used = take.onto(0);
+            let fresh = Admission::word(Tag::of(e), false, used);
+            return match self
                 .state
-                .compare_exchange(s, fresh, Ordering::AcqRel, Ordering::Acquire);
-            return Help::Retry;
+                .compare_exchange(s, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if used > 0 => Help::Granted(used),
+                _ => Help::Retry,
+            };
         }
         // Seal: from here the old epoch's `used` is final.
         let s = if Admission::SEALED.get(s) {
@@ -394,12 +456,18 @@ impl AdmissionState {
             }
             sealed
         };
-        if let Some(used) = self.roll(cfg, e, s) {
+        if let Some(p) = self.roll(cfg, e, s) {
             // Unseal into `e`.
+            let used = take.onto(p);
             let new = Admission::word(Tag::of(e), false, used);
-            let _ = self
+            if self
                 .state
-                .compare_exchange(s, new, Ordering::AcqRel, Ordering::Acquire);
+                .compare_exchange(s, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+                && used > p
+            {
+                return Help::Granted(used);
+            }
         }
         Help::Retry
     }
