@@ -99,6 +99,17 @@ impl Inline {
         sum
     }
 
+    /// The sum of its counts from field `j` on (`j >= 1`).
+    #[inline]
+    pub(crate) fn sum_from(self, width: u32, j: u64) -> u64 {
+        let at = (j - 1).saturating_mul(u64::from(width));
+        if at >= u64::from(COUNT_BITS) {
+            return 0;
+        }
+        let counts = self.0 >> COUNTS_SHIFT >> at;
+        Inline(counts << COUNTS_SHIFT | MARK).sum(width)
+    }
+
     /// The history at `T = E + d` (`d >= 1`, tag `tag`) of a state of `S`
     /// slices whose slice `E` closed with `count`; `None` if `count` does
     /// not fit a field (the caller spills to a block).
@@ -233,6 +244,10 @@ mod tests {
                 }
                 assert_eq!(w.count(width, slices), 0);
                 assert_eq!(w.sum(width), list.iter().sum::<u64>());
+                for j in 1..slices {
+                    let tail: u64 = list[j as usize - 1..].iter().sum();
+                    assert_eq!(w.sum_from(width, j), tail, "S {slices} from {j}");
+                }
                 assert!(!History::is_block(w.to_ptr()));
             }
         }

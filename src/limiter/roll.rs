@@ -134,7 +134,13 @@ impl AdmissionState {
             return Some(0); // every count is still 0: nothing to write
         }
         let (new, p) = match old.rolled(width, slices, d, count, Tag::of(t)) {
-            Some(w) => (w.to_ptr(), w.sum(width)),
+            // `P(T) = P(E) + count(E) -` the fields shifted out (module
+            // docs): one short sum, not the whole word's.
+            Some(w) if d < slices => {
+                let out = old.sum_from(width, slices - d);
+                (w.to_ptr(), p_e + count - out)
+            }
+            Some(w) => (w.to_ptr(), 0),
             None => {
                 // Spill: slice `T - j` counted `count` at `j = d`, the old
                 // field `j - d` past it, 0 before (or everywhere, `d >= S`).
