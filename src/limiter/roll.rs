@@ -15,8 +15,11 @@
 //! 3. *Record* (this file): the final count of every level slice that
 //!    closes, zeros for the skipped slices still in a window (only over
 //!    words that carry the slice's tag: see `record`), and the new `open`
-//!    counts; then each level's `frozen = P_i(T)`.
-//! 4. *Unseal*: CAS `state` to `tag(T) | used = P_fold(T)` (`state.rs`).
+//!    counts; then each level's `frozen = P_i(T)`. A single-limit history
+//!    held inline (`inline.rs`) is all of this in one word, one CAS.
+//! 4. *Unseal*: CAS `state` to `tag(T) | used = P_fold(T)` (`state.rs`);
+//!    the helper whose CAS this is may add its own request's units to it
+//!    when they fit (`state.rs`, the grant).
 //!
 //! The new state is published only after the old slice's final count is
 //! recorded (3 before 4): this closes the race in which the next roll reads
@@ -29,7 +32,8 @@
 //! the block's words for `E`, which nothing changes until the unseal: all
 //! helpers write the same values. Each write is a CAS from the value the
 //! helper read, done only while the state is still the sealed one (ring
-//! words) or from a word tagged `E` (`frozen`, `open`, `at`), so a stale
+//! words) or from a word tagged `E` (`frozen`, `open`, `at`, an inline
+//! history; or a null history word, which never comes back), so a stale
 //! helper cannot clobber a later roll's words; an equal value means "already
 //! done".
 //!
@@ -39,7 +43,8 @@
 //! expired (invariant 2 of `state.rs`). While the history is null or inline
 //! (`inline.rs`) the roll computes `T`'s whole history from the sealed word
 //! and the value read, and writes it by one CAS: inline, or spilled into a
-//! fresh block. With a block: `hist[E] = used - P(E)` (if `E` is still in
+//! fresh block (then `P(T) = P(E) + count(E)` minus the fields shifted out
+//! of the word). With a block: `hist[E] = used - P(E)` (if `E` is still in
 //! `T`'s window), zeros for the skipped slices of `T`'s window, `frozen:
 //! P(E) -> P(T)`.
 //!

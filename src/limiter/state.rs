@@ -47,6 +47,12 @@
 //! epoch, so a stale read is seen and retried) and checked in the same
 //! decision: the one CAS grants against every limit at once.
 //!
+//! A single-limit request that finds its state behind helps the roll
+//! (`help`), and if its own CAS is the one that opens the new epoch (the
+//! unseal, or a fixed window's one-CAS roll) it is granted in that CAS when
+//! it fits: the same as the grant CAS that would follow, with nothing in
+//! between. Otherwise it reloads and is judged as above.
+//!
 //! # Orderings
 //! Loads are `Acquire`, CASes `AcqRel`: a roll's history writes are
 //! sequenced before its unseal (release), which every later grant or roll
