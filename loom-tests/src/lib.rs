@@ -88,6 +88,49 @@ where
     );
 }
 
+/// Runs `reqs[t]` (each `(time, n)`) on thread `t` through `acquire` (the
+/// slice a grant was counted in, `None` for a refusal) and returns every
+/// grant as `(slice, n)`: how the limiter models race their requests.
+#[cfg(loom)]
+pub fn race<F>(acquire: F, reqs: Vec<Vec<(u64, u64)>>) -> Vec<(u64, u64)>
+where
+    F: Fn(u64, u64) -> Option<u64> + Clone + Send + 'static,
+{
+    let handles: Vec<_> = reqs
+        .into_iter()
+        .map(|mine| {
+            let acquire = acquire.clone();
+            loom::thread::spawn(move || {
+                mine.into_iter()
+                    .filter_map(|(t, n)| acquire(t, n).map(|e| (e, n)))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect()
+}
+
+/// A sliding-window limiter of `limit` permits over `slices` slices of 1 ns
+/// (the time in nanoseconds is the slice), on a manual clock.
+#[cfg(loom)]
+pub fn sliding(
+    limit: u64,
+    slices: usize,
+) -> loom::sync::Arc<stripecount::SlidingWindowLimiter<ManualClock>> {
+    loom::sync::Arc::new(
+        stripecount::SlidingWindowLimiter::with_clock(
+            limit,
+            Duration::from_nanos(slices as u64),
+            slices,
+            ManualClock::new(),
+        )
+        .unwrap(),
+    )
+}
+
 /// The permits of `grants` (`(slice, n)`) in the window of `slices` slices
 /// ending at slice `j`: what the limiter models check a window against.
 pub fn window_total(grants: &[(u64, u64)], j: u64, slices: u64) -> u64 {

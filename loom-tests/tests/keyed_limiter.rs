@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 use stripecount::admission::{AdmissionState, Config};
 use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
-use stripecount_loom_tests::{check_windows, expect_failure, window_total, Fixed};
+use stripecount_loom_tests::{check_windows, expect_failure, race, window_total, Fixed};
 
 const KEY: u32 = 7;
 const NS: Duration = Duration::from_nanos(1);
@@ -34,28 +34,6 @@ fn keyed(limit: u64, slices: usize) -> Arc<Keyed> {
     )
 }
 
-/// Runs `reqs[t]` (each `(time, n)`) for `KEY` on thread `t` and returns
-/// every grant as `(epoch, n)`.
-fn race(lim: &Arc<Keyed>, reqs: Vec<Vec<(u64, u64)>>) -> Vec<(u64, u64)> {
-    let handles: Vec<_> = reqs
-        .into_iter()
-        .map(|mine| {
-            let lim = lim.clone();
-            thread::spawn(move || {
-                mine.into_iter()
-                    .filter_map(|(t, n)| {
-                        lim.try_acquire_verbose_at(&KEY, t, n).ok().map(|e| (e, n))
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect()
-}
-
 /// Two requests for the last permit of a key's window, one of them in the
 /// next slice (it rolls the key's state while the other grants into the
 /// old slice): exactly one is granted.
@@ -64,7 +42,13 @@ fn last_permit_of_a_key_across_a_slice_boundary() {
     stripecount_loom_tests::model(|| {
         let lim = keyed(2, 2);
         assert!(lim.try_acquire_at(&KEY, 0, 1));
-        let mut grants = race(&lim, vec![vec![(0, 1)], vec![(1, 1)]]);
+        let mut grants = race(
+            {
+                let l = lim.clone();
+                move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
+            },
+            vec![vec![(0, 1)], vec![(1, 1)]],
+        );
         grants.push((0, 1));
         check_windows(&grants, 2, 2);
         assert_eq!(grants.len(), 2, "{grants:?}");
@@ -140,10 +124,22 @@ fn race_with_eviction(lim: &Arc<Keyed>, (t, n): (u64, u64), at: u64) -> Vec<(u64
         let lim = lim.clone();
         thread::spawn(move || lim.evict_idle_at(at))
     };
-    let mut grants = race(lim, vec![vec![(t, n)]]);
+    let mut grants = race(
+        {
+            let l = lim.clone();
+            move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
+        },
+        vec![vec![(t, n)]],
+    );
     evictor.join().unwrap();
     // Whatever happened, a request at the eviction's time sees the truth.
-    grants.extend(race(lim, vec![vec![(at, 1)]]));
+    grants.extend(race(
+        {
+            let l = lim.clone();
+            move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
+        },
+        vec![vec![(at, 1)]],
+    ));
     grants
 }
 
@@ -245,7 +241,13 @@ fn a_key_moved_while_a_request_is_decided() {
             let lim = lim.clone();
             thread::spawn(move || lim.__move_shard_of(&KEY))
         };
-        let grants = race(&lim, vec![vec![(1, 1)]]);
+        let grants = race(
+            {
+                let l = lim.clone();
+                move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
+            },
+            vec![vec![(1, 1)]],
+        );
         mover.join().unwrap();
         assert_eq!(grants, vec![(1, 1)], "wrongly refused");
         assert_eq!(lim.available_at(&KEY, 1), 0);

@@ -12,42 +12,8 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-use stripecount::{FixedWindowLimiter, ManualClock, SlidingWindowLimiter};
-use stripecount_loom_tests::{check_windows, window_total};
-
-fn sliding(limit: u64, slices: usize) -> Arc<SlidingWindowLimiter<ManualClock>> {
-    Arc::new(
-        SlidingWindowLimiter::with_clock(
-            limit,
-            Duration::from_nanos(slices as u64),
-            slices,
-            ManualClock::new(),
-        )
-        .unwrap(),
-    )
-}
-
-/// Runs `reqs[t]` (each `(time, n)`) on thread `t` and returns every grant.
-fn race<F>(acquire: Arc<F>, reqs: Vec<Vec<(u64, u64)>>) -> Vec<(u64, u64)>
-where
-    F: Fn(u64, u64) -> Option<u64> + Send + Sync + 'static,
-{
-    let handles: Vec<_> = reqs
-        .into_iter()
-        .map(|mine| {
-            let acquire = acquire.clone();
-            thread::spawn(move || {
-                mine.into_iter()
-                    .filter_map(|(t, n)| acquire(t, n).map(|e| (e, n)))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect()
-}
+use stripecount::{FixedWindowLimiter, ManualClock};
+use stripecount_loom_tests::{check_windows, race, sliding, window_total};
 
 /// Two threads race for the last permit of a window while one of them
 /// crosses into the next slice: the roll (seal, record, unseal) against a
@@ -59,7 +25,7 @@ fn sliding_last_permit_across_a_slice_boundary() {
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
         let l = lim.clone();
         let mut grants = race(
-            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
             vec![vec![(0, 1)], vec![(1, 1)]],
         );
         grants.push((0, 1));
@@ -81,7 +47,7 @@ fn sliding_stale_epoch_and_two_rolls() {
         let lim = sliding(2, 2);
         let l = lim.clone();
         let grants = race(
-            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
             vec![vec![(0, 1)], vec![(1, 1), (2, 2)]],
         );
         check_windows(&grants, 2, 2);
@@ -102,7 +68,7 @@ fn sliding_three_threads_one_roll() {
         let lim = sliding(1, 2);
         let l = lim.clone();
         let grants = race(
-            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         check_windows(&grants, 2, 1);
@@ -122,7 +88,7 @@ fn sliding_skipped_slice_and_frozen_sum() {
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
         let l = lim.clone();
         let mut grants = race(
-            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
             vec![vec![(1, 1)], vec![(3, 1), (3, 1)]],
         );
         grants.push((0, 1));
@@ -150,7 +116,7 @@ fn sliding_two_helpers_one_slice_leaves_one_is_skipped() {
         assert_eq!(lim.try_acquire_verbose_at(2, 1), Ok(2));
         let l = lim.clone();
         let mut grants = race(
-            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
             vec![vec![(4, 1)], vec![(4, 1)]],
         );
         grants.extend([(0, 1), (2, 1)]);
@@ -173,7 +139,7 @@ fn fixed_window_roll_never_wipes_a_grant() {
         );
         let l = lim.clone();
         let grants = race(
-            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
             vec![vec![(0, 1), (1, 1)], vec![(1, 1)]],
         );
         check_windows(&grants, 1, 1);
@@ -193,7 +159,7 @@ fn fixed_window_three_threads_last_permit() {
         );
         let l = lim.clone();
         let grants = race(
-            Arc::new(move |t, n| l.try_acquire_verbose_at(t, n).ok()),
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         check_windows(&grants, 1, 1);

@@ -23,44 +23,7 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use std::time::Duration;
-use stripecount::{ManualClock, SlidingWindowLimiter};
-use stripecount_loom_tests::{check_windows, window_total};
-
-fn sliding(limit: u64, slices: usize) -> Arc<SlidingWindowLimiter<ManualClock>> {
-    Arc::new(
-        SlidingWindowLimiter::with_clock(
-            limit,
-            Duration::from_nanos(slices as u64),
-            slices,
-            ManualClock::new(),
-        )
-        .unwrap(),
-    )
-}
-
-/// Runs `reqs[t]` (each `(time, n)`) on thread `t`; returns every grant as
-/// `(slice, n)`.
-fn race(
-    lim: &Arc<SlidingWindowLimiter<ManualClock>>,
-    reqs: Vec<Vec<(u64, u64)>>,
-) -> Vec<(u64, u64)> {
-    let handles: Vec<_> = reqs
-        .into_iter()
-        .map(|mine| {
-            let lim = lim.clone();
-            thread::spawn(move || {
-                mine.into_iter()
-                    .filter_map(|(t, n)| lim.try_acquire_verbose_at(t, n).ok().map(|e| (e, n)))
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect()
-}
+use stripecount_loom_tests::{check_windows, race, sliding, window_total};
 
 /// Two helpers race the roll out of slice 0 while a third grants into it:
 /// slice 0 ends with 1 (inline) or 2 (the roll spills) permits, and the
@@ -70,7 +33,11 @@ fn two_helpers_race_a_spill_and_a_late_grant() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(3, 2);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let mut grants = race(&lim, vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]]);
+        let l = lim.clone();
+        let mut grants = race(
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
+            vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
+        );
         grants.push((0, 1));
         check_windows(&grants, 2, 3);
         // Window 1 is full whichever slice the late grant landed in.
@@ -91,7 +58,11 @@ fn a_stale_helper_never_writes_an_old_history() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(3, 3);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let mut grants = race(&lim, vec![vec![(1, 1)], vec![(1, 1), (2, 1), (3, 1)]]);
+        let l = lim.clone();
+        let mut grants = race(
+            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
+            vec![vec![(1, 1)], vec![(1, 1), (2, 1), (3, 1)]],
+        );
         grants.push((0, 1));
         check_windows(&grants, 3, 3);
         for t in 3..=5 {
