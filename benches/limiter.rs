@@ -21,7 +21,8 @@
 //! stream from its own offset; time advancing 1 ms every 4096 requests,
 //! passed to `try_acquire_at`; 10 s windows of 10 slices, governor with the
 //! same permits per 10 s) and on one hot key. `keyed-fixed-zipf` is ours
-//! with one slice (a fixed window per key: no history block);
+//! with one slice (a fixed window per key: no history at all; the sliding
+//! rows keep a key's small counts inline, `src/limiter/inline.rs`);
 //! `keyed-zipf-1s` is ours on real time (`CoarseClock`), 1 s in 10 slices,
 //! where nearly every request on a warm key rolls its state and keys idle
 //! for a second are evicted (ours evicts as it goes, governor never does).
