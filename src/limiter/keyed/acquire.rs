@@ -346,4 +346,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             .saturating_mul(self.shared.cfg.slice_nanos());
         self.sweep_due.fetch_max(due, Ordering::Relaxed);
     }
+
+    /// Loom models only: the epoch the map's automatic sweep has swept
+    /// through (`loom-tests/tests/keyed_sweep_due.rs`).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __swept_through(&self) -> u64 {
+        self.map.swept_through()
+    }
 }
