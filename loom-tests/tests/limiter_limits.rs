@@ -71,6 +71,66 @@ fn two_limits_across_both_boundaries() {
     });
 }
 
+/// A state starts *quiet* (nothing recorded, no history block:
+/// `src/limiter/inline.rs`). Its first roll has nothing to record and moves
+/// the quiet word; the next closes a slice with permits and writes the
+/// state's first block, already describing the new slice. Both rolls race
+/// a request. Exactly two of the three requests fit the fast limit, and the
+/// limiter's reads of the new block agree with the grants.
+#[test]
+fn a_quiet_state_rolls_empty_then_into_its_first_block() {
+    stripecount_loom_tests::model(|| {
+        let lim = multi(&[(2, 2 * NS, 2), (3, 4 * NS, 2)]);
+        let grants = race(
+            {
+                let l = lim.clone();
+                move |t, n| l.try_acquire_verbose_at(t, n).ok()
+            },
+            vec![vec![(1, 1), (2, 1)], vec![(1, 1)]],
+        );
+        for j in 0..=3 {
+            assert!(
+                window(&grants, j, 1, 2) <= 2,
+                "fast limit at {j}: {grants:?}"
+            );
+            assert!(
+                window(&grants, j, 2, 2) <= 3,
+                "slow limit at {j}: {grants:?}"
+            );
+        }
+        // Slices 1 and 2 share a fast window: of three permits, two fit.
+        assert_eq!(grants.len(), 2, "{grants:?}");
+        for j in 2..=4 {
+            let left = (2 - window(&grants, j, 1, 2)).min(3 - window(&grants, j, 2, 2));
+            assert_eq!(lim.available_at(j), left, "at {j}: {grants:?}");
+        }
+    });
+}
+
+/// Three requests on a quiet state, in slices 1, 2 and 1: a helper of the
+/// empty roll into slice 1 may stall while the others finish it, move the
+/// time to slice 2 (slice 1 can stay empty: its request is judged at 2) and
+/// roll again, so the helper meets a quiet word newer than its roll. It must
+/// leave it alone. Every request fits both limits.
+#[test]
+fn a_stale_helper_meets_a_newer_quiet_word() {
+    stripecount_loom_tests::model(|| {
+        let lim = multi(&[(3, 2 * NS, 2), (3, 4 * NS, 2)]);
+        let grants = race(
+            {
+                let l = lim.clone();
+                move |t, n| l.try_acquire_verbose_at(t, n).ok()
+            },
+            vec![vec![(1, 1)], vec![(2, 1)], vec![(1, 1)]],
+        );
+        assert_eq!(grants.len(), 3, "wrongly refused: {grants:?}");
+        for j in 2..=4 {
+            let left = (3 - window(&grants, j, 1, 2)).min(3 - window(&grants, j, 2, 2));
+            assert_eq!(lim.available_at(j), left, "at {j}: {grants:?}");
+        }
+    });
+}
+
 /// Two requests in one slice against a slow limit with room for one: the
 /// second is judged with the first's permit, which is still in the current
 /// slice (not yet in any frozen sum), so exactly one is granted.

@@ -29,8 +29,10 @@
 //! counts first do not fit *spills* it into a fresh block that already
 //! describes the roll's new epoch ([`alloc_rolled`]), installed by one CAS
 //! (losers free theirs). With no inline width (48 or more slices) that is
-//! the first roll that records a non-zero count. A multi-limit state gets
-//! its block at construction. A block is never replaced or freed while its
+//! the first roll that records a non-zero count. A multi-limit state starts
+//! *quiet* (its `block` word holds its full epoch, `inline.rs`) and gets a
+//! block from the first roll with a count ([`alloc_levels`]); on a 32-bit
+//! target it gets one at construction. A block is never replaced or freed while its
 //! state lives; [`free`] runs from the state's `Drop`.
 
 use super::config::{Config, Level, BLOCK_HEADER};
@@ -168,6 +170,42 @@ pub(crate) fn alloc_rolled(cfg: &Config, t: u64, p: u64, count: impl Fn(u64) -> 
         );
     }
     ptr
+}
+
+/// A fresh multi-limit block describing finest epoch `t`, for a state that
+/// was quiet at `e < t` (nothing recorded in any level: `inline.rs`) and
+/// whose finest slice `e` closed with `cur`. Per level, with `e_i`, `t_i`
+/// its slices of `e` and `t`: if `t_i = e_i` the level's slice goes on
+/// (`open = cur`); else slice `e_i` is recorded with `cur` if still in the
+/// window and `open = 0`; `frozen` = the recorded slices plus `open` (as
+/// `roll.rs` computes them). Returns the block and the fold level's `frozen`.
+pub(crate) fn alloc_levels(cfg: &Config, e: u64, t: u64, cur: u64) -> (*mut Cell, u64) {
+    debug_assert!(cfg.len() > 1 && e < t);
+    let ptr = alloc(cfg, t, Tag::of(t));
+    // SAFETY: `ptr` is a block of `cfg` that only this thread holds.
+    let b = unsafe { Block::at(ptr, cfg) }.expect("non-null");
+    let cur = cur.min(TagCount::COUNT.max());
+    let mut fold = 0;
+    for (i, lv) in cfg.levels().iter().enumerate() {
+        let (ei, ti) = (lv.index(e), lv.index(t));
+        let (open, frozen) = if ti == ei {
+            (cur, cur)
+        } else if ti - ei < lv.slices {
+            b.slot(*lv, ei)
+                .store(TagCount::word(Tag::of(ei), cur), Ordering::Relaxed);
+            (0, cur)
+        } else {
+            (0, 0)
+        };
+        b.open(*lv)
+            .store(TagCount::word(Tag::of(t), open), Ordering::Relaxed);
+        b.frozen(*lv)
+            .store(TagCount::word(Tag::of(t), frozen), Ordering::Relaxed);
+        if i == cfg.fold() {
+            fold = frozen;
+        }
+    }
+    (ptr, fold)
 }
 
 /// A new block holding the words of `src` (a block no one writes any more:

@@ -13,6 +13,15 @@
 //! - **a block pointer** (bit 0 clear: blocks are word-aligned), as in
 //!   `history.rs`.
 //!
+//! A multi-limit state reads bit 0 differently: `E << 1 | 1` is *quiet*, no
+//! count recorded in any level yet, at the full epoch `E` (a level's window
+//! can span more than 2^16 finest slices, so a tag would not do). A state
+//! starts quiet; a roll with nothing to record moves the word to `T`'s
+//! quiet value, and the first roll with a count writes a fresh block that
+//! already describes `T` (`history::alloc_levels`), as the single-limit
+//! spill does. So a key seen in one slice of a multi-limit keyed limiter
+//! allocates nothing either.
+//!
 //! `width = 47 / (S - 1)` ([`Config::inline_width`]): 5 bits (counts up to
 //! 31) for 10 slices, 47 bits (never full) for 2. A single-limit state of 48
 //! or more slices, a multi-limit state and any state on a 32-bit target have
@@ -31,7 +40,8 @@
 //!
 //! # Invariants
 //! 1. While a state holds `E` unsealed, its `block` word is null, inline
-//!    tagged `E`, or a block whose `frozen` is tagged `E`.
+//!    tagged `E`, quiet at `E`, or a block whose `frozen` (and `at`, with
+//!    several limits) describe `E`.
 //! 2. The word never returns to null, and a block is never replaced: a
 //!    helper that read null or an inline word tagged `E` and whose CAS from
 //!    it succeeds is the first writer of the roll from `E` (ABA only after
@@ -148,13 +158,36 @@ impl Inline {
     }
 }
 
+/// The `block` word of a multi-limit state with nothing recorded at full
+/// epoch `e` (`e <= MAX_EPOCH < 2^63`, so `e << 1` does not overflow).
+#[inline]
+pub(crate) fn quiet(e: u64) -> *mut Cell {
+    (e << 1 | MARK) as usize as *mut Cell
+}
+
+/// The `block` word of a fresh state at `epoch`: no history (null) for one
+/// limit; quiet at `epoch` for several (`inline.rs`), or, where a pointer
+/// cannot hold an epoch (32-bit targets), a fresh block.
+pub(crate) fn first_history(cfg: &Config, epoch: u64) -> *mut Cell {
+    if cfg.len() == 1 {
+        std::ptr::null_mut()
+    } else if usize::BITS >= 64 {
+        quiet(epoch)
+    } else {
+        super::history::alloc(cfg, epoch, Tag::of(epoch))
+    }
+}
+
 /// What a `block` word holds (module docs).
 #[derive(Clone, Copy)]
 pub(crate) enum History<'a> {
     /// No history: every count is 0.
     Empty,
-    /// The counts, inline.
+    /// The counts, inline (single-limit states).
     Inline(Inline),
+    /// No count recorded yet in any level, at this full epoch `E`
+    /// (multi-limit states, module docs).
+    Quiet(u64),
     /// A history block.
     Block(Block<'a>),
 }
@@ -169,7 +202,11 @@ impl<'a> History<'a> {
     pub(crate) unsafe fn of(raw: *mut Cell, cfg: &Config) -> History<'a> {
         let bits = raw as usize as u64;
         if bits & MARK != 0 {
-            History::Inline(Inline(bits))
+            if cfg.len() > 1 {
+                History::Quiet(bits >> 1)
+            } else {
+                History::Inline(Inline(bits))
+            }
         } else {
             // SAFETY: not inline, so null or a block of `cfg` (caller).
             match unsafe { Block::at(raw, cfg) } {
@@ -190,7 +227,7 @@ impl<'a> History<'a> {
     #[inline]
     pub(crate) fn recorded(&self, cfg: &Config, e: u64, k: u64) -> u64 {
         match self {
-            History::Empty => 0,
+            History::Empty | History::Quiet(_) => 0,
             History::Inline(w) => w.count(cfg.inline_width(), e - k),
             History::Block(b) => b.recorded(cfg.level(0), k),
         }

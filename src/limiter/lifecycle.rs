@@ -23,7 +23,7 @@
 //! one below, [`MAX_BUDGET`]), no block. [`AdmissionState::copy_into`]
 //! fills it from a sealed source, each word by one CAS from its pending
 //! value, in this order:
-//! 1. the history: the source's inline word, or a clone of its block, CASed
+//! 1. the history: the source's inline or quiet word, or a clone of its block, CASed
 //!    in from null (a source with none copies nothing); a loser frees its
 //!    clone;
 //! 2. `state`: `PENDING_STATE -> tag(E) | used` (unsealed);
@@ -68,9 +68,10 @@
 //! per-key limiter's map slots.
 
 use super::config::{Config, MAX_BUDGET};
+use super::help::Take;
 use super::history;
 use super::inline::History;
-use super::state::{holds, key, AdmissionState, Take, FLAG, PENDING_EPOCH};
+use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, AtomicWord, Tag, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 
@@ -160,6 +161,7 @@ impl AdmissionState {
         let copy = match self.history(cfg) {
             History::Empty => None,
             History::Inline(w) => Some(w.to_ptr()),
+            History::Quiet(e) => Some(super::inline::quiet(e)),
             History::Block(src) if dest.block.load(Ordering::Acquire).is_null() => {
                 Some(history::clone_of(src))
             }
@@ -200,10 +202,8 @@ impl AdmissionState {
         debug_assert!(self.is_pending());
         debug_assert!(self.block.load(Ordering::Relaxed).is_null());
         let epoch = epoch.min(super::state::MAX_EPOCH);
-        if cfg.len() > 1 {
-            let block = history::alloc(cfg, epoch, Tag::of(epoch));
-            self.block.store(block, Ordering::Relaxed);
-        }
+        self.block
+            .store(super::inline::first_history(cfg, epoch), Ordering::Relaxed);
         let fresh = Admission::word(Tag::of(epoch), false, 0);
         self.state.store(fresh, Ordering::Relaxed);
         self.epoch.store(epoch, Ordering::Relaxed);

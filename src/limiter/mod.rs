@@ -27,9 +27,13 @@
 //!   time grid, the windows of its limits (*levels*), the units.
 //! - `state.rs`: [`AdmissionState`], three atomics that can live inline in
 //!   a table slot; the grant (hot path) and its invariants.
-//! - `roll.rs`: moving a state to a later epoch (seal, record, unseal).
+//! - `help.rs`: helping a state forward (advance the epoch, seal, roll,
+//!   unseal), and the grant that rides the unseal.
+//! - `roll.rs`: the roll's record step, the history of the new epoch (one
+//!   limit); `levels.rs`: the same for several limits.
 //! - `inline.rs`: the state's `block` word, which holds the history inline
-//!   while its counts are small.
+//!   while its counts are small (or, with several limits, says none is
+//!   recorded yet).
 //! - `history.rs`: the history block, for the rest.
 //! - `snapshot.rs`: consistent reads (available permits, when a request
 //!   fits, when the window empties, idleness).
@@ -63,9 +67,11 @@ mod config;
 mod decision;
 mod direct;
 mod fixed;
+mod help;
 mod history;
 mod inline;
 mod keyed;
+mod levels;
 mod lifecycle;
 mod multi;
 mod roll;

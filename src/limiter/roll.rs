@@ -3,10 +3,10 @@
 //! helps, none waits).
 //!
 //! A helper acts on a snapshot: `epoch` (= `T`), then `state`, then `epoch`
-//! again unchanged (checked in `state.rs`); without the re-read a thread
+//! again unchanged (checked in `help.rs`); without the re-read a thread
 //! holding a stale `epoch` would "roll" the newer state back into its old
 //! epoch.
-//! 1. CAS `epoch: E -> T` (`state.rs`, only while the state holds `E`
+//! 1. CAS `epoch: E -> T` (`help.rs`, only while the state holds `E`
 //!    unsealed).
 //! 2. *Seal*: CAS `state` to set `sealed`. Grants into `E` racing the seal
 //!    either land before it (and are in the final `used`) or fail and help.
@@ -17,9 +17,9 @@
 //!    words that carry the slice's tag: see `record`), and the new `open`
 //!    counts; then each level's `frozen = P_i(T)`. A single-limit history
 //!    held inline (`inline.rs`) is all of this in one word, one CAS.
-//! 4. *Unseal*: CAS `state` to `tag(T) | used = P_fold(T)` (`state.rs`);
+//! 4. *Unseal*: CAS `state` to `tag(T) | used = P_fold(T)` (`help.rs`);
 //!    the helper whose CAS this is may add its own request's units to it
-//!    when they fit (`state.rs`, the grant).
+//!    when they fit (`help.rs`, the ride-along grant).
 //!
 //! The new state is published only after the old slice's final count is
 //! recorded (3 before 4): this closes the race in which the next roll reads
@@ -62,23 +62,6 @@
 //! after (`S < 2^16`, so `tag(k) != tag(k - S)`). The slices kept from
 //! `E`'s window (`t - S < j < e`) sit in slots this roll does not write.
 //! So every helper reads the same `R`, whenever it reads it.
-//!
-//! # Several limits
-//! A level's window can span far more than 2^16 finest slices, so the tag
-//! cannot give the distance: the block's `at` word holds `E` in full, and
-//! moves to `T` last. For each level `i` with slices `e = E / r_i` and
-//! `t = T / r_i`, and `cur = used - P_fold(E)` the current finest slice's
-//! count:
-//! - `t = e`: the level's slice goes on: `open_i(T) = open_i(E) + cur`;
-//! - `t > e`: slice `e` closes with count `open_i(E) + cur` (recorded if
-//!   still in the window), the skipped slices get zeros, `open_i(T) = 0`;
-//! - `P_i(T)` = the recorded slices of `(t - S_i, t)` plus `open_i(T)`.
-//!
-//! Helpers go in phases: records and `open` (skipped when `open_i` is
-//! already tagged `T`), then `frozen` (skipped when tagged `T`), then `at`.
-//! A helper that finds the fold level's `frozen` tagged `T` knows every
-//! `open` has moved (a helper writes `frozen` only after finishing the first
-//! phase), so it needs no `cur`.
 
 use super::config::{Config, Level};
 use super::history::{self, Block, Cell};
@@ -112,6 +95,7 @@ impl AdmissionState {
                 self.roll_small(cfg, raw, w, t, s)
             }
             History::Inline(_) => None, // stale: the state moved on
+            History::Quiet(_) => None,  // a multi-limit word: not this config's
         }
     }
 
@@ -177,7 +161,7 @@ impl AdmissionState {
                         let f = b.frozen(cfg.level(0)).load(Ordering::Acquire);
                         (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
                     }
-                    History::Empty => None,
+                    History::Empty | History::Quiet(_) => None,
                 }
             }
         }
@@ -231,103 +215,6 @@ impl AdmissionState {
         (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
     }
 
-    fn roll_levels(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {
-        let b = self.block(cfg)?;
-        let fold = cfg.level(cfg.fold());
-        let at = b.at_word().load(Ordering::Acquire).raw();
-        if at != t {
-            if at > t || Tag::of(at) != Admission::TAG.get(s) {
-                return None; // stale
-            }
-            let e = at;
-            // Phase 1: records and `open`.
-            let ff = b.frozen(fold).load(Ordering::Acquire);
-            if TagCount::TAG.get(ff) == Tag::of(e) {
-                let cur = Admission::USED
-                    .get(s)
-                    .saturating_sub(TagCount::COUNT.get(ff));
-                for lv in cfg.levels() {
-                    if !self.close_level(b, *lv, e, t, cur, s) {
-                        return None;
-                    }
-                }
-            } else if TagCount::TAG.get(ff) != Tag::of(t) {
-                return None;
-            }
-            // Phase 2: `frozen`.
-            for lv in cfg.levels() {
-                let f = b.frozen(*lv).load(Ordering::Acquire);
-                if TagCount::TAG.get(f) == Tag::of(t) {
-                    continue;
-                }
-                let o = b.open(*lv).load(Ordering::Acquire);
-                if TagCount::TAG.get(f) != Tag::of(e) || TagCount::TAG.get(o) != Tag::of(t) {
-                    return None;
-                }
-                let ti = lv.index(t);
-                let lo = ti.saturating_sub(lv.slices - 1);
-                let p = b
-                    .recorded_sum(*lv, lo, ti)
-                    .saturating_add(TagCount::COUNT.get(o));
-                let new = TagCount::word(Tag::of(t), p.min(TagCount::COUNT.max()));
-                let _ = b
-                    .frozen(*lv)
-                    .compare_exchange(f, new, Ordering::AcqRel, Ordering::Acquire);
-            }
-            // Phase 3: `at`.
-            let _ = b.at_word().compare_exchange(
-                Word::from_raw(e),
-                Word::from_raw(t),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
-        }
-        let f = b.frozen(fold).load(Ordering::Acquire);
-        (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
-    }
-
-    /// Phase 1 for one level: closes its slice `E / r` if `t` starts a new
-    /// one (recording it and zeroing the skipped ones), and moves `open`
-    /// to `T`. `false` if the state moved on.
-    fn close_level(
-        &self,
-        b: Block<'_>,
-        lv: Level,
-        e: u64,
-        t: u64,
-        cur: u64,
-        s: Word<Admission>,
-    ) -> bool {
-        let o = b.open(lv).load(Ordering::Acquire);
-        if TagCount::TAG.get(o) == Tag::of(t) {
-            return true;
-        }
-        if TagCount::TAG.get(o) != Tag::of(e) {
-            return false;
-        }
-        let count = TagCount::COUNT.get(o).saturating_add(cur);
-        let (ei, ti) = (lv.index(e), lv.index(t));
-        let open = if ti == ei {
-            count
-        } else {
-            let lo = ti.saturating_sub(lv.slices - 1);
-            if ti - ei < lv.slices && !self.record(b, lv, ei, count, s) {
-                return false;
-            }
-            for k in lo.max(ei + 1)..ti {
-                if !self.record(b, lv, k, 0, s) {
-                    return false;
-                }
-            }
-            0
-        };
-        let new = TagCount::word(Tag::of(t), open.min(TagCount::COUNT.max()));
-        let _ = b
-            .open(lv)
-            .compare_exchange(o, new, Ordering::AcqRel, Ordering::Acquire);
-        true
-    }
-
     /// Writes level `lv`'s slice `k` = `count` while the state is still the
     /// sealed `s`. `false` if the state moved on (the caller is stale).
     ///
@@ -341,7 +228,14 @@ impl AdmissionState {
     /// carries `k`'s tag is overwritten when `k` is passed. This turns the
     /// zeros of skipped slices (most of a roll's writes on a key seen every
     /// few slices) into loads.
-    fn record(&self, b: Block<'_>, lv: Level, k: u64, count: u64, s: Word<Admission>) -> bool {
+    pub(super) fn record(
+        &self,
+        b: Block<'_>,
+        lv: Level,
+        k: u64,
+        count: u64,
+        s: Word<Admission>,
+    ) -> bool {
         let slot = b.slot(lv, k);
         let want = TagCount::word(Tag::of(k), count.min(TagCount::COUNT.max()));
         loop {

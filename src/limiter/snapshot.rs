@@ -21,8 +21,9 @@
 //! `(J / r_i - S_i, J / r_i]`.
 
 use super::config::{Config, Level, MAX_LIMITS};
+use super::help::Take;
 use super::inline::History;
-use super::state::{holds, key, AdmissionState, Take, FLAG, PENDING_EPOCH};
+use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, Tag, TagCount};
 use crate::sync::Ordering;
 
@@ -74,6 +75,14 @@ impl AdmissionState {
         let tagged = |w| (TagCount::TAG.get(w) == Tag::of(e)).then(|| TagCount::COUNT.get(w));
         let cur = match history {
             History::Empty => used,
+            // Nothing recorded in any level at `e` (`inline.rs`), or a roll
+            // began.
+            History::Quiet(at) => {
+                if at != e {
+                    return None;
+                }
+                used
+            }
             // Inline tagged `e`, or a roll began (invariant 1 of `inline.rs`).
             History::Inline(w) => {
                 if w.tag() != Tag::of(e) {

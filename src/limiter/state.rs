@@ -48,7 +48,7 @@
 //! decision: the one CAS grants against every limit at once.
 //!
 //! A single-limit request that finds its state behind helps the roll
-//! (`help`), and if its own CAS is the one that opens the new epoch (the
+//! (`help.rs`), and if its own CAS is the one that opens the new epoch (the
 //! unseal, or a fixed window's one-CAS roll) it is granted in that CAS when
 //! it fits: the same as the grant CAS that would follow, with nothing in
 //! between. Otherwise it reloads and is judged as above.
@@ -66,6 +66,7 @@
 //! succeed with a stale decision (the bound of [`crate::slice`]).
 
 use super::config::{Config, MAX_BUDGET, MAX_LIMITS};
+use super::help::{Help, Take};
 use super::history::{Block, Cell};
 use super::inline::History;
 use super::Denied;
@@ -112,43 +113,6 @@ pub(crate) struct Grant {
     pub(crate) cur: u64,
 }
 
-/// What a helper found.
-pub(crate) enum Help {
-    /// Reload and go on.
-    Retry,
-    /// The state is sealed for good or pending.
-    Sealed,
-    /// Its CAS opened the epoch and granted the request's units with it:
-    /// the new `used`.
-    Granted(u64),
-}
-
-/// A request's units that a helper may grant as it opens an epoch.
-#[derive(Clone, Copy)]
-pub(crate) struct Take {
-    units: u64,
-    budget: u64,
-}
-
-impl Take {
-    /// Nothing to grant.
-    pub(crate) const NONE: Take = Take {
-        units: 0,
-        budget: 0,
-    };
-
-    /// `used` after granting onto an opening `used`: with the units if they
-    /// fit the budget, else unchanged.
-    #[inline]
-    fn onto(self, used: u64) -> u64 {
-        if self.units > 0 && used + self.units <= self.budget {
-            used + self.units
-        } else {
-            used
-        }
-    }
-}
-
 /// `state >> 47` (the tag and seal bits) of a word holding epoch `e`
 /// unsealed: `tag(e) << 1`; with bit 17 set when `e` is flagged, so that no
 /// word matches a sealed-for-good or pending state. One compare then tests
@@ -169,19 +133,14 @@ pub(crate) fn holds(s: Word<Admission>, k: u64) -> bool {
 const _: () = assert!(Admission::SEALED.end() == Admission::TAG.shift());
 
 impl AdmissionState {
-    /// A state at `epoch` (clamped to [`MAX_EPOCH`]) with nothing granted.
-    /// A multi-limit state allocates its history block now.
+    /// A state at `epoch` (clamped to [`MAX_EPOCH`]) with nothing granted
+    /// and no history (`inline.rs`).
     pub fn new(cfg: &Config, epoch: u64) -> AdmissionState {
         let epoch = epoch.min(MAX_EPOCH);
-        let block = if cfg.len() > 1 {
-            super::history::alloc(cfg, epoch, Tag::of(epoch))
-        } else {
-            std::ptr::null_mut()
-        };
         AdmissionState {
             epoch: AtomicU64::new(epoch),
             state: AtomicWord::new(Admission::word(Tag::of(epoch), false, 0)),
-            block: AtomicPtr::new(block),
+            block: AtomicPtr::new(super::inline::first_history(cfg, epoch)),
         }
     }
 
@@ -270,7 +229,7 @@ impl AdmissionState {
         // A single-limit request rides the roll it helps: the unseal grants
         // it too when it fits (`help`), saving the grant's own CAS.
         let take = if ONE {
-            Take { units, budget }
+            Take::new(units, budget)
         } else {
             Take::NONE
         };
@@ -355,7 +314,20 @@ impl AdmissionState {
         limits: &[u64],
         frozen: &mut [u64; MAX_LIMITS],
     ) -> Result<u64, Option<usize>> {
-        let block = self.block(cfg).ok_or(None)?;
+        let block = match self.history(cfg) {
+            History::Block(b) => b,
+            // Nothing recorded in any level: every `frozen` is 0.
+            History::Quiet(at) if at == e => {
+                for (i, &raw) in limits.iter().enumerate() {
+                    frozen[i] = 0;
+                    if i != cfg.fold() && used + units > raw.min(MAX_BUDGET) {
+                        return Err(Some(i));
+                    }
+                }
+                return Ok(used);
+            }
+            _ => return Err(None), // a roll began: reload
+        };
         let tag = Tag::of(e);
         let read = |i: usize| {
             let w = block.frozen(cfg.level(i)).load(Ordering::Acquire);
@@ -380,102 +352,6 @@ impl AdmissionState {
     pub(crate) fn newest(&self, cfg: &Config, now: u64) -> u64 {
         let e = self.epoch.load(Ordering::Acquire) & !FLAG;
         cfg.epoch_of(now).max(e.min(MAX_EPOCH))
-    }
-
-    /// Moves the epoch from `e` towards `e_req` (invariants 1 and 2); the
-    /// roll grants `take` if it ends in `e_req` and the request fits.
-    #[cold]
-    fn advance(&self, cfg: &Config, e: u64, e_req: u64, take: Take) -> Help {
-        let s = self.state.load(Ordering::Acquire);
-        if !holds(s, key(e)) {
-            self.help(cfg, e, s, Take::NONE);
-            return Help::Retry;
-        }
-        let slices = cfg.level(cfg.fold()).slices;
-        let gap = e_req - e;
-        let target = if gap < slices || (gap & 0xffff) >= slices {
-            e_req
-        } else {
-            e + slices // two steps, so the tag distance is not aliased
-        };
-        if self
-            .epoch
-            .compare_exchange(e, target, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return Help::Retry;
-        }
-        let take = if target == e_req { take } else { Take::NONE };
-        self.help(cfg, target, s, take)
-    }
-
-    /// Helps whatever the state is doing, from `e` (an `epoch` value) and
-    /// `s` (a `state` value loaded after it, not `e`'s unsealed word): seals
-    /// a state being sealed for good, or rolls the state into `e` (see
-    /// `roll.rs`). Returns when done or when the snapshot proves stale.
-    ///
-    /// If this thread's CAS is the one that opens `e` (the unseal, or a
-    /// fixed window's roll), it also grants `take.units` when they fit `e`'s
-    /// window: the same as the grant CAS right after it, with nothing in
-    /// between ([`Help::Granted`] with the new `used`).
-    #[cold]
-    pub(crate) fn help(&self, cfg: &Config, e: u64, s: Word<Admission>, take: Take) -> Help {
-        if e & FLAG != 0 {
-            if e != PENDING_EPOCH {
-                self.seal_word(e & !FLAG);
-            }
-            return Help::Sealed;
-        }
-        let prev = Admission::TAG.get(s);
-        if prev == Tag::of(e) || self.epoch.load(Ordering::Acquire) != e {
-            // `e` is stale (a later roll began): the caller reloads.
-            // Otherwise `epoch` held `e` from before `s` was read until now
-            // (it only increases), so `s` belongs to `e`'s predecessor
-            // (invariant 1), never to a later epoch: rolling "into `e`"
-            // from it is right.
-            return Help::Retry;
-        }
-        if cfg.is_fixed() {
-            // Fixed window: nothing of the old slice survives. The state's
-            // tag and count change in one step, so no grant is wiped.
-            let used = take.onto(0);
-            let fresh = Admission::word(Tag::of(e), false, used);
-            return match self
-                .state
-                .compare_exchange(s, fresh, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) if used > 0 => Help::Granted(used),
-                _ => Help::Retry,
-            };
-        }
-        // Seal: from here the old epoch's `used` is final.
-        let s = if Admission::SEALED.get(s) {
-            s
-        } else {
-            let sealed = Admission::SEALED.set(s, true);
-            if self
-                .state
-                .compare_exchange(s, sealed, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                return Help::Retry;
-            }
-            sealed
-        };
-        if let Some(p) = self.roll(cfg, e, s) {
-            // Unseal into `e`.
-            let used = take.onto(p);
-            let new = Admission::word(Tag::of(e), false, used);
-            if self
-                .state
-                .compare_exchange(s, new, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-                && used > p
-            {
-                return Help::Granted(used);
-            }
-        }
-        Help::Retry
     }
 }
 

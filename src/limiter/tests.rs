@@ -340,6 +340,31 @@ fn small_counts_stay_inline_and_a_large_one_spills() {
 }
 
 #[test]
+fn a_multi_limit_state_allocates_at_its_first_count() {
+    // 3 per 2 ns (1 ns slices) and 5 per 8 ns (4 ns slices).
+    let cfg = Config::multi(&[(Duration::from_nanos(2), 2), (Duration::from_nanos(8), 2)]).unwrap();
+    let limits = [3, 5];
+    let s = AdmissionState::new(&cfg, 0);
+    assert_eq!(s.heap_bytes(&cfg), 0, "quiet until a count is recorded");
+    assert_eq!(s.acquire(&cfg, 0, 2, &limits), Ok(0));
+    assert_eq!(s.heap_bytes(&cfg), 0, "slice 0 is still open");
+    assert_eq!(s.available(&cfg, 0, &limits), Some(1));
+    // Rolling out of slice 0 records its 2: the first block.
+    assert_eq!(s.acquire(&cfg, 1, 1, &limits), Ok(1));
+    assert_eq!(s.heap_bytes(&cfg), cfg.block_bytes());
+    assert_eq!(s.available(&cfg, 1, &limits), Some(0));
+    // The slow limit still holds all three at 3 (slice 0 of 4 ns).
+    assert_eq!(s.available(&cfg, 3, &limits), Some(2));
+    assert_eq!(s.available(&cfg, 8, &limits), Some(3));
+    // A state copied while quiet stays quiet.
+    let q = AdmissionState::new(&cfg, 5);
+    let c = q.copied(&cfg);
+    assert_eq!(c.heap_bytes(&cfg), 0);
+    assert_eq!(c.acquire(&cfg, 5, 3, &limits), Ok(5));
+    assert_eq!(c.available(&cfg, 6, &limits), Some(0));
+}
+
+#[test]
 fn pending_refuses_until_copied_and_budgets_never_reach_all_ones() {
     let cfg = Config::single(u64::MAX, Duration::from_nanos(1), 1).unwrap();
     let p = AdmissionState::pending();
