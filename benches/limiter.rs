@@ -317,6 +317,24 @@ fn memory_report(z: &ZipfStream) {
     }
     let ours_bytes = (counting_alloc::live_bytes() - before) as f64 / keys;
     drop(lim);
+    // Two limits (10 s in 10 slices, a day in 24): each key's state starts
+    // quiet, with no block until a roll records a count.
+    let before = counting_alloc::live_bytes();
+    let day = Duration::from_secs(86_400);
+    let two = KeyedLimiter::multi_with_clock(
+        &[(1_000_000, KEYED_WINDOW, 10), (1_000_000, day, 24)],
+        ManualClock::new(),
+    )
+    .unwrap();
+    for k in z.all_keys() {
+        two.try_acquire_at(&k, START, 1);
+    }
+    let two_bytes = (counting_alloc::live_bytes() - before) as f64 / keys;
+    for k in z.all_keys() {
+        two.try_acquire_at(&k, START + 1_000_000_000, 1);
+    }
+    let two_later = (counting_alloc::live_bytes() - before) as f64 / keys;
+    drop(two);
     let before = counting_alloc::live_bytes();
     let gov: governor::DefaultKeyedRateLimiter<u64> =
         RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX));
@@ -339,6 +357,7 @@ fn memory_report(z: &ZipfStream) {
     let spilled = lim.memory_bytes() - inline;
     println!("heap bytes per key, 1M u64 keys each acquired once (map included):");
     println!("  KeyedLimiter (10 s / 10 slices): {ours_bytes:.1} B/key; a key with grants in all 10 slices: + {all} B; with 32 in one slice: + {spilled} B");
+    println!("  KeyedLimiter, two limits (10 s / 10 slices and 1 day / 24): {two_bytes:.1} B/key; after a grant in a second slice: {two_later:.1} B/key");
     println!("  governor keyed limiter (DashMap): {gov_bytes:.1} B/key");
 }
 
