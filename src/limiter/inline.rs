@@ -42,10 +42,12 @@
 //! 1. While a state holds `E` unsealed, its `block` word is null, inline
 //!    tagged `E`, quiet at `E`, or a block whose `frozen` (and `at`, with
 //!    several limits) describe `E`.
-//! 2. The word never returns to null, and a block is never replaced: a
-//!    helper that read null or an inline word tagged `E` and whose CAS from
-//!    it succeeds is the first writer of the roll from `E` (ABA only after
-//!    2^16 epochs, the bound of every tag in `state.rs`).
+//! 2. The word never returns to null, a quiet word only moves to later
+//!    epochs, and a block is never replaced: a helper that read null, an
+//!    inline word tagged `E` or a quiet word at `E`, and whose CAS from it
+//!    succeeds, is the first writer of the roll from `E` (for an inline
+//!    word, ABA only after 2^16 epochs, the bound of every tag in
+//!    `state.rs`).
 
 use super::config::Config;
 use super::history::{Block, Cell};
