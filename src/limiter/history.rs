@@ -32,8 +32,8 @@
 //! the first roll that records a non-zero count. A multi-limit state starts
 //! *quiet* (its `block` word holds its full epoch, `inline.rs`) and gets a
 //! block from the first roll with a count ([`alloc_levels`]); on a 32-bit
-//! target it gets one at construction. A block is never replaced or freed while its
-//! state lives; [`free`] runs from the state's `Drop`.
+//! target it gets one at construction. A block is never replaced or freed
+//! while its state lives; [`free`] runs from the state's `Drop`.
 
 use super::config::{Config, Level, BLOCK_HEADER};
 use crate::pack::{AtomicWord, Tag, TagCount, Word};
