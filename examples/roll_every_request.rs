@@ -28,25 +28,19 @@ fn timed(name: &str, mut f: impl FnMut(u64) -> bool) {
     }
 }
 
+/// A limit no request reaches, over `window` in 10 slices.
+fn limiter(window: Duration) -> SlidingWindowLimiter<ManualClock> {
+    SlidingWindowLimiter::with_clock(u64::from(u32::MAX), window, 10, ManualClock::new())
+        .expect("a valid window")
+}
+
 fn main() {
     // 1 ns slices: request `i` at time `i` is in slice `i`.
-    let lim = SlidingWindowLimiter::with_clock(
-        u64::from(u32::MAX),
-        Duration::from_nanos(10),
-        10,
-        ManualClock::new(),
-    )
-    .expect("a valid window");
+    let lim = limiter(Duration::from_nanos(10));
     timed("ours, a roll on every request", |i| {
         lim.try_acquire_verbose_at(i, 1).is_ok()
     });
-    let lim = SlidingWindowLimiter::with_clock(
-        u64::from(u32::MAX),
-        Duration::from_secs(10),
-        10,
-        ManualClock::new(),
-    )
-    .expect("a valid window");
+    let lim = limiter(Duration::from_secs(10));
     timed("ours, no roll", |_| {
         lim.try_acquire_verbose_at(0, 1).is_ok()
     });

@@ -131,6 +131,18 @@ pub fn sliding(
     )
 }
 
+/// A direct limiter's `try_acquire_verbose_at`, as [`race`] takes it.
+#[cfg(loom)]
+pub fn verbose<S>(
+    lim: &loom::sync::Arc<stripecount::Limiter<S, ManualClock>>,
+) -> impl Fn(u64, u64) -> Option<u64> + Clone + Send + 'static
+where
+    S: stripecount::Shape + Send + Sync + 'static,
+{
+    let lim = lim.clone();
+    move |t, n| lim.try_acquire_verbose_at(t, n).ok()
+}
+
 /// The permits of `grants` (`(slice, n)`) in the window of `slices` slices
 /// ending at slice `j`: what the limiter models check a window against.
 pub fn window_total(grants: &[(u64, u64)], j: u64, slices: u64) -> u64 {

@@ -34,6 +34,12 @@ fn keyed(limit: u64, slices: usize) -> Arc<Keyed> {
     )
 }
 
+/// `lim`'s `try_acquire_verbose_at` on [`KEY`], as `race` takes it.
+fn verbose(lim: &Arc<Keyed>) -> impl Fn(u64, u64) -> Option<u64> + Clone + Send + 'static {
+    let lim = lim.clone();
+    move |t, n| lim.try_acquire_verbose_at(&KEY, t, n).ok()
+}
+
 /// Two requests for the last permit of a key's window, one of them in the
 /// next slice (it rolls the key's state while the other grants into the
 /// old slice): exactly one is granted.
@@ -42,13 +48,7 @@ fn last_permit_of_a_key_across_a_slice_boundary() {
     stripecount_loom_tests::model(|| {
         let lim = keyed(2, 2);
         assert!(lim.try_acquire_at(&KEY, 0, 1));
-        let mut grants = race(
-            {
-                let l = lim.clone();
-                move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
-            },
-            vec![vec![(0, 1)], vec![(1, 1)]],
-        );
+        let mut grants = race(verbose(&lim), vec![vec![(0, 1)], vec![(1, 1)]]);
         grants.push((0, 1));
         check_windows(&grants, 2, 2);
         assert_eq!(grants.len(), 2, "{grants:?}");
@@ -124,22 +124,10 @@ fn race_with_eviction(lim: &Arc<Keyed>, (t, n): (u64, u64), at: u64) -> Vec<(u64
         let lim = lim.clone();
         thread::spawn(move || lim.evict_idle_at(at))
     };
-    let mut grants = race(
-        {
-            let l = lim.clone();
-            move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
-        },
-        vec![vec![(t, n)]],
-    );
+    let mut grants = race(verbose(lim), vec![vec![(t, n)]]);
     evictor.join().unwrap();
     // Whatever happened, a request at the eviction's time sees the truth.
-    grants.extend(race(
-        {
-            let l = lim.clone();
-            move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
-        },
-        vec![vec![(at, 1)]],
-    ));
+    grants.extend(race(verbose(lim), vec![vec![(at, 1)]]));
     grants
 }
 
@@ -241,13 +229,7 @@ fn a_key_moved_while_a_request_is_decided() {
             let lim = lim.clone();
             thread::spawn(move || lim.__move_shard_of(&KEY))
         };
-        let grants = race(
-            {
-                let l = lim.clone();
-                move |t, n| l.try_acquire_verbose_at(&KEY, t, n).ok()
-            },
-            vec![vec![(1, 1)]],
-        );
+        let grants = race(verbose(&lim), vec![vec![(1, 1)]]);
         mover.join().unwrap();
         assert_eq!(grants, vec![(1, 1)], "wrongly refused");
         assert_eq!(lim.available_at(&KEY, 1), 0);

@@ -13,7 +13,7 @@ use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
 use stripecount::{FixedWindowLimiter, ManualClock};
-use stripecount_loom_tests::{check_windows, race, sliding, window_total};
+use stripecount_loom_tests::{check_windows, race, sliding, verbose, window_total};
 
 /// Two threads race for the last permit of a window while one of them
 /// crosses into the next slice: the roll (seal, record, unseal) against a
@@ -23,11 +23,7 @@ fn sliding_last_permit_across_a_slice_boundary() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(2, 2);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let l = lim.clone();
-        let mut grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
-            vec![vec![(0, 1)], vec![(1, 1)]],
-        );
+        let mut grants = race(verbose(&lim), vec![vec![(0, 1)], vec![(1, 1)]]);
         grants.push((0, 1));
         check_windows(&grants, 2, 2);
         // Exactly one of the two fits: slice 0 already holds one permit and
@@ -45,11 +41,7 @@ fn sliding_last_permit_across_a_slice_boundary() {
 fn sliding_stale_epoch_and_two_rolls() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(2, 2);
-        let l = lim.clone();
-        let grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
-            vec![vec![(0, 1)], vec![(1, 1), (2, 2)]],
-        );
+        let grants = race(verbose(&lim), vec![vec![(0, 1)], vec![(1, 1), (2, 2)]]);
         check_windows(&grants, 2, 2);
         // The request at 2 moved the limiter to slice 2 whatever happened.
         assert_eq!(lim.available_at(0), 2 - window_total(&grants, 2, 2));
@@ -66,9 +58,8 @@ fn sliding_stale_epoch_and_two_rolls() {
 fn sliding_three_threads_one_roll() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(1, 2);
-        let l = lim.clone();
         let grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
+            verbose(&lim),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         check_windows(&grants, 2, 1);
@@ -86,11 +77,7 @@ fn sliding_skipped_slice_and_frozen_sum() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(2, 3);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let l = lim.clone();
-        let mut grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
-            vec![vec![(1, 1)], vec![(3, 1), (3, 1)]],
-        );
+        let mut grants = race(verbose(&lim), vec![vec![(1, 1)], vec![(3, 1), (3, 1)]]);
         grants.push((0, 1));
         check_windows(&grants, 3, 2);
         assert_eq!(lim.available_at(0), 2 - window_total(&grants, 3, 3));
@@ -114,11 +101,7 @@ fn sliding_two_helpers_one_slice_leaves_one_is_skipped() {
         let lim = sliding(2, 3);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
         assert_eq!(lim.try_acquire_verbose_at(2, 1), Ok(2));
-        let l = lim.clone();
-        let mut grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
-            vec![vec![(4, 1)], vec![(4, 1)]],
-        );
+        let mut grants = race(verbose(&lim), vec![vec![(4, 1)], vec![(4, 1)]]);
         grants.extend([(0, 1), (2, 1)]);
         check_windows(&grants, 3, 2);
         // Slice 4's window (2..=4) holds slice 2's permit: exactly one more
@@ -137,11 +120,7 @@ fn fixed_window_roll_never_wipes_a_grant() {
         let lim = Arc::new(
             FixedWindowLimiter::with_clock(1, Duration::from_nanos(1), ManualClock::new()).unwrap(),
         );
-        let l = lim.clone();
-        let grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
-            vec![vec![(0, 1), (1, 1)], vec![(1, 1)]],
-        );
+        let grants = race(verbose(&lim), vec![vec![(0, 1), (1, 1)], vec![(1, 1)]]);
         check_windows(&grants, 1, 1);
         // Window 1 always gets its permit (a refusal means it was full).
         assert_eq!(window_total(&grants, 1, 1), 1, "{grants:?}");
@@ -157,9 +136,8 @@ fn fixed_window_three_threads_last_permit() {
         let lim = Arc::new(
             FixedWindowLimiter::with_clock(1, Duration::from_nanos(1), ManualClock::new()).unwrap(),
         );
-        let l = lim.clone();
         let grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
+            verbose(&lim),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         check_windows(&grants, 1, 1);

@@ -23,7 +23,7 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use stripecount_loom_tests::{check_windows, race, sliding, window_total};
+use stripecount_loom_tests::{check_windows, race, sliding, verbose, window_total};
 
 /// Two helpers race the roll out of slice 0 while a third grants into it:
 /// slice 0 ends with 1 (inline) or 2 (the roll spills) permits, and the
@@ -33,9 +33,8 @@ fn two_helpers_race_a_spill_and_a_late_grant() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(3, 2);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let l = lim.clone();
         let mut grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
+            verbose(&lim),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         grants.push((0, 1));
@@ -58,9 +57,8 @@ fn a_stale_helper_never_writes_an_old_history() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(3, 3);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let l = lim.clone();
         let mut grants = race(
-            move |t, n| l.try_acquire_verbose_at(t, n).ok(),
+            verbose(&lim),
             vec![vec![(1, 1)], vec![(1, 1), (2, 1), (3, 1)]],
         );
         grants.push((0, 1));

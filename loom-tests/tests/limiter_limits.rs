@@ -14,12 +14,46 @@ use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
 use stripecount::{ManualClock, MultiLimiter, SlidingWindowLimiter};
-use stripecount_loom_tests::race;
+use stripecount_loom_tests::{race, verbose};
 
 const NS: Duration = Duration::from_nanos(1);
 
 fn multi(limits: &[(u64, Duration, usize)]) -> Arc<MultiLimiter<ManualClock>> {
     Arc::new(MultiLimiter::with_clock(limits, ManualClock::new()).unwrap())
+}
+
+/// Asserts that no window ending in `at` holds more than `fast` permits
+/// of the fast limit or `slow` of the slow one (slices as in
+/// [`assert_available`]).
+fn check_limits(
+    grants: &[(u64, u64)],
+    at: std::ops::RangeInclusive<u64>,
+    (fast, slow): (u64, u64),
+) {
+    for j in at {
+        assert!(
+            window(grants, j, 1, 2) <= fast,
+            "fast limit at {j}: {grants:?}"
+        );
+        assert!(
+            window(grants, j, 2, 2) <= slow,
+            "slow limit at {j}: {grants:?}"
+        );
+    }
+}
+
+/// Asserts that `lim.available_at(j)` is what the grants leave of a fast
+/// limit (1 ns slices, 2 of them) and a slow one (2 ns slices, 2 of them).
+fn assert_available(
+    lim: &MultiLimiter<ManualClock>,
+    grants: &[(u64, u64)],
+    at: std::ops::RangeInclusive<u64>,
+    (fast, slow): (u64, u64),
+) {
+    for j in at {
+        let left = (fast - window(grants, j, 1, 2)).min(slow - window(grants, j, 2, 2));
+        assert_eq!(lim.available_at(j), left, "at {j}: {grants:?}");
+    }
 }
 
 /// The total of `grants` in the window at finest epoch `j` of a level with
@@ -42,27 +76,11 @@ fn two_limits_across_both_boundaries() {
     stripecount_loom_tests::model(|| {
         let lim = multi(&[(2, 2 * NS, 2), (3, 4 * NS, 2)]);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let mut grants = race(
-            {
-                let l = lim.clone();
-                move |t, n| l.try_acquire_verbose_at(t, n).ok()
-            },
-            vec![vec![(1, 2)], vec![(2, 1)]],
-        );
+        let mut grants = race(verbose(&lim), vec![vec![(1, 2)], vec![(2, 1)]]);
         grants.push((0, 1));
-        for j in 0..=3 {
-            assert!(
-                window(&grants, j, 1, 2) <= 2,
-                "fast limit at {j}: {grants:?}"
-            );
-            assert!(
-                window(&grants, j, 2, 2) <= 3,
-                "slow limit at {j}: {grants:?}"
-            );
-        }
+        check_limits(&grants, 0..=3, (2, 3));
         // The last slice's windows, as the limiter reads them.
-        let left = (2 - window(&grants, 2, 1, 2)).min(3 - window(&grants, 2, 2, 2));
-        assert_eq!(lim.available_at(2), left, "{grants:?}");
+        assert_available(&lim, &grants, 2..=2, (2, 3));
         // Exactly one of the two fits, whatever the order: (1, 2) never fits
         // at 1 (the fast window holds slice 0's permit); judged at 2 (the
         // other thread moved the time) it fits if it comes first, and then
@@ -81,29 +99,11 @@ fn two_limits_across_both_boundaries() {
 fn a_quiet_state_rolls_empty_then_into_its_first_block() {
     stripecount_loom_tests::model(|| {
         let lim = multi(&[(2, 2 * NS, 2), (3, 4 * NS, 2)]);
-        let grants = race(
-            {
-                let l = lim.clone();
-                move |t, n| l.try_acquire_verbose_at(t, n).ok()
-            },
-            vec![vec![(1, 1), (2, 1)], vec![(1, 1)]],
-        );
-        for j in 0..=3 {
-            assert!(
-                window(&grants, j, 1, 2) <= 2,
-                "fast limit at {j}: {grants:?}"
-            );
-            assert!(
-                window(&grants, j, 2, 2) <= 3,
-                "slow limit at {j}: {grants:?}"
-            );
-        }
+        let grants = race(verbose(&lim), vec![vec![(1, 1), (2, 1)], vec![(1, 1)]]);
+        check_limits(&grants, 0..=3, (2, 3));
         // Slices 1 and 2 share a fast window: of three permits, two fit.
         assert_eq!(grants.len(), 2, "{grants:?}");
-        for j in 2..=4 {
-            let left = (2 - window(&grants, j, 1, 2)).min(3 - window(&grants, j, 2, 2));
-            assert_eq!(lim.available_at(j), left, "at {j}: {grants:?}");
-        }
+        assert_available(&lim, &grants, 2..=4, (2, 3));
     });
 }
 
@@ -117,17 +117,11 @@ fn a_stale_helper_meets_a_newer_quiet_word() {
     stripecount_loom_tests::model(|| {
         let lim = multi(&[(3, 2 * NS, 2), (3, 4 * NS, 2)]);
         let grants = race(
-            {
-                let l = lim.clone();
-                move |t, n| l.try_acquire_verbose_at(t, n).ok()
-            },
+            verbose(&lim),
             vec![vec![(1, 1)], vec![(2, 1)], vec![(1, 1)]],
         );
         assert_eq!(grants.len(), 3, "wrongly refused: {grants:?}");
-        for j in 2..=4 {
-            let left = (3 - window(&grants, j, 1, 2)).min(3 - window(&grants, j, 2, 2));
-            assert_eq!(lim.available_at(j), left, "at {j}: {grants:?}");
-        }
+        assert_available(&lim, &grants, 2..=4, (3, 3));
     });
 }
 
@@ -140,13 +134,7 @@ fn one_slice_counts_against_every_limit() {
         // 3 per 1 ns, and 2 per 4 ns (two slices of 2 ns).
         let lim = multi(&[(3, NS, 1), (2, 4 * NS, 2)]);
         assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let grants = race(
-            {
-                let l = lim.clone();
-                move |t, n| l.try_acquire_verbose_at(t, n).ok()
-            },
-            vec![vec![(1, 1)], vec![(1, 1)]],
-        );
+        let grants = race(verbose(&lim), vec![vec![(1, 1)], vec![(1, 1)]]);
         assert_eq!(grants, vec![(1, 1)], "the slow limit over-admitted");
         assert_eq!(lim.available_at(1), 0);
     });

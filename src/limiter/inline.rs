@@ -49,9 +49,10 @@
 //!    word, ABA only after 2^16 epochs, the bound of every tag in
 //!    `state.rs`).
 
-use super::config::Config;
+use super::config::{Config, Level};
 use super::history::{Block, Cell};
-use crate::pack::{Tag, Value};
+use crate::pack::{Tag, TagCount, Value};
+use crate::sync::Ordering;
 
 /// Bit 0: an inline history (a block pointer has it clear).
 const MARK: u64 = 1;
@@ -224,14 +225,39 @@ impl<'a> History<'a> {
         !raw.is_null() && raw as usize as u64 & MARK == 0
     }
 
-    /// The final count of level 0's slice `k` of a single-limit state, as
-    /// seen from epoch `e` (`k < e`; the history describes `e`).
+    /// The final count of level `lv`'s slice `k`, as seen from finest epoch
+    /// `e` (`k < e`; the history describes `e`; an inline history is
+    /// single-limit only, so its level is level 0).
     #[inline]
-    pub(crate) fn recorded(&self, cfg: &Config, e: u64, k: u64) -> u64 {
+    pub(crate) fn recorded(&self, cfg: &Config, lv: Level, e: u64, k: u64) -> u64 {
         match self {
             History::Empty | History::Quiet(_) => 0,
             History::Inline(w) => w.count(cfg.inline_width(), e - k),
-            History::Block(b) => b.recorded(cfg.level(0), k),
+            History::Block(b) => b.recorded(lv, k),
+        }
+    }
+
+    /// The fold level's `P(t)` if this history already describes finest
+    /// epoch `t` (another helper wrote the roll into `t`), else `None`.
+    ///
+    /// The checks are an early exit, not what keeps a stale helper out: a
+    /// history that has moved past `t` was followed by the unseal into `t`,
+    /// so the helper's own unseal CAS, from the sealed word it read, fails
+    /// whatever value it carries (no loom model catches the tag check
+    /// dropped, rightly).
+    pub(crate) fn p_at(&self, cfg: &Config, t: u64) -> Option<u64> {
+        match self {
+            History::Inline(w) => (w.tag() == Tag::of(t)).then(|| w.sum(cfg.inline_width())),
+            History::Quiet(at) => (*at == t).then_some(0),
+            History::Block(b) => {
+                // `at` is unused with one limit; the tag then says it all.
+                if cfg.len() > 1 && b.at_word().load(Ordering::Acquire).raw() != t {
+                    return None;
+                }
+                let f = b.frozen(cfg.level(cfg.fold())).load(Ordering::Acquire);
+                (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
+            }
+            History::Empty => None,
         }
     }
 }

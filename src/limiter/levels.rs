@@ -63,28 +63,7 @@ impl AdmissionState {
         } else {
             history::alloc_levels(cfg, e, t, cur)
         };
-        match self
-            .block
-            .compare_exchange(raw, new, Ordering::AcqRel, Ordering::Acquire)
-        {
-            // The first writer of this roll (invariant 2 of `inline.rs`).
-            Ok(_) => Some(p),
-            Err(actual) => {
-                if History::is_block(new) {
-                    // SAFETY: `new` was never shared.
-                    unsafe { history::free(new) };
-                }
-                // SAFETY: as `history()`.
-                match unsafe { History::of(actual, cfg) } {
-                    History::Quiet(at) => (at == t).then_some(0),
-                    History::Block(b) if b.at_word().load(Ordering::Acquire).raw() == t => {
-                        let f = b.frozen(cfg.level(cfg.fold())).load(Ordering::Acquire);
-                        (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
-                    }
-                    _ => None,
-                }
-            }
-        }
+        self.install(cfg, raw, new, p, t)
     }
 
     pub(super) fn roll_levels(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {

@@ -143,26 +143,35 @@ impl AdmissionState {
                 (history::alloc_rolled(cfg, t, p, at), p)
             }
         };
+        self.install(cfg, raw, new, p, t)
+    }
+
+    /// Writes the history of the roll into `t` (`new`, the fold level's
+    /// `P(t)` = `p`) over the null, inline or quiet word `raw` it was
+    /// computed from, by one CAS. The first writer of the roll wins
+    /// (invariant 2 of `inline.rs`); a loser frees its block unshared and
+    /// takes `P(t)` from what the winner wrote, or `None` if the state
+    /// moved on.
+    pub(super) fn install(
+        &self,
+        cfg: &Config,
+        raw: *mut Cell,
+        new: *mut Cell,
+        p: u64,
+        t: u64,
+    ) -> Option<u64> {
         match self
             .block
             .compare_exchange(raw, new, Ordering::AcqRel, Ordering::Acquire)
         {
-            // The first writer of this roll (invariant 2 of `inline.rs`).
             Ok(_) => Some(p),
             Err(actual) => {
                 if History::is_block(new) {
                     // SAFETY: `new` was never shared.
                     unsafe { history::free(new) };
                 }
-                // SAFETY: as `history()`.
-                match unsafe { History::of(actual, cfg) } {
-                    History::Inline(w) => (w.tag() == Tag::of(t)).then(|| w.sum(width)),
-                    History::Block(b) => {
-                        let f = b.frozen(cfg.level(0)).load(Ordering::Acquire);
-                        (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
-                    }
-                    History::Empty | History::Quiet(_) => None,
-                }
+                // SAFETY: as `history()`: the state's own word.
+                unsafe { History::of(actual, cfg) }.p_at(cfg, t)
             }
         }
     }

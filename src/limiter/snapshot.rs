@@ -152,11 +152,7 @@ impl LevelView<'_, '_> {
         } else if k == self.ei {
             self.head
         } else {
-            match self.history {
-                History::Block(b) => b.recorded(self.lv, k),
-                // One level (an inline history is single-limit only).
-                h => h.recorded(self.cfg, self.ei, k),
-            }
+            self.history.recorded(self.cfg, self.lv, self.ei, k)
         }
     }
 
