@@ -227,7 +227,7 @@ impl<K, V> Table<K, V> {
     ///
     /// A lookup reads the control word, then the slot it names: two
     /// dependent loads. On a large table both miss the L2 (a 1M-key
-    /// map's control bytes are 1.7 MB; its slots 50 MB or more), so
+    /// map's control bytes are 1.7 MB; its slots over 40 MB), so
     /// without this the slot's miss starts only when the control word's
     /// has ended. Fetching the group's lines alongside overlaps the two.
     /// On the issue-10 Zipf stream (1M keys, one thread, steady state) that
