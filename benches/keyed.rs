@@ -174,6 +174,10 @@ fn zipf_row<S: Subject>(
     preinsert: bool,
 ) {
     let threads = pool.threads();
+    // Thread `t` starts at `stride * t` (`ZipfStream::offset`), computed
+    // once here: `offset` divides, and a 64-bit division in every timed
+    // op cost ~10 ns a request (BENCHMARKS.md, issue 11, eighth session).
+    let stride = z.offset(1, threads);
     if preinsert {
         let s = S::make();
         for k in z.all_keys() {
@@ -181,7 +185,7 @@ fn zipf_row<S: Subject>(
         }
         bench_threads(g, pool, name, Arc::new((s, z.clone())), move |s, t, i| {
             let z = &s.1;
-            s.0.add(z.key(z.offset(t, threads) + i as usize), now_of(i));
+            s.0.add(z.key(stride * t + i as usize), now_of(i));
         });
         return;
     }
@@ -194,7 +198,7 @@ fn zipf_row<S: Subject>(
             let elapsed = pool.run_ops(iters, move |t, i| {
                 let z = &run.1;
                 run.0
-                    .add(z.key(z.offset(t, threads) + i as usize), now_of(i));
+                    .add(z.key(stride * t + i as usize), now_of(i));
             });
             // Dropped outside the timed region.
             drop(s);

@@ -244,13 +244,17 @@ fn zipf_row<S: Send + Sync + 'static>(
     op: fn(&S, u64, u64),
 ) {
     let threads = pool.threads();
+    // Thread `t` starts at `stride * t` (`ZipfStream::offset`), computed
+    // once here: `offset` divides, and a 64-bit division in every timed
+    // op cost ~10 ns a request (BENCHMARKS.md, issue 11, eighth session).
+    let stride = z.offset(1, threads);
     for k in z.all_keys() {
         op(&state, k, 0);
     }
     let state = Arc::new((state, z.clone()));
     bench_threads(g, pool, name, state, move |s, t, i| {
         let z = &s.1;
-        op(&s.0, z.key(z.offset(t, threads) + i as usize), i);
+        op(&s.0, z.key(stride * t + i as usize), i);
     });
 }
 
