@@ -197,8 +197,7 @@ fn zipf_row<S: Subject>(
             let run = s.clone();
             let elapsed = pool.run_ops(iters, move |t, i| {
                 let z = &run.1;
-                run.0
-                    .add(z.key(stride * t + i as usize), now_of(i));
+                run.0.add(z.key(stride * t + i as usize), now_of(i));
             });
             // Dropped outside the timed region.
             drop(s);
