@@ -176,7 +176,8 @@ fn zipf_row<S: Subject>(
     let threads = pool.threads();
     // Thread `t` starts at `stride * t` (`ZipfStream::offset`), computed
     // once here: `offset` divides, and a 64-bit division in every timed
-    // op cost ~10 ns a request (BENCHMARKS.md, issue 11, eighth session).
+    // op cost ~10 ns a request in a criterion-shaped loop of `KeyedLimiter`
+    // (BENCHMARKS.md, issue 11, eighth session).
     let stride = z.offset(1, threads);
     if preinsert {
         let s = S::make();
