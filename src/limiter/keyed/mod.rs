@@ -46,6 +46,7 @@ use crate::keyed::map::{Map, SHARDS};
 use crate::keyed::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
 use crate::limiter::state::AdmissionState;
+use crate::stripes::MAX_STRIPES;
 use crate::sync::AtomicU64;
 use crate::StripedCounter;
 use std::collections::hash_map::RandomState;
@@ -124,7 +125,14 @@ pub struct KeyedLimiter<K: 'static, C: Clock = MonotonicClock, S = RandomState> 
     untracked: AtomicU64,
     /// Requests refused, whatever the reason (`acquire.rs`): striped, so a
     /// flood of refusals on one key does not turn one shared word into the
-    /// bottleneck; bumped off the grant path.
+    /// bottleneck; bumped off the grant path. A cell is owned by each of up
+    /// to `MAX_STRIPES` threads, not up to the CPU count: services run more
+    /// threads than CPUs (a main thread, a pool, blocking threads), and a
+    /// thread whose slot another thread owns adds with a CAS, a locked
+    /// instruction that holds back the next request's lookup misses
+    /// (BENCHMARKS.md, issue 11, "Every refusing thread owns its cell").
+    /// The cost: 20 bytes of header a slot (5 KB), and 128 bytes for each
+    /// thread that has refused.
     refused: StripedCounter,
 }
 
@@ -290,7 +298,7 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
             clock,
             flood: FloodPolicy::Refuse,
             untracked: AtomicU64::new(0),
-            refused: StripedCounter::new(),
+            refused: StripedCounter::with_max_stripes(MAX_STRIPES),
         }
     }
 }
