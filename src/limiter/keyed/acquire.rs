@@ -27,9 +27,9 @@
 //!
 //! # Refusals
 //! Every refused request is counted ([`KeyedLimiter::refusals`]), whatever
-//! the reason, in a striped counter bumped out of line after the verdict:
-//! a grant pays one test of its result; a refusal, an uncontended add to
-//! its thread's cell (a flood of refusals on one hot key shares no word).
+//! the reason, out of line after the verdict: a grant pays one test of its
+//! result; a refusal, a load and a store to its thread's cell
+//! (`refusals.rs`: a flood of refusals on one hot key shares no word).
 
 use super::{FloodPolicy, KeyedLimiter};
 use crate::clock::Clock;
@@ -302,7 +302,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     #[cold]
     #[inline(never)]
     fn count_refusal(&self) {
-        self.refused.add(1);
+        self.refused.add_one();
     }
 
     /// A verdict no state is needed for: `n == 0` is granted in `now`'s

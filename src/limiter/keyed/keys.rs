@@ -149,9 +149,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
 
     /// Requests refused so far, whatever the reason ([`Denied`]'s
     /// `Exhausted`, `ExceedsLimit` or `TooManyKeys`), by `try_acquire*`;
-    /// peeks and other reads are not requests. Counted in a
-    /// [`StripedCounter`](crate::StripedCounter), off the grant path: read
-    /// it for metrics, not for decisions (a read sums every stripe).
+    /// peeks and other reads are not requests. Counted in a cell per
+    /// thread, off the grant path: read it for metrics, not for decisions
+    /// (a read sums every cell).
     ///
     /// ```
     /// # use stripecount::{KeyedLimiter, ManualClock};

@@ -16,6 +16,7 @@
 //!   without ever over-admitting.
 //! - `acquire.rs`: requests, the retry on a sealed state, and the key-flood
 //!   policy; `read.rs`: reads (peeks, availability, retry times).
+//! - `refusals.rs`: the count of refused requests, a cell per thread.
 //! - `keys.rs`: the keys held: the bound, the flood policy, eviction,
 //!   memory; `limits.rs`: the limits, windows and per-key overrides as the
 //!   public API shows them.
@@ -36,9 +37,11 @@ mod keys;
 mod limits;
 mod quota;
 mod read;
+mod refusals;
 mod slot;
 
 use self::quota::Quotas;
+use self::refusals::Refusals;
 use self::slot::Shared;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
@@ -46,9 +49,8 @@ use crate::keyed::map::{Map, SHARDS};
 use crate::keyed::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
 use crate::limiter::state::AdmissionState;
-use crate::stripes::MAX_STRIPES;
+use crate::stripes::default_cap;
 use crate::sync::AtomicU64;
-use crate::StripedCounter;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
@@ -123,17 +125,9 @@ pub struct KeyedLimiter<K: 'static, C: Clock = MonotonicClock, S = RandomState> 
     clock: C,
     flood: FloodPolicy,
     untracked: AtomicU64,
-    /// Requests refused, whatever the reason (`acquire.rs`): striped, so a
-    /// flood of refusals on one key does not turn one shared word into the
-    /// bottleneck; bumped off the grant path. A cell is owned by each of up
-    /// to `MAX_STRIPES` threads, not up to the CPU count: services run more
-    /// threads than CPUs (a main thread, a pool, blocking threads), and a
-    /// thread whose slot another thread owns adds with a CAS, a locked
-    /// instruction that holds back the next request's lookup misses
-    /// (BENCHMARKS.md, issue 11, "Every refusing thread owns its cell").
-    /// The cost: 20 bytes of header a slot (5 KB), and 128 bytes for each
-    /// thread that has refused.
-    refused: StripedCounter,
+    /// Requests refused, whatever the reason (`acquire.rs`), counted in a
+    /// cell per thread (`refusals.rs`), off the grant path.
+    refused: Refusals,
 }
 
 impl<K: Key> KeyedLimiter<K> {
@@ -298,7 +292,7 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
             clock,
             flood: FloodPolicy::Refuse,
             untracked: AtomicU64::new(0),
-            refused: StripedCounter::with_max_stripes(MAX_STRIPES),
+            refused: Refusals::new(default_cap()),
         }
     }
 }
@@ -344,6 +338,15 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     #[doc(hidden)]
     pub fn __move_shard_of<Q: crate::keyed::KeyRef<K> + ?Sized>(&self, key: &Q) {
         self.map.rebuild_shard(self.map.hash(key), &self.shared);
+    }
+
+    /// Loom models only: counts refusals with `cells` per-token cells (the
+    /// threads with later tokens count in the striped rest).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __loom_refusal_cells(mut self, cells: usize) -> Self {
+        self.refused = Refusals::new(cells);
+        self
     }
 }
 
