@@ -288,6 +288,28 @@ fn the_automatic_sweep_removes_idle_keys_within_one_more_window() {
 }
 
 #[test]
+fn the_sweep_paced_a_shard_a_step_still_removes_idle_keys() {
+    // 1 s in 10 slices: a sweep step is 100 ms / 13 and sweeps one shard.
+    // A request every millisecond meets each step once, so the sweep runs
+    // a shard at a time (not 13 at the start of each slice), and still
+    // leaves the keys of their window and removes them within two windows.
+    let lim =
+        KeyedLimiter::with_clock(10_000, Duration::from_secs(1), 10, ManualClock::new()).unwrap();
+    let t0 = 1_000_000 * MS;
+    for k in 0..10_000u64 {
+        assert!(lim.try_acquire_at(&k, t0, 1));
+    }
+    let busy = u64::MAX;
+    for ms in 1..=2_000u64 {
+        assert!(lim.try_acquire_at(&busy, t0 + ms * MS, 1));
+        if ms < 900 {
+            assert_eq!(lim.len(), 10_001, "at {ms} ms: a key evicted in its window");
+        }
+    }
+    assert_eq!(lim.len(), 1, "idle keys left after two windows");
+}
+
+#[test]
 fn auto_evict_turned_on_after_requests_sweeps() {
     let slice = 100 * MS;
     let lim = KeyedLimiter::with_clock(100, Duration::from_secs(1), 10, ManualClock::new())

@@ -52,7 +52,7 @@ where
         guard: &'g Guard<'g>,
     ) -> &'g Table<K, V> {
         if let Some(t) = cur {
-            if self.sweep_per_epoch > 0 {
+            if self.sweep_per_step > 0 {
                 // Idle keys become tombstones, which the rebuild drops:
                 // the new table is sized for the keys still live (and
                 // moves any key a retire left closed).

@@ -125,9 +125,9 @@ pub(crate) struct Map<K, V, S> {
     /// so that inserts do not share one contended counter).
     len: AtomicUsize,
     max_keys: usize,
-    /// Shards swept at each new epoch (0: no automatic sweeping).
-    sweep_per_epoch: usize,
-    /// The epoch of the latest automatic sweep step, and its cursor.
+    /// Shards swept at each new sweep step (0: no automatic sweeping).
+    sweep_per_step: usize,
+    /// The latest automatic sweep step, and the shard cursor.
     swept: AtomicU64,
     cursor: AtomicUsize,
     /// `1 + epoch` of the last sweep forced by a full map (0: none).
@@ -142,16 +142,16 @@ where
     V: Value,
     S: BuildHasher,
 {
-    /// An empty map with a collector of its own. `sweep_per_epoch`:
-    /// shards swept automatically at each new epoch (0 turns automatic
-    /// sweeping off).
-    pub(crate) fn new(hasher: S, sweep_per_epoch: usize) -> Self {
-        Self::with_yard(hasher, sweep_per_epoch, Yard::Own(Box::default()), SHARDS)
+    /// An empty map with a collector of its own. `sweep_per_step`:
+    /// shards swept automatically at each new sweep step (0 turns automatic
+    /// sweeping off; see `sweep.rs`).
+    pub(crate) fn new(hasher: S, sweep_per_step: usize) -> Self {
+        Self::with_yard(hasher, sweep_per_step, Yard::Own(Box::default()), SHARDS)
     }
 
-    /// Sets the shards swept automatically at each new epoch (0: off).
-    pub(crate) fn set_sweep_per_epoch(&mut self, shards: usize) {
-        self.sweep_per_epoch = shards.min(self.shards);
+    /// Sets the shards swept automatically at each new sweep step (0: off).
+    pub(crate) fn set_sweep_per_step(&mut self, shards: usize) {
+        self.sweep_per_step = shards.min(self.shards);
     }
 
     /// An empty map whose unlinked tables go to `graveyard`, which it
@@ -167,30 +167,30 @@ where
     }
 
     /// [`new_in`](Self::new_in) with every shard and automatic sweeping
-    /// (`sweep_per_epoch` shards at each new epoch).
+    /// (`sweep_per_step` shards at each new sweep step).
     ///
     /// # Safety
     /// As [`new_in`](Self::new_in).
     pub(crate) unsafe fn new_in_sweeping(
         hasher: S,
         graveyard: &Graveyard,
-        sweep_per_epoch: usize,
+        sweep_per_step: usize,
     ) -> Self {
         Self::with_yard(
             hasher,
-            sweep_per_epoch,
+            sweep_per_step,
             Yard::Shared(NonNull::from(graveyard)),
             SHARDS,
         )
     }
 
-    fn with_yard(hasher: S, sweep_per_epoch: usize, graveyard: Yard, shards: usize) -> Self {
+    fn with_yard(hasher: S, sweep_per_step: usize, graveyard: Yard, shards: usize) -> Self {
         let shards = shards.clamp(1, SHARDS).next_power_of_two();
         Map {
             shards,
             len: AtomicUsize::new(0),
             max_keys: usize::MAX,
-            sweep_per_epoch: sweep_per_epoch.min(shards),
+            sweep_per_step: sweep_per_step.min(shards),
             swept: AtomicU64::new(0),
             cursor: AtomicUsize::new(0),
             full_swept: AtomicU64::new(0),

@@ -5,12 +5,18 @@
 //! key turned out present, decremented by removals): the map never holds
 //! more than `max_keys`. An insert into a full map first sweeps every shard
 //! (at most once per epoch: no key can turn idle before time moves), and
-//! fails if that frees nothing. With automatic sweeping on, the first add
-//! of each new epoch sweeps the next `ceil(SHARDS / S)` shards (a cursor
-//! over the shards), so every key idle for a whole window is removed
-//! within about one more window, a bounded amount of work per epoch and no
-//! background thread. (A jump of `k` epochs sweeps `k` times as many
+//! fails if that frees nothing. With automatic sweeping on, the first
+//! caller of each new *sweep step* sweeps the next `sweep_per_step` shards
+//! (a cursor over the shards), so that every key idle for a whole window is
+//! removed within about one more window: a bounded amount of work per step
+//! and no background thread. (A jump of `k` steps sweeps `k` times as many
 //! shards, up to all of them.)
+//!
+//! The owner says what a step is. The per-key windows' heavy keys step
+//! once an epoch. The per-key limiter steps `ceil(SHARDS / S)` times an
+//! epoch, a shard each (`src/limiter/keyed/acquire.rs`): sweeping them all
+//! at once stalled the request that opened the epoch for milliseconds on
+//! a 1M-key map (a shard is 1/128 of the keys).
 //!
 //! A value whose retire closes it for good before its second idle check
 //! (the per-key limiter's sealed state, `src/limiter/keyed/slot.rs`) may
@@ -76,38 +82,39 @@ where
         false
     }
 
-    /// The automatic sweep step: the first caller at each new epoch sweeps
-    /// the next `sweep_per_epoch` shards. One load otherwise.
+    /// The automatic sweep step: the first caller at each new `step` (a
+    /// count the owner advances with time) sweeps the next `sweep_per_step`
+    /// shards of the keys idle at epoch `now`. One load otherwise.
     #[inline]
-    pub(crate) fn maybe_sweep(&self, now: u64, cfg: &V::Cfg) {
-        if self.sweep_per_epoch == 0 {
+    pub(crate) fn maybe_sweep(&self, step: u64, now: u64, cfg: &V::Cfg) {
+        if self.sweep_per_step == 0 {
             return;
         }
         let last = self.swept.load(Ordering::Relaxed);
-        if now > last
+        if step > last
             && self
                 .swept
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(last, step, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            self.sweep_step(now, now - last, cfg);
+            self.sweep_step(now, step - last, cfg);
         }
     }
 
-    /// The epoch [`maybe_sweep`](Self::maybe_sweep) has swept through:
-    /// a call with an epoch at most this one does nothing (`u64::MAX`
-    /// when automatic sweeping is off).
+    /// The step [`maybe_sweep`](Self::maybe_sweep) has swept through: a
+    /// call with a step at most this one does nothing (`u64::MAX` when
+    /// automatic sweeping is off).
     #[inline]
     pub(crate) fn swept_through(&self) -> u64 {
-        if self.sweep_per_epoch == 0 {
+        if self.sweep_per_step == 0 {
             return u64::MAX;
         }
         self.swept.load(Ordering::Relaxed)
     }
 
     #[cold]
-    pub(super) fn sweep_step(&self, now: u64, epochs: u64, cfg: &V::Cfg) {
-        let shards = (self.sweep_per_epoch as u64).saturating_mul(epochs);
+    pub(super) fn sweep_step(&self, now: u64, steps: u64, cfg: &V::Cfg) {
+        let shards = (self.sweep_per_step as u64).saturating_mul(steps);
         for _ in 0..shards.min(self.shards as u64) {
             let i = self.cursor.fetch_add(1, Ordering::Relaxed) % self.shards;
             self.sweep_shard(i, now, cfg);

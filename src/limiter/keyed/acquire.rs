@@ -6,7 +6,8 @@
 //! state's grant (`src/limiter/state.rs`) with those limits: one CAS when
 //! granted, loads only when refused. Then the sweep step: one load and a
 //! compare against `sweep_due`, a time, so no division, unless the request
-//! is in an epoch the map has not swept for. A request that cannot fit
+//! is in a sweep step (a shard's turn, `SweepPace` in `mod.rs`) the map has
+//! not swept for. A request that cannot fit
 //! (`n` above a limit) or asks for nothing is answered without inserting
 //! its key.
 //!
@@ -321,7 +322,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     }
 
     /// The automatic sweep step: one load and a compare unless `now` is
-    /// in an epoch the map's sweep has not seen.
+    /// in a sweep step the map's sweep has not seen.
     #[inline(always)]
     fn sweep_step(&self, now: u64) {
         if now < self.sweep_due.load(Ordering::Relaxed) {
@@ -330,25 +331,28 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         self.sweep_step_slow(now);
     }
 
-    /// The sweep step at a `now` past `sweep_due`: the map's own step, then
-    /// `sweep_due` raised to the start of the epoch after the one the map
-    /// has swept through. Raised, never lowered, and only past epochs the
-    /// map has swept: a request skipped by it has an epoch the map would
-    /// not sweep for (`maybe_sweep` acts only on a later one).
+    /// The sweep step at a `now` past `sweep_due`: the map's own step (step
+    /// `now / sweep_nanos`, idleness judged at `now`'s epoch), then
+    /// `sweep_due` raised to the start of the step after the one the map
+    /// has swept through. Raised, never lowered, and only past steps the
+    /// map has swept: a request skipped by it has a step the map would not
+    /// sweep for (`maybe_sweep` acts only on a later one).
     #[cold]
     #[inline(never)]
     fn sweep_step_slow(&self, now: u64) {
-        self.map.maybe_sweep(self.epoch(now), &self.shared);
+        let step = now / self.sweep_nanos;
+        self.map.maybe_sweep(step, self.epoch(now), &self.shared);
         let due = self
             .map
             .swept_through()
             .saturating_add(1)
-            .saturating_mul(self.shared.cfg.slice_nanos());
+            .saturating_mul(self.sweep_nanos);
         self.sweep_due.fetch_max(due, Ordering::Relaxed);
     }
 
-    /// Loom models only: the epoch the map's automatic sweep has swept
-    /// through (`loom-tests/tests/keyed_sweep_due.rs`).
+    /// Loom models only: the sweep step the map's automatic sweep has swept
+    /// through (`loom-tests/tests/keyed_sweep_due.rs`; with slices of 1 ns
+    /// a step is an epoch).
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn __swept_through(&self) -> u64 {

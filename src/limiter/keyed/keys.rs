@@ -4,7 +4,7 @@
 //! slot's (`slot.rs`) are what these rest on: `len` never exceeds
 //! `max_keys`, and an eviction never loses a grant.
 
-use super::{sweep_per_epoch, FloodPolicy, KeyedLimiter};
+use super::{FloodPolicy, KeyedLimiter, SweepPace};
 use crate::clock::Clock;
 use crate::keyed::Key;
 use crate::sync::{Exclusive, Ordering};
@@ -74,11 +74,11 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// ```
     pub fn with_auto_evict(mut self, on: bool) -> Self {
         let shards = if on {
-            sweep_per_epoch(&self.shared.cfg)
+            SweepPace::of(&self.shared.cfg).shards
         } else {
             0
         };
-        self.map.set_sweep_per_epoch(shards);
+        self.map.set_sweep_per_step(shards);
         // Requests made while it was off may have set the due time past
         // every epoch (`acquire.rs`, `sweep_step_slow`).
         self.sweep_due.write_mut(0);
