@@ -1,15 +1,17 @@
-//! The slowest requests of a `KeyedLimiter` on the issue-10 Zipf stream
-//! (1M keys), one thread, past the first window: each request timed on its
-//! own, then percentiles and the requests over 1 ms. Time advances 1 ms
+//! The slowest requests of a `KeyedLimiter` (`kl`, refusing: 1 permit per
+//! window) or `KeyedWindows` (`kw`) on the issue-10 Zipf stream (1M keys),
+//! one thread, past the first window: each request timed on its own, then
+//! percentiles and the requests over 1 ms. Time advances 1 ms
 //! every 4096 requests (`keyed_steady`'s pace), so a 1 s slice opens every
-//! 4,096,000 requests: what shows here is the automatic sweep of idle keys
-//! (BENCHMARKS.md, issue 11, "The sweep, spread over the epoch").
+//! 4,096,000 requests: what shows here is the work done when a slice
+//! opens, such as the limiter's automatic sweep of idle keys (BENCHMARKS.md,
+//! issue 11, ninth session) or the windows' new slice map.
 //!
 //! ```sh
-//! cargo run --release --example keyed_tail -- [ops]
+//! cargo run --release --example keyed_tail -- [kl|kw] [ops]
 //! ```
 use std::time::{Duration, Instant};
-use stripecount::{KeyedLimiter, ManualClock};
+use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
 use stripecount_baselines::zipf::ZipfStream;
 
 const START: u64 = 1_000_000_000;
@@ -19,25 +21,44 @@ fn now_of(i: u64) -> u64 {
 }
 
 fn main() {
-    let ops: u64 = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().collect();
+    let which = args.get(1).map_or("kl", |s| s.as_str());
+    let ops: u64 = args
+        .get(2)
         .map(|s| s.parse().expect("ops: a number"))
         .unwrap_or(16_384_000);
+    let window = Duration::from_secs(10);
+    let (lim, win);
+    let op: &dyn Fn(u64, u64) = match which {
+        "kl" => {
+            lim = KeyedLimiter::with_clock(1, window, 10, ManualClock::new())
+                .expect("a valid configuration");
+            &|k, now| {
+                std::hint::black_box(lim.try_acquire_at(&k, now, 1));
+            }
+        }
+        "kw" => {
+            win = KeyedWindows::with_clock(window, 10, ManualClock::new())
+                .expect("a valid configuration");
+            &|k, now| {
+                std::hint::black_box(win.add_at(&k, now, 1));
+            }
+        }
+        _ => panic!("kl | kw"),
+    };
     let z = ZipfStream::new();
-    let lim = KeyedLimiter::with_clock(1, Duration::from_secs(10), 10, ManualClock::new())
-        .expect("a valid configuration");
     for k in z.all_keys() {
-        lim.try_acquire_at(&k, START, 1);
+        op(k, START);
     }
     let warm = 40_960_000u64;
     for i in 0..warm {
-        lim.try_acquire_at(&z.key(i as usize), now_of(i), 1);
+        op(z.key(i as usize), now_of(i));
     }
     let mut lat: Vec<u64> = Vec::with_capacity(ops as usize);
     for i in warm..warm + ops {
         let k = z.key(i as usize);
         let t = Instant::now();
-        std::hint::black_box(lim.try_acquire_at(&k, now_of(i), 1));
+        op(k, now_of(i));
         lat.push(t.elapsed().as_nanos() as u64);
     }
     let slow: Vec<(u64, u64)> = (warm..)
