@@ -14,7 +14,7 @@
 //!
 //! The owner says what a step is. The per-key windows' heavy keys step
 //! once an epoch. The per-key limiter steps `ceil(SHARDS / S)` times an
-//! epoch, a shard each (`src/limiter/keyed/acquire.rs`): sweeping them all
+//! epoch, a shard each (`src/limiter/keyed/pace.rs`): sweeping them all
 //! at once stalled the request that opened the epoch for milliseconds on
 //! a 1M-key map (a shard is 1/128 of the keys).
 //!

@@ -6,7 +6,7 @@
 //! state's grant (`src/limiter/state.rs`) with those limits: one CAS when
 //! granted, loads only when refused. Then the sweep step: one load and a
 //! compare against `sweep_due`, a time, so no division, unless the request
-//! is in a sweep step (a shard's turn, `SweepPace` in `mod.rs`) the map has
+//! is in a sweep step (a shard's turn, `pace.rs`) the map has
 //! not swept for. A request that cannot fit
 //! (`n` above a limit) or asks for nothing is answered without inserting
 //! its key.
