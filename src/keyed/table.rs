@@ -313,8 +313,27 @@ impl<K, V> Table<K, V> {
 
     /// Calls `f` on every `FULL` slot (a weakly consistent scan: slots
     /// published or removed during it may be missed).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&Slot<K, V>)) {
-        for (g, word) in self.ctrl.iter().enumerate() {
+    pub(crate) fn for_each(&self, f: impl FnMut(&Slot<K, V>)) {
+        self.for_each_in(0..self.groups(), f)
+    }
+
+    /// Groups in the table.
+    #[inline]
+    pub(crate) fn groups(&self) -> usize {
+        self.ctrl.len()
+    }
+
+    /// [`for_each`](Self::for_each) over the slots of `groups` only
+    /// (clamped to the table's groups).
+    pub(crate) fn for_each_in(
+        &self,
+        groups: std::ops::Range<usize>,
+        mut f: impl FnMut(&Slot<K, V>),
+    ) {
+        let end = groups.end.min(self.ctrl.len());
+        let start = groups.start.min(end);
+        for (g, word) in self.ctrl[start..end].iter().enumerate() {
+            let g = start + g;
             let bytes = word.load(Ordering::Acquire).to_ne_bytes();
             for (b, &c) in bytes.iter().enumerate() {
                 if c & 0x80 == 0 {
@@ -377,6 +396,30 @@ mod tests {
         let mut n = 0;
         t.for_each(|_| n += 1);
         assert_eq!(n, t.max_used() - 1);
+    }
+
+    #[test]
+    fn parts_of_the_groups_visit_every_slot_once() {
+        // The sweep's parts (`map/sweep.rs`): `n * p / P .. n * (p + 1) / P`.
+        for groups in [1usize, 3, 16, 37] {
+            let t: Table<u64, AtomicU64> = Table::new(groups, || AtomicU64::new(0));
+            for i in 0..t.max_used() as u64 {
+                t.insert(i.wrapping_mul(0x9E37_79B9_7F4A_7C15), i, |_| {});
+            }
+            for parts in [1usize, 2, 16] {
+                let n = t.groups();
+                let mut seen = Vec::new();
+                for p in 0..parts {
+                    t.for_each_in(n * p / parts..n * (p + 1) / parts, |s| {
+                        // SAFETY: `for_each_in` yields `FULL` slots.
+                        seen.push(unsafe { *s.key() })
+                    });
+                }
+                seen.sort_unstable();
+                let all: Vec<u64> = (0..t.max_used() as u64).collect();
+                assert_eq!(seen, all, "{groups} groups in {parts} parts");
+            }
+        }
     }
 
     #[test]

@@ -125,8 +125,10 @@ pub(crate) struct Map<K, V, S> {
     /// so that inserts do not share one contended counter).
     len: AtomicUsize,
     max_keys: usize,
-    /// Shards swept at each new sweep step (0: no automatic sweeping).
+    /// Shard parts swept at each new sweep step (0: no automatic
+    /// sweeping), and the parts a shard is swept in (`sweep.rs`).
     sweep_per_step: usize,
+    sweep_parts: usize,
     /// The latest automatic sweep step, and the shard cursor.
     swept: AtomicU64,
     cursor: AtomicUsize,
@@ -149,9 +151,11 @@ where
         Self::with_yard(hasher, sweep_per_step, Yard::Own(Box::default()), SHARDS)
     }
 
-    /// Sets the shards swept automatically at each new sweep step (0: off).
-    pub(crate) fn set_sweep_per_step(&mut self, shards: usize) {
-        self.sweep_per_step = shards.min(self.shards);
+    /// Sweeps automatically `per_step` parts at each new sweep step (0:
+    /// off), a shard's table being swept in `parts` parts (at least 1).
+    pub(crate) fn set_sweep(&mut self, per_step: usize, parts: usize) {
+        self.sweep_parts = parts.max(1);
+        self.sweep_per_step = per_step.min(self.shards * self.sweep_parts);
     }
 
     /// An empty map whose unlinked tables go to `graveyard`, which it
@@ -191,6 +195,7 @@ where
             len: AtomicUsize::new(0),
             max_keys: usize::MAX,
             sweep_per_step: sweep_per_step.min(shards),
+            sweep_parts: 1,
             swept: AtomicU64::new(0),
             cursor: AtomicUsize::new(0),
             full_swept: AtomicU64::new(0),

@@ -6,17 +6,19 @@
 //! more than `max_keys`. An insert into a full map first sweeps every shard
 //! (at most once per epoch: no key can turn idle before time moves), and
 //! fails if that frees nothing. With automatic sweeping on, the first
-//! caller of each new *sweep step* sweeps the next `sweep_per_step` shards
-//! (a cursor over the shards), so that every key idle for a whole window is
-//! removed within about one more window: a bounded amount of work per step
-//! and no background thread. (A jump of `k` steps sweeps `k` times as many
-//! shards, up to all of them.)
+//! caller of each new *sweep step* sweeps the next `sweep_per_step`
+//! *parts* (a cursor over the shards' parts: a shard's table is cut into
+//! `sweep_parts` runs of its groups), so that every key idle for a whole
+//! window is removed within about one more window: a bounded amount of
+//! work per step and no background thread. (A jump of `k` steps sweeps
+//! `k` times as many parts, up to all of them.)
 //!
-//! The owner says what a step is. The per-key windows' heavy keys step
-//! once an epoch. The per-key limiter steps `ceil(SHARDS / S)` times an
-//! epoch, a shard each (`src/limiter/keyed/pace.rs`): sweeping them all
-//! at once stalled the request that opened the epoch for milliseconds on
-//! a 1M-key map (a shard is 1/128 of the keys).
+//! The owner says what a step is and how many parts a shard has. The
+//! per-key windows' heavy keys step once an epoch, a shard a part. The
+//! per-key limiter cuts a shard in 16 and steps 16 x `ceil(SHARDS / S)`
+//! times an epoch, a part each (`src/limiter/keyed/pace.rs`): sweeping an
+//! epoch's shards at its first request stalled that request for
+//! milliseconds on a 1M-key map, and a whole shard for half of one.
 //!
 //! A value whose retire closes it for good before its second idle check
 //! (the per-key limiter's sealed state, `src/limiter/keyed/slot.rs`) may
@@ -112,12 +114,17 @@ where
         self.swept.load(Ordering::Relaxed)
     }
 
+    /// Sweeps `sweep_per_step` parts for each of `steps` steps (up to
+    /// every part of every shard), each the next in the cursor's order: a
+    /// shard's parts in turn, then the next shard's.
     #[cold]
     pub(super) fn sweep_step(&self, now: u64, steps: u64, cfg: &V::Cfg) {
-        let shards = (self.sweep_per_step as u64).saturating_mul(steps);
-        for _ in 0..shards.min(self.shards as u64) {
-            let i = self.cursor.fetch_add(1, Ordering::Relaxed) % self.shards;
-            self.sweep_shard(i, now, cfg);
+        let units = self.shards * self.sweep_parts;
+        let todo = (self.sweep_per_step as u64).saturating_mul(steps);
+        for _ in 0..todo.min(units as u64) {
+            let c = self.cursor.fetch_add(1, Ordering::Relaxed) % units;
+            let (i, part) = (c / self.sweep_parts, c % self.sweep_parts);
+            self.sweep_part(i, part, self.sweep_parts, now, cfg);
         }
     }
 
@@ -138,8 +145,21 @@ where
         cfg: &V::Cfg,
         guard: &Guard<'_>,
     ) -> (usize, usize) {
+        self.sweep_locked_in(t, 0..t.groups(), st, now, cfg, guard)
+    }
+
+    /// [`sweep_locked`](Self::sweep_locked) over the slots of `groups`.
+    fn sweep_locked_in(
+        &self,
+        t: &Table<K, V>,
+        groups: std::ops::Range<usize>,
+        st: &mut ShardState,
+        now: u64,
+        cfg: &V::Cfg,
+        guard: &Guard<'_>,
+    ) -> (usize, usize) {
         let (mut dropped, mut stuck) = (0, 0);
-        t.for_each(|s| {
+        t.for_each_in(groups, |s| {
             if s.value().try_retire(now, cfg, guard, &self.graveyard) {
                 t.remove(s);
                 dropped += 1;
@@ -156,13 +176,25 @@ where
     /// Retires and removes every idle key of shard `i` (idle at epoch
     /// `now`); returns how many.
     pub(super) fn sweep_shard(&self, i: usize, now: u64, cfg: &V::Cfg) -> usize {
+        self.sweep_part(i, 0, 1, now, cfg)
+    }
+
+    /// [`sweep_shard`](Self::sweep_shard) over part `part` of `parts` of
+    /// the shard's current table (its groups cut in `parts` runs): a part
+    /// is a bounded pause under the lock. A table replaced between two
+    /// parts of a round is cut afresh; its rebuild swept it whole (with
+    /// automatic sweeping on, `grow.rs`), so nothing idle is missed for
+    /// long.
+    fn sweep_part(&self, i: usize, part: usize, parts: usize, now: u64, cfg: &V::Cfg) -> usize {
         let guard = Guard::pin(&self.graveyard);
         let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: as in `upsert` (`insert.rs`): under the lock.
         let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
             return 0;
         };
-        let (dropped, stuck) = self.sweep_locked(t, &mut st, now, cfg, &guard);
+        let n = t.groups();
+        let groups = n * part / parts..n * (part + 1) / parts;
+        let (dropped, stuck) = self.sweep_locked_in(t, groups, &mut st, now, cfg, &guard);
         if stuck > 0 {
             // Keys closed by a retire that found them live again: moving
             // them reopens them (in fresh slots).

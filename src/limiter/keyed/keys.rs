@@ -4,7 +4,8 @@
 //! slot's (`slot.rs`) are what these rest on: `len` never exceeds
 //! `max_keys`, and an eviction never loses a grant.
 
-use super::{FloodPolicy, KeyedLimiter, SweepPace};
+use super::pace::{SweepPace, PARTS};
+use super::{FloodPolicy, KeyedLimiter};
 use crate::clock::Clock;
 use crate::keyed::Key;
 use crate::sync::{Exclusive, Ordering};
@@ -73,12 +74,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn with_auto_evict(mut self, on: bool) -> Self {
-        let shards = if on {
-            SweepPace::of(&self.shared.cfg).shards
+        let units = if on {
+            SweepPace::of(&self.shared.cfg).units
         } else {
             0
         };
-        self.map.set_sweep_per_step(shards);
+        self.map.set_sweep(units, PARTS);
         // Requests made while it was off may have set the due time past
         // every epoch (`acquire.rs`, `sweep_step_slow`).
         self.sweep_due.write_mut(0);

@@ -42,7 +42,7 @@ mod read;
 mod refusals;
 mod slot;
 
-use self::pace::SweepPace;
+use self::pace::{SweepPace, PARTS};
 use self::quota::Quotas;
 use self::refusals::Refusals;
 use self::slot::Shared;
@@ -287,7 +287,11 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
         let mut w = [Duration::ZERO; MAX_LIMITS];
         w[..windows.len()].copy_from_slice(windows);
         KeyedLimiter {
-            map: Map::new(hasher.clone(), SweepPace::of(&cfg).shards),
+            map: {
+                let mut map = Map::new(hasher.clone(), 0);
+                map.set_sweep(SweepPace::of(&cfg).units, PARTS);
+                map
+            },
             quotas: Quotas::new(limits, hasher),
             empty: AdmissionState::new(&cfg, 0),
             divisor: StrengthReducedU64::new(cfg.slice_nanos()),
