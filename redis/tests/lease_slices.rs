@@ -66,7 +66,12 @@ fn a_cold_key_keeps_leasing_one_permit_at_a_time() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(l.stats().leased_permits, 5, "{:?}", l.stats());
+    // Every lease was of one permit. A slice may end while a request's
+    // lease is in flight (a loaded host): that lease is returned and the
+    // request leases again in the new slice, so count what was kept.
+    let s = l.stats();
+    assert_eq!(s.leased_permits, s.leases, "{s:?}");
+    assert_eq!(s.leased_permits - s.returned_permits, 5, "{s:?}");
 }
 
 #[test]

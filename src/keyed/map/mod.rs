@@ -129,7 +129,7 @@ pub(crate) struct Map<K, V, S> {
     /// sweeping), and the parts a shard is swept in (`sweep.rs`).
     sweep_per_step: usize,
     sweep_parts: usize,
-    /// The latest automatic sweep step, and the shard cursor.
+    /// The latest automatic sweep step, and the cursor over the parts.
     swept: AtomicU64,
     cursor: AtomicUsize,
     /// `1 + epoch` of the last sweep forced by a full map (0: none).
