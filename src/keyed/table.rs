@@ -314,24 +314,21 @@ impl<K, V> Table<K, V> {
     /// Calls `f` on every `FULL` slot (a weakly consistent scan: slots
     /// published or removed during it may be missed).
     pub(crate) fn for_each(&self, f: impl FnMut(&Slot<K, V>)) {
-        self.for_each_in(0..self.groups(), f)
+        self.for_each_in_part(0, 1, f)
     }
 
-    /// Groups in the table.
-    #[inline]
-    pub(crate) fn groups(&self) -> usize {
-        self.ctrl.len()
-    }
-
-    /// [`for_each`](Self::for_each) over the slots of `groups` only
-    /// (clamped to the table's groups).
-    pub(crate) fn for_each_in(
+    /// [`for_each`](Self::for_each) over part `part` of `parts` (`part <
+    /// parts`): the groups cut into `parts` runs, `n * part / parts ..
+    /// n * (part + 1) / parts` of the table's `n`. The parts of a table
+    /// cover every group once; a part may be empty.
+    pub(crate) fn for_each_in_part(
         &self,
-        groups: std::ops::Range<usize>,
+        part: usize,
+        parts: usize,
         mut f: impl FnMut(&Slot<K, V>),
     ) {
-        let end = groups.end.min(self.ctrl.len());
-        let start = groups.start.min(end);
+        let n = self.ctrl.len();
+        let (start, end) = (n * part / parts, n * (part + 1) / parts);
         for (g, word) in self.ctrl[start..end].iter().enumerate() {
             let g = start + g;
             let bytes = word.load(Ordering::Acquire).to_ne_bytes();
@@ -400,18 +397,17 @@ mod tests {
 
     #[test]
     fn parts_of_the_groups_visit_every_slot_once() {
-        // The sweep's parts (`map/sweep.rs`): `n * p / P .. n * (p + 1) / P`.
+        // The sweep's parts (`map/sweep.rs`).
         for groups in [1usize, 3, 16, 37] {
             let t: Table<u64, AtomicU64> = Table::new(groups, || AtomicU64::new(0));
             for i in 0..t.max_used() as u64 {
                 t.insert(i.wrapping_mul(0x9E37_79B9_7F4A_7C15), i, |_| {});
             }
             for parts in [1usize, 2, 16] {
-                let n = t.groups();
                 let mut seen = Vec::new();
                 for p in 0..parts {
-                    t.for_each_in(n * p / parts..n * (p + 1) / parts, |s| {
-                        // SAFETY: `for_each_in` yields `FULL` slots.
+                    t.for_each_in_part(p, parts, |s| {
+                        // SAFETY: `for_each_in_part` yields `FULL` slots.
                         seen.push(unsafe { *s.key() })
                     });
                 }

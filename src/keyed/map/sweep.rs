@@ -145,21 +145,24 @@ where
         cfg: &V::Cfg,
         guard: &Guard<'_>,
     ) -> (usize, usize) {
-        self.sweep_locked_in(t, 0..t.groups(), st, now, cfg, guard)
+        self.sweep_locked_part(t, 0, 1, st, now, cfg, guard)
     }
 
-    /// [`sweep_locked`](Self::sweep_locked) over the slots of `groups`.
-    fn sweep_locked_in(
+    /// [`sweep_locked`](Self::sweep_locked) over part `part` of `parts` of
+    /// `t` ([`Table::for_each_in_part`]).
+    #[allow(clippy::too_many_arguments)]
+    fn sweep_locked_part(
         &self,
         t: &Table<K, V>,
-        groups: std::ops::Range<usize>,
+        part: usize,
+        parts: usize,
         st: &mut ShardState,
         now: u64,
         cfg: &V::Cfg,
         guard: &Guard<'_>,
     ) -> (usize, usize) {
         let (mut dropped, mut stuck) = (0, 0);
-        t.for_each_in(groups, |s| {
+        t.for_each_in_part(part, parts, |s| {
             if s.value().try_retire(now, cfg, guard, &self.graveyard) {
                 t.remove(s);
                 dropped += 1;
@@ -192,9 +195,7 @@ where
         let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
             return 0;
         };
-        let n = t.groups();
-        let groups = n * part / parts..n * (part + 1) / parts;
-        let (dropped, stuck) = self.sweep_locked_in(t, groups, &mut st, now, cfg, &guard);
+        let (dropped, stuck) = self.sweep_locked_part(t, part, parts, &mut st, now, cfg, &guard);
         if stuck > 0 {
             // Keys closed by a retire that found them live again: moving
             // them reopens them (in fresh slots).

@@ -286,17 +286,18 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
     fn build(cfg: Config, limits: &[u64], windows: &[Duration], clock: C, hasher: S) -> Self {
         let mut w = [Duration::ZERO; MAX_LIMITS];
         w[..windows.len()].copy_from_slice(windows);
+        let pace = SweepPace::of(&cfg);
         KeyedLimiter {
             map: {
                 let mut map = Map::new(hasher.clone(), 0);
-                map.set_sweep(SweepPace::of(&cfg).units, PARTS);
+                map.set_sweep(pace.units, PARTS);
                 map
             },
             quotas: Quotas::new(limits, hasher),
             empty: AdmissionState::new(&cfg, 0),
             divisor: StrengthReducedU64::new(cfg.slice_nanos()),
             sweep_due: AtomicU64::new(0),
-            sweep_nanos: SweepPace::of(&cfg).nanos,
+            sweep_nanos: pace.nanos,
             shared: Shared::new(cfg),
             windows: w,
             clock,
