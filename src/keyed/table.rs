@@ -166,10 +166,17 @@ impl<K, V> Table<K, V> {
             + self.slots.len() * std::mem::size_of::<Slot<K, V>>()
     }
 
+    /// The group a probe for `hash` starts at (module docs): always below
+    /// the group count `n`, since it is `(x * n) >> 32` with `x < 2^32`.
+    #[inline(always)]
+    fn home(&self, hash: u64) -> usize {
+        ((u64::from(hash as u32) * self.ctrl.len() as u64) >> 32) as usize
+    }
+
     #[inline]
     fn probe(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
         let n = self.ctrl.len();
-        let mut g = ((u64::from(hash as u32) * n as u64) >> 32) as usize;
+        let mut g = self.home(hash);
         std::iter::from_fn(move || {
             let at = g;
             g += 1;
@@ -192,11 +199,11 @@ impl<K, V> Table<K, V> {
         let tag = h2(hash);
         let n = self.ctrl.len();
         debug_assert_eq!(self.slots.len(), n * GROUP);
-        let mut g = ((u64::from(hash as u32) * n as u64) >> 32) as usize;
+        let mut g = self.home(hash);
         self.prefetch_group(g);
         for _ in 0..n {
-            // SAFETY: `g < n`: the start is `(x * n) >> 32` with `x < 2^32`,
-            // and the step wraps at `n`.
+            // SAFETY: `g < n`: the start is `home`'s, and the step wraps at
+            // `n`.
             let group = unsafe { self.ctrl.get_unchecked(g) }.load(Ordering::Acquire);
             let mut m = matches(group, tag);
             while m != 0 {
@@ -254,9 +261,8 @@ impl<K, V> Table<K, V> {
     #[cfg(not(loom))]
     #[inline]
     pub(crate) fn prefetch(&self, hash: u64) {
-        let n = self.ctrl.len();
-        let g = ((u64::from(hash as u32) * n as u64) >> 32) as usize;
-        // SAFETY: `g < n` (`hash as u32 < 2^32`).
+        let g = self.home(hash);
+        // SAFETY: `g < n`, the group count (`home`).
         let group = unsafe { self.ctrl.get_unchecked(g) }.load(Ordering::Relaxed);
         let i = g * GROUP + first(matches(group, h2(hash))).min(GROUP - 1);
         // The slot's address, computed without a bounds check or a branch
