@@ -67,7 +67,7 @@ pub use window::{SlidingWindow, MAX_SLICES};
 #[doc(hidden)]
 pub mod __loom_epoch {
     pub use crate::keyed::epoch::Domain;
-    pub use crate::keyed::limbo::Limbo;
+    pub use crate::keyed::limbo::{InParts, Limbo, Parts};
 }
 
 /// The admission state the limiters are built on, for the loom models of

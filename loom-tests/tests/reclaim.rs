@@ -15,7 +15,9 @@
 //! - the pin reads `epoch` with `Relaxed`, or a retirement bumps it with
 //!   `Relaxed`;
 //! - the unpin stores with `Relaxed`;
-//! - a nested guard's end unpins (`a_nested_guard_keeps_its_thread_pinned`).
+//! - a nested guard's end unpins (`a_nested_guard_keeps_its_thread_pinned`);
+//! - an object retired in parts hands its parts over when it is retired,
+//!   not when it is freed (`a_part_outlives_every_guard_that_reached_its_owner`).
 //!
 //! The counter-example: the same protocol with plain stores and loads
 //! for the pin and the scan, no barrier (a reader's pin store is not yet
@@ -26,7 +28,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use stripecount::__loom_epoch::{Domain, Limbo};
+use stripecount::__loom_epoch::{Domain, InParts, Limbo, Parts};
 use stripecount_loom_tests::{expect_failure, model};
 
 /// A retired object: its destructor writes the payload.
@@ -166,6 +168,60 @@ fn a_reader_pinning_again_is_judged_by_its_new_pin() {
             // SAFETY: unlinked by the swap, retired once.
             unsafe { limbo.retire(&domain, old) };
         }
+        reader.join().unwrap();
+        limbo.collect(&domain);
+        drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
+    });
+}
+
+/// An object that owns a part, as a slice map owns its tables.
+struct Owner {
+    own: Obj,
+    part: Option<Box<Obj>>,
+}
+
+impl Owner {
+    fn boxed(v: u64) -> *mut Owner {
+        Box::into_raw(Box::new(Owner {
+            own: Obj(UnsafeCell::new(v)),
+            part: Some(Box::new(Obj(UnsafeCell::new(v)))),
+        }))
+    }
+}
+
+impl InParts for Owner {
+    fn take_parts(&mut self, parts: &mut Parts) {
+        if let Some(p) = self.part.take() {
+            parts.push(p);
+        }
+    }
+}
+
+/// Retired in parts (`limbo.rs`, "Freed in pieces"): the collector frees
+/// the owner, then its part as a ready object of its own; a reader that
+/// reached the part through the owner still reads both.
+#[test]
+fn a_part_outlives_every_guard_that_reached_its_owner() {
+    model(|| {
+        let (domain, limbo) = (Arc::new(Domain::new()), Arc::new(Limbo::default()));
+        let shared = Arc::new(AtomicPtr::new(Owner::boxed(1)));
+        let reader = {
+            let (domain, shared) = (domain.clone(), shared.clone());
+            thread::spawn(move || {
+                let _pin = domain.pin();
+                let o = shared.load(Ordering::Acquire);
+                // SAFETY: pinned: the collector keeps the owner and its
+                // part allocated (what loom checks).
+                let (own, part) = unsafe {
+                    let part: *const Obj = &**(*o).part.as_ref().unwrap();
+                    ((*o).own.0.with(|v| *v), (*part).0.with(|v| *v))
+                };
+                assert!(own == part && (own == 1 || own == 2), "read a freed object");
+            })
+        };
+        let old = shared.swap(Owner::boxed(2), Ordering::AcqRel);
+        // SAFETY: unlinked by the swap, retired once.
+        unsafe { limbo.retire_in_parts(&domain, old) };
         reader.join().unwrap();
         limbo.collect(&domain);
         drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });

@@ -181,7 +181,7 @@ pub(super) mod tests {
     use std::sync::{mpsc, Arc};
 
     /// Counts its drops.
-    struct Counted(Arc<AtomicUsize>);
+    pub(in crate::keyed) struct Counted(pub(in crate::keyed) Arc<AtomicUsize>);
 
     impl Drop for Counted {
         fn drop(&mut self) {
@@ -224,12 +224,12 @@ pub(super) mod tests {
             retire(&limbo, &D, &freed);
             limbo.collect(&D);
             assert_eq!(freed.load(Ordering::SeqCst), 0, "freed under a guard");
-            assert_eq!(limbo.waiting(), 1);
+            assert_eq!(limbo.held(), (1, 0));
             go.send(()).unwrap();
             t.join().unwrap();
             limbo.collect(&D);
             assert_eq!(freed.load(Ordering::SeqCst), 1);
-            assert_eq!(limbo.waiting(), 0);
+            assert_eq!(limbo.held(), (0, 0));
         }
     }
 

@@ -1,21 +1,42 @@
 //! A [`Limbo`]: one owner's retired objects (a ring's or a map's), waiting
 //! until no guard can reach them (`epoch.rs`: the protocol, and why an
-//! object retired at `r` may go once every pin is above `r`).
+//! object retired at `r` may go once every pin is above `r`), then freed a
+//! few at a time.
+//!
+//! # Freed in pieces
+//! An object no guard can reach is *ready*. A collect moves the ready
+//! objects to the `ready` list and frees at most [`FREE_AT_ONCE`] of them;
+//! the owner frees one more after each insert ([`Limbo::free_one`], outside
+//! its shard lock). An object that owns large parts (a slice map owns a
+//! table per shard) is retired with [`Limbo::retire_in_parts`]: when it is
+//! freed, it hands those parts to the `ready` list ([`Parts`]) and frees
+//! only the rest. So no request frees more than a few tables, where it
+//! used to free a whole retired slice map (a few hundred thousand keys,
+//! 7.7-10.8 ms on the issue-10 stream; BENCHMARKS.md).
 //!
 //! # Memory held
-//! A list holds fewer than [`COLLECT_AT`] objects, plus those retired at or
-//! after the oldest pin its last collect saw (a retiring thread is itself
-//! pinned, so the object it has just retired waits for the next collect).
-//! The owner frees the rest when it is dropped: it then has no guard.
+//! - **Waiting:** fewer than [`COLLECT_AT`] objects, plus those retired at
+//!   or after the oldest pin the list's last collect saw (a retiring thread
+//!   is itself pinned, so the object it has just retired waits for the
+//!   next collect).
+//! - **Ready:** tables, and the maps that held them. Each was made on the
+//!   way to an insert (a shard's first table, a move to a bigger one, a
+//!   new slice's map), and each insert frees one ready object, so they are
+//!   freed about as fast as they are made (a sweep's rebuild also makes a
+//!   table, and a collect frees two). While nothing is inserted they wait.
+//!
+//! The owner frees everything left when it is dropped: it then has no guard.
 //!
 //! # Invariants
-//! 1. An object is freed once: taken out of the list under its mutex,
+//! 1. An object is freed once: taken out of the lists under their mutex,
 //!    then freed outside it (a destructor may retire into the same list).
 //! 2. It is freed only when its retire epoch is below what
-//!    [`Domain::safe_below`] returned after it was in the list.
+//!    [`Domain::safe_below`] returned after it was in the list; a part is
+//!    freed only after the object that owned it was, which was ready: no
+//!    guard can reach it either.
 
 use super::epoch::Domain;
-use crate::sync::Mutex;
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 /// A [`Limbo`] collects when it holds this many objects: each collect is a
 /// system call that interrupts every CPU running a thread of ours
@@ -27,11 +48,19 @@ pub(crate) const COLLECT_AT: usize = 4;
 #[cfg(loom)]
 pub(crate) const COLLECT_AT: usize = 1;
 
-/// An object waiting to be freed, with the epoch it was retired at.
+/// The most ready objects one collect frees (module docs, "Freed in
+/// pieces"): a part is one shard's table, so a collect frees a few tables.
+pub(crate) const FREE_AT_ONCE: usize = 2;
+
+/// Frees the object at a pointer, handing any parts it owns to [`Parts`].
+type Free = unsafe fn(*mut (), &mut Parts);
+
+/// A retired object, with the epoch it was retired at (0 for a part,
+/// which is ready when it is made).
 #[derive(Clone, Copy)]
 struct Retired {
     ptr: *mut (),
-    free: unsafe fn(*mut ()),
+    free: Free,
     epoch: u64,
 }
 
@@ -39,52 +68,146 @@ struct Retired {
 // never used, and `Limbo::retire` requires its type to be `Send`.
 unsafe impl Send for Retired {}
 
-/// One owner's retired objects (module docs, "Memory held").
+/// An object that frees its large parts a piece at a time
+/// ([`Limbo::retire_in_parts`]).
+pub trait InParts: Send + 'static {
+    /// Moves the parts that are costly to free (each a `Box`) to `parts`;
+    /// the object itself is then dropped with what remains.
+    fn take_parts(&mut self, parts: &mut Parts);
+}
+
+/// Parts of a freed object, to be freed later, each on its own: they are
+/// ready, since the object that owned them was.
+#[derive(Default)]
+pub struct Parts(Vec<Retired>);
+
+impl Parts {
+    /// Adds a part, freed whole.
+    pub fn push<T: Send + 'static>(&mut self, part: Box<T>) {
+        self.0.push(Retired {
+            ptr: Box::into_raw(part).cast(),
+            free: free_box::<T>,
+            epoch: 0,
+        });
+    }
+
+    /// Parts held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Drop for Parts {
+    /// Frees what is still held: nothing when the limbo has taken the
+    /// parts; everything when the limbo is dropped (a panic in a destructor
+    /// may leave some too).
+    fn drop(&mut self) {
+        while let Some(r) = self.0.pop() {
+            let mut more = Parts::default();
+            // SAFETY: held once, and ready: a part (the type's docs), or
+            // an object of a limbo being dropped (`Limbo::drop`).
+            unsafe { (r.free)(r.ptr, &mut more) };
+            self.0.append(&mut more.0);
+        }
+    }
+}
+
+/// The retired objects of one owner: waiting for the pins, and ready.
+#[derive(Default)]
+struct Lists {
+    waiting: Vec<Retired>,
+    ready: Vec<Retired>,
+}
+
+/// One owner's retired objects (module docs).
 #[derive(Default)]
 pub struct Limbo {
-    list: Mutex<Vec<Retired>>,
+    lists: Mutex<Lists>,
+    /// `lists.ready.len()`, written under the mutex: lets
+    /// [`free_one`](Self::free_one) return without taking it.
+    ready: AtomicUsize,
 }
 
 /// Frees a `T` from `Box::into_raw`.
 ///
 /// # Safety
 /// `p` came from `Box::<T>::into_raw` and is freed once.
-unsafe fn free_box<T>(p: *mut ()) {
+unsafe fn free_box<T>(p: *mut (), _: &mut Parts) {
     // SAFETY: the caller's contract.
     drop(unsafe { Box::from_raw(p.cast::<T>()) });
 }
 
+/// Frees a `T` from `Box::into_raw`, its parts first handed to `parts`.
+///
+/// # Safety
+/// As [`free_box`].
+unsafe fn free_in_parts<T: InParts>(p: *mut (), parts: &mut Parts) {
+    // SAFETY: the caller's contract.
+    let mut b = unsafe { Box::from_raw(p.cast::<T>()) };
+    b.take_parts(parts);
+    drop(b);
+}
+
 impl Limbo {
-    /// Retires `ptr`: it is freed once no guard pinned in `domain` can
-    /// reach it. Collects if the list is long enough.
+    /// Retires `ptr`: it is freed whole once no guard pinned in `domain`
+    /// can reach it. Collects if the list is long enough.
     ///
     /// # Safety
     /// `ptr` came from `Box::into_raw`, is unlinked (no guard pinned from
     /// now on can load it), and is handed over exactly once; the caller
     /// holds a pin of `domain` or none.
     pub unsafe fn retire<T: Send + 'static>(&self, domain: &Domain, ptr: *mut T) {
+        // SAFETY: the caller's contract.
+        unsafe { self.push(domain, ptr.cast(), free_box::<T>) }
+    }
+
+    /// [`retire`](Self::retire) for an object freed in parts: once no guard
+    /// can reach it, its [`InParts::take_parts`] hands its parts to the
+    /// ready list, which frees them a few at a time.
+    ///
+    /// # Safety
+    /// As [`retire`](Self::retire).
+    pub unsafe fn retire_in_parts<T: InParts>(&self, domain: &Domain, ptr: *mut T) {
+        // SAFETY: the caller's contract.
+        unsafe { self.push(domain, ptr.cast(), free_in_parts::<T>) }
+    }
+
+    /// # Safety
+    /// As [`retire`](Self::retire), `free` being the pointee's.
+    unsafe fn push(&self, domain: &Domain, ptr: *mut (), free: Free) {
         let epoch = domain.bump();
-        let mut list = lock(&self.list);
-        list.push(Retired {
-            ptr: ptr.cast(),
-            free: free_box::<T>,
-            epoch,
-        });
-        if list.len() >= COLLECT_AT {
-            Self::collect_locked(domain, list);
+        let mut lists = lock(&self.lists);
+        lists.waiting.push(Retired { ptr, free, epoch });
+        if lists.waiting.len() >= COLLECT_AT {
+            self.promote(domain, &mut lists);
+            drop(lists);
+            self.free_ready(FREE_AT_ONCE);
+        }
+    }
+
+    /// Frees one ready object, if any (called after each insert, outside
+    /// the shard lock; one load when there is none).
+    #[inline]
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn free_one(&self) {
+        if self.ready.load(Ordering::Relaxed) != 0 {
+            self.free_ready(1);
         }
     }
 
     /// Frees every object no guard can reach any more.
     #[cfg(any(loom, test))]
     pub fn collect(&self, domain: &Domain) {
-        Self::collect_locked(domain, lock(&self.list));
+        self.promote(domain, &mut lock(&self.lists));
+        self.free_ready(usize::MAX);
     }
 
-    fn collect_locked(domain: &Domain, mut list: impl std::ops::DerefMut<Target = Vec<Retired>>) {
+    /// Moves the objects no guard can reach to the ready list.
+    fn promote(&self, domain: &Domain, lists: &mut Lists) {
         let m = domain.safe_below();
-        let mut ready = Vec::new();
-        list.retain(|r| {
+        let Lists { waiting, ready } = lists;
+        waiting.retain(|r| {
             if r.epoch < m {
                 ready.push(*r);
                 false
@@ -92,29 +215,51 @@ impl Limbo {
                 true
             }
         });
-        // Freed outside the lock: a destructor may retire into this list.
-        drop(list);
-        for r in ready {
-            // SAFETY: retired once (`retire`'s contract), and no guard can
-            // reach it (module docs, the invariant).
-            unsafe { (r.free)(r.ptr) };
+        self.ready.store(ready.len(), Ordering::Relaxed);
+    }
+
+    /// Frees up to `n` ready objects, each outside the mutex (a destructor
+    /// may retire into this limbo); the parts they hand over join the
+    /// ready list.
+    fn free_ready(&self, n: usize) {
+        let mut parts = Parts::default();
+        for _ in 0..n {
+            let next = {
+                let mut lists = lock(&self.lists);
+                lists.ready.append(&mut parts.0);
+                let next = lists.ready.pop();
+                self.ready.store(lists.ready.len(), Ordering::Relaxed);
+                next
+            };
+            let Some(r) = next else { return };
+            // SAFETY: retired once and taken out of the lists once
+            // (invariant 1); ready, so no guard can reach it (invariant 2).
+            unsafe { (r.free)(r.ptr, &mut parts) };
+        }
+        if !parts.0.is_empty() {
+            let mut lists = lock(&self.lists);
+            lists.ready.append(&mut parts.0);
+            self.ready.store(lists.ready.len(), Ordering::Relaxed);
         }
     }
 
-    /// Objects waiting.
+    /// Objects waiting for the pins, and ready.
     #[cfg(test)]
-    pub fn waiting(&self) -> usize {
-        lock(&self.list).len()
+    pub fn held(&self) -> (usize, usize) {
+        let lists = lock(&self.lists);
+        (lists.waiting.len(), lists.ready.len())
     }
 }
 
 impl Drop for Limbo {
     fn drop(&mut self) {
-        // The owner is being dropped: no guard of it is alive.
-        for r in lock(&self.list).drain(..) {
-            // SAFETY: as in `collect_locked`; no guard can reach it.
-            unsafe { (r.free)(r.ptr) };
-        }
+        // The owner is being dropped: no guard of it is alive, so every
+        // object is ready, and `Parts` frees what it holds when dropped.
+        let mut lists = lock(&self.lists);
+        let mut all = Parts(std::mem::take(&mut lists.waiting));
+        all.0.append(&mut lists.ready);
+        drop(lists);
+        drop(all);
     }
 }
 
@@ -130,30 +275,86 @@ fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::keyed::epoch::tests::retire;
-    use crate::sync::{AtomicUsize, Ordering};
+    use crate::keyed::epoch::tests::{retire, Counted};
     use std::sync::Arc;
 
     #[test]
-    fn a_limbo_collects_by_itself_and_frees_the_rest_when_dropped() {
+    fn a_limbo_collects_by_itself_frees_a_few_at_once_and_the_rest_when_dropped() {
         static D: Domain = Domain::new();
         let freed = Arc::new(AtomicUsize::new(0));
+        let count = || freed.load(Ordering::SeqCst);
         let limbo = Limbo::default();
         let _pin = D.pin();
         for _ in 0..COLLECT_AT - 1 {
             retire(&limbo, &D, &freed);
         }
-        assert_eq!(limbo.waiting(), COLLECT_AT - 1);
+        assert_eq!(limbo.held(), (COLLECT_AT - 1, 0));
         drop(_pin);
-        // Unpinned: the retirement that fills the list frees all of it.
+        // Unpinned: the retirement that fills the list makes all of it
+        // ready, and frees a few.
         retire(&limbo, &D, &freed);
         assert_eq!(
-            (freed.load(Ordering::SeqCst), limbo.waiting()),
-            (COLLECT_AT, 0)
+            (count(), limbo.held()),
+            (FREE_AT_ONCE, (0, COLLECT_AT - FREE_AT_ONCE))
         );
+        // Each insert frees one more; with none ready, nothing happens.
+        for n in FREE_AT_ONCE + 1..=COLLECT_AT + 1 {
+            limbo.free_one();
+            assert_eq!(count(), n.min(COLLECT_AT));
+        }
+        assert_eq!(limbo.held(), (0, 0));
         let _pin = D.pin();
         retire(&limbo, &D, &freed);
         drop(limbo);
-        assert_eq!(freed.load(Ordering::SeqCst), COLLECT_AT + 1);
+        assert_eq!(count(), COLLECT_AT + 1);
+    }
+
+    /// Owns `n` parts, each counting its drop in `parts`; counts its own
+    /// drop in `shell`.
+    struct Owner {
+        // Boxed: each part is its own allocation, as a table is.
+        #[allow(clippy::vec_box)]
+        parts: Vec<Box<Counted>>,
+        _shell: Counted,
+    }
+
+    impl InParts for Owner {
+        fn take_parts(&mut self, parts: &mut Parts) {
+            for p in self.parts.drain(..) {
+                parts.push(p);
+            }
+        }
+    }
+
+    fn owner(n: usize, parts: &Arc<AtomicUsize>, shell: &Arc<AtomicUsize>) -> *mut Owner {
+        Box::into_raw(Box::new(Owner {
+            parts: (0..n).map(|_| Box::new(Counted(parts.clone()))).collect(),
+            _shell: Counted(shell.clone()),
+        }))
+    }
+
+    #[test]
+    fn an_object_retired_in_parts_frees_one_part_at_a_time() {
+        static D: Domain = Domain::new();
+        let (parts, shell) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let count = || (shell.load(Ordering::SeqCst), parts.load(Ordering::SeqCst));
+        let limbo = Limbo::default();
+        // SAFETY: never published, retired once.
+        unsafe { limbo.retire_in_parts(&D, owner(5, &parts, &shell)) };
+        assert_eq!((count(), limbo.held()), ((0, 0), (1, 0)));
+        limbo.promote(&D, &mut lock(&limbo.lists));
+        limbo.free_one();
+        // The owner went; its parts wait, ready.
+        assert_eq!((count(), limbo.held()), ((1, 0), (0, 5)));
+        for n in 1..=3 {
+            limbo.free_one();
+            assert_eq!((count(), limbo.held()), ((1, n), (0, 5 - n)));
+        }
+        // A second owner, freed whole when the limbo is dropped, with the
+        // parts left of the first.
+        // SAFETY: as above.
+        unsafe { limbo.retire_in_parts(&D, owner(3, &parts, &shell)) };
+        drop(limbo);
+        assert_eq!(count(), (2, 8));
     }
 }

@@ -26,6 +26,7 @@
 
 #[cfg(not(loom))]
 use super::epoch::{Pin, DOMAIN};
+use super::limbo::InParts;
 #[cfg(not(loom))]
 use super::limbo::Limbo;
 
@@ -72,6 +73,25 @@ impl<'a> Guard<'a> {
         #[cfg(loom)]
         graveyard.keep(SendPtr(ptr));
     }
+
+    /// [`defer_free`](Self::defer_free) for an object that frees its large
+    /// parts a piece at a time (`limbo.rs`, "Freed in pieces").
+    ///
+    /// # Safety
+    /// As [`defer_free`](Self::defer_free).
+    pub(crate) unsafe fn defer_free_in_parts<T: InParts>(
+        &self,
+        ptr: *mut T,
+        graveyard: &Graveyard,
+    ) {
+        #[cfg(not(loom))]
+        // SAFETY: the caller's contract; this thread holds a pin of `DOMAIN`.
+        unsafe {
+            graveyard.limbo.retire_in_parts(&DOMAIN, ptr)
+        };
+        #[cfg(loom)]
+        graveyard.keep_in_parts(SendPtr(ptr));
+    }
 }
 
 /// Where a map's deferred frees wait: its [`Limbo`] (`epoch.rs`), or under
@@ -95,6 +115,29 @@ impl Default for Graveyard {
 }
 
 impl Graveyard {
+    /// Frees one object that no guard can reach, if any is waiting: the
+    /// map calls it after each insert, outside the shard lock (`limbo.rs`).
+    /// Nothing under loom, where frees wait for the owner's drop.
+    #[inline]
+    pub(crate) fn free_one(&self) {
+        #[cfg(not(loom))]
+        self.limbo.free_one();
+    }
+
+    /// As `keep`, through the object's parts, as the collector frees it.
+    #[cfg(loom)]
+    fn keep_in_parts<T: InParts>(&self, p: SendPtr<T>) {
+        self.dead.lock().unwrap().push(Box::new(move || {
+            let p = p;
+            // SAFETY: freed once, when the owner is dropped (no guard left).
+            let mut b = unsafe { Box::from_raw(p.0) };
+            let mut parts = super::limbo::Parts::default();
+            b.take_parts(&mut parts);
+            drop(b);
+            drop(parts);
+        }));
+    }
+
     #[cfg(loom)]
     fn keep<T: Send + 'static>(&self, p: SendPtr<T>) {
         self.dead.lock().unwrap().push(Box::new(move || {

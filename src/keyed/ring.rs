@@ -52,6 +52,7 @@
 
 use super::entry::Entry;
 use super::key::KeyHasher;
+use super::limbo::{InParts, Parts};
 use super::map::{Map, Value};
 use super::reclaim::{Graveyard, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Ordering};
@@ -96,6 +97,15 @@ pub(crate) struct Ring<K, S> {
     /// Boxed (maps keep its address, and the ring may move), and declared
     /// last: dropped after the maps (`Map::new_in`'s contract).
     graveyard: Box<Graveyard>,
+}
+
+/// A retired slice map is freed a table at a time (`limbo.rs`, "Freed in
+/// pieces"): freed whole, a map of a few hundred thousand keys held one
+/// request for 7.7-10.8 ms.
+impl<K: Send + Sync + 'static, S: Send + 'static> InParts for SliceMap<K, S> {
+    fn take_parts(&mut self, parts: &mut Parts) {
+        self.map.take_tables(parts);
+    }
 }
 
 impl Value for Entry {
@@ -291,7 +301,7 @@ where
                         // SAFETY: `cur` is unlinked (the slot holds `fresh`),
                         // came from `Box::into_raw`, and only this CAS's
                         // winner hands it over.
-                        unsafe { guard.defer_free(cur, &self.graveyard) };
+                        unsafe { guard.defer_free_in_parts(cur, &self.graveyard) };
                     }
                     // SAFETY: just published; freed only through the
                     // collector.
@@ -402,7 +412,7 @@ where
             {
                 dropped += m.map.len();
                 // SAFETY: unlinked by this CAS, handed over once.
-                unsafe { guard.defer_free(cur, &self.graveyard) };
+                unsafe { guard.defer_free_in_parts(cur, &self.graveyard) };
             }
         }
         dropped
@@ -437,5 +447,44 @@ impl<K, S> Drop for Ring<K, S> {
                 drop(unsafe { Box::from_raw(p) });
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::hash_map::RandomState;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_slice_map_hands_every_table_to_its_parts_and_each_key_is_dropped_once() {
+        let ring = Ring::new(2, 1, RandomState::new());
+        let keys: Vec<Arc<u64>> = (0..5000).map(Arc::new).collect();
+        let guard = Guard::pin(ring.graveyard());
+        let mut m = ring.fresh_map(0, &guard);
+        // Room from the start: no move leaves a key's clone in a retired
+        // table.
+        m.map.presize(|_| keys.len());
+        for k in &keys {
+            let h = ring.hash(k);
+            m.map
+                .get_or_insert(h, |x| x == k, || k.clone(), &(), 0, &guard);
+        }
+        assert_eq!(m.map.len(), keys.len());
+        assert!(keys.iter().all(|k| Arc::strong_count(k) == 2));
+        let mut parts = Parts::default();
+        m.take_parts(&mut parts);
+        // 5000 keys reach every shard: a table each.
+        assert_eq!(parts.len(), m.map.shards());
+        drop(m);
+        assert!(
+            keys.iter().all(|k| Arc::strong_count(k) == 2),
+            "keys live in the parts"
+        );
+        drop(parts);
+        assert!(
+            keys.iter().all(|k| Arc::strong_count(k) == 1),
+            "each key dropped once"
+        );
     }
 }

@@ -76,7 +76,11 @@ where
             prepare(v);
         });
         st.len += 1;
-        Some(f(s.value(), true))
+        let r = f(s.value(), true);
+        drop(st);
+        // Outside the lock: the inserts drain the collector's ready list.
+        self.graveyard.free_one();
+        Some(r)
     }
 
     /// Removes the key if it is held and `agree(state)` (called under the

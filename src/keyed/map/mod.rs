@@ -59,6 +59,7 @@ mod value;
 
 pub(crate) use value::Value;
 
+use super::limbo::Parts;
 use super::reclaim::{Graveyard, Guard};
 use super::table::{Slot, Table};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
@@ -377,6 +378,26 @@ impl<K, V, S> Map<K, V, S> {
             .iter()
             .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).len)
             .sum()
+    }
+}
+
+impl<K: Send + 'static, V: Send + 'static, S> Map<K, V, S> {
+    /// Moves every table out of the map to `parts`, to be freed one at a
+    /// time (`limbo.rs`, "Freed in pieces"); the map, left without tables,
+    /// is only to be dropped. Called when the collector frees a retired
+    /// map: no guard can reach it.
+    pub(crate) fn take_tables(&mut self, parts: &mut Parts) {
+        for p in self.ptrs.iter_mut() {
+            for t in [&mut p.current, &mut p.old] {
+                let raw = t.read_mut();
+                if !raw.is_null() {
+                    t.write_mut(ptr::null_mut());
+                    // SAFETY: `&mut self`, and a table in `current`/`old`
+                    // was never handed to the collector (as in `drop`).
+                    parts.push(unsafe { Box::from_raw(raw) });
+                }
+            }
+        }
     }
 }
 
