@@ -1,24 +1,26 @@
 //! A [`Limbo`]: one owner's retired objects (a ring's or a map's), waiting
 //! until no guard can reach them (`epoch.rs`: the protocol, and why an
-//! object retired at `r` may go once every pin is above `r`), then freed a
-//! few at a time.
+//! object retired at `r` may go once every pin is above `r`), then freed
+//! one at a time.
 //!
 //! # Freed in pieces
 //! An object no guard can reach is *ready*. A collect moves the ready
-//! objects to the `ready` list and frees at most [`FREE_AT_ONCE`] of them;
-//! the owner frees one more after each insert ([`Limbo::free_one`], outside
-//! its shard lock). An object that owns large parts (a slice map owns a
-//! table per shard) is retired with [`Limbo::retire_in_parts`]: when it is
+//! objects to the `ready` list and frees [`FREE_AT_ONCE`] of them; the
+//! owner frees one more after each insert ([`Limbo::free_one`], outside its
+//! shard lock). An object that owns large parts (a slice map owns a table
+//! per shard) is retired with [`Limbo::retire_in_parts`]: when it is
 //! freed, it hands those parts to the `ready` list ([`Parts`]) and frees
-//! only the rest. So no request frees more than a few tables, where it
-//! used to free a whole retired slice map (a few hundred thousand keys,
-//! 7.7-10.8 ms on the issue-10 stream; BENCHMARKS.md).
+//! only the rest. So no request frees more than one table, where it used to
+//! free a whole retired slice map (a few hundred thousand keys, 7.7-10.8 ms
+//! on the issue-10 stream; BENCHMARKS.md). A slice map's table is not
+//! always freed: the ring may keep it for a later slice (`spares.rs`).
 //!
 //! # Memory held
 //! - **Waiting:** fewer than [`COLLECT_AT`] objects, plus those retired at
 //!   or after the oldest pin the list's last collect saw (a retiring thread
 //!   is itself pinned, so the object it has just retired waits for the
-//!   next collect).
+//!   next collect). An object retired in parts collects at once: the map
+//!   a ring retires at one rotation is freed at the next.
 //! - **Ready:** tables, and the maps that held them. Each was made on the
 //!   way to an insert (a shard's first table, a move to a bigger one, a
 //!   new slice's map), and each insert frees one ready object, so they are
@@ -49,8 +51,9 @@ pub(crate) const COLLECT_AT: usize = 4;
 pub(crate) const COLLECT_AT: usize = 1;
 
 /// The most ready objects one collect frees (module docs, "Freed in
-/// pieces"): a part is one shard's table, so a collect frees a few tables.
-pub(crate) const FREE_AT_ONCE: usize = 2;
+/// pieces"): one, as an insert does. A part is one shard's table; a slice
+/// map's first tables can be megabytes (its first slice has few shards).
+pub(crate) const FREE_AT_ONCE: usize = 1;
 
 /// Frees the object at a pointer, handing any parts it owns to [`Parts`].
 type Free = unsafe fn(*mut (), &mut Parts);
@@ -159,27 +162,31 @@ impl Limbo {
     /// holds a pin of `domain` or none.
     pub unsafe fn retire<T: Send + 'static>(&self, domain: &Domain, ptr: *mut T) {
         // SAFETY: the caller's contract.
-        unsafe { self.push(domain, ptr.cast(), free_box::<T>) }
+        unsafe { self.push(domain, ptr.cast(), free_box::<T>, COLLECT_AT) }
     }
 
     /// [`retire`](Self::retire) for an object freed in parts: once no guard
     /// can reach it, its [`InParts::take_parts`] hands its parts to the
-    /// ready list, which frees them a few at a time.
+    /// ready list, which frees them one at a time.
     ///
     /// # Safety
     /// As [`retire`](Self::retire).
     pub unsafe fn retire_in_parts<T: InParts>(&self, domain: &Domain, ptr: *mut T) {
         // SAFETY: the caller's contract.
-        unsafe { self.push(domain, ptr.cast(), free_in_parts::<T>) }
+        unsafe { self.push(domain, ptr.cast(), free_in_parts::<T>, 1) }
     }
 
+    /// Retires, and collects if `collect_at` objects wait: [`COLLECT_AT`],
+    /// or 1 for an object in parts (a slice map: large, and retired once
+    /// a slice, so it should not wait for three more).
+    ///
     /// # Safety
     /// As [`retire`](Self::retire), `free` being the pointee's.
-    unsafe fn push(&self, domain: &Domain, ptr: *mut (), free: Free) {
+    unsafe fn push(&self, domain: &Domain, ptr: *mut (), free: Free, collect_at: usize) {
         let epoch = domain.bump();
         let mut lists = lock(&self.lists);
         lists.waiting.push(Retired { ptr, free, epoch });
-        if lists.waiting.len() >= COLLECT_AT {
+        if lists.waiting.len() >= collect_at {
             self.promote(domain, &mut lists);
             drop(lists);
             self.free_ready(FREE_AT_ONCE);
@@ -291,7 +298,7 @@ mod tests {
         assert_eq!(limbo.held(), (COLLECT_AT - 1, 0));
         drop(_pin);
         // Unpinned: the retirement that fills the list makes all of it
-        // ready, and frees a few.
+        // ready, and frees one.
         retire(&limbo, &D, &freed);
         assert_eq!(
             (count(), limbo.held()),
@@ -334,26 +341,31 @@ mod tests {
     }
 
     #[test]
-    fn an_object_retired_in_parts_frees_one_part_at_a_time() {
+    fn an_object_retired_in_parts_collects_at_once_and_frees_one_part_at_a_time() {
         static D: Domain = Domain::new();
         let (parts, shell) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let count = || (shell.load(Ordering::SeqCst), parts.load(Ordering::SeqCst));
         let limbo = Limbo::default();
+        // Retired by a pinned thread, as a ring retires: it waits.
+        let pin = D.pin();
         // SAFETY: never published, retired once.
         unsafe { limbo.retire_in_parts(&D, owner(5, &parts, &shell)) };
         assert_eq!((count(), limbo.held()), ((0, 0), (1, 0)));
-        limbo.promote(&D, &mut lock(&limbo.lists));
-        limbo.free_one();
-        // The owner went; its parts wait, ready.
-        assert_eq!((count(), limbo.held()), ((1, 0), (0, 5)));
-        for n in 1..=3 {
-            limbo.free_one();
-            assert_eq!((count(), limbo.held()), ((1, n), (0, 5 - n)));
-        }
-        // A second owner, freed whole when the limbo is dropped, with the
-        // parts left of the first.
+        drop(pin);
+        // The next one collects at once (not at `COLLECT_AT`): the first
+        // owner goes; its parts wait, ready.
+        let pin = D.pin();
         // SAFETY: as above.
         unsafe { limbo.retire_in_parts(&D, owner(3, &parts, &shell)) };
+        drop(pin);
+        assert_eq!((count(), limbo.held()), ((1, 0), (1, 5)));
+        // Each insert frees one part.
+        for n in 1..=4 {
+            limbo.free_one();
+            assert_eq!((count(), limbo.held()), ((1, n), (1, 5 - n)));
+        }
+        // The second owner, freed whole when the limbo is dropped, with
+        // the part left of the first.
         drop(limbo);
         assert_eq!(count(), (2, 8));
     }

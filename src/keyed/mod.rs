@@ -16,7 +16,8 @@
 //!   moves under a per-shard lock, the bound on keys and the sweeps.
 //!   Generic over the state it holds (`map::Value`); shared with the
 //!   per-key limiter.
-//! - `reclaim.rs`: when unlinked maps and tables may be freed.
+//! - `reclaim.rs`: when unlinked maps and tables may be freed; `spares.rs`:
+//!   a retired slice map's tables, cleared and kept for later slices.
 //! - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (reads, eviction,
 //!   takes); `handle.rs`: the handles; `key.rs`: the bounds every per-key
 //!   method shares ([`Key`], [`KeyRef`], [`KeyHasher`]).
@@ -76,6 +77,7 @@ pub mod model;
 mod pins;
 pub(crate) mod reclaim;
 mod ring;
+mod spares;
 mod table;
 mod windows;
 

@@ -55,6 +55,7 @@ use super::key::KeyHasher;
 use super::limbo::{InParts, Parts};
 use super::map::{Map, Value};
 use super::reclaim::{Graveyard, Guard};
+use super::spares::Spares;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Ordering};
 use std::hash::Hash;
 use std::ptr;
@@ -95,13 +96,18 @@ pub(crate) struct Ring<K, S> {
     hasher: S,
     max_keys: usize,
     /// Boxed (maps keep its address, and the ring may move), and declared
-    /// last: dropped after the maps (`Map::new_in`'s contract).
+    /// after the slots: dropped after the maps (`Map::new_in`'s contract).
     graveyard: Box<Graveyard>,
+    /// The retired maps' tables, for later maps (`spares.rs`). Boxed, and
+    /// declared last: the graveyard's drop may hand it the tables of the
+    /// maps it frees (`SparesRef::new`'s contract).
+    spares: Box<Spares<K, Entry>>,
 }
 
 /// A retired slice map is freed a table at a time (`limbo.rs`, "Freed in
-/// pieces"): freed whole, a map of a few hundred thousand keys held one
-/// request for 7.7-10.8 ms.
+/// pieces"; freed whole, a map of a few hundred thousand keys held one
+/// request for 7.7-10.8 ms), each table kept as a spare if it fits
+/// (`spares.rs`).
 impl<K: Send + Sync + 'static, S: Send + 'static> InParts for SliceMap<K, S> {
     fn take_parts(&mut self, parts: &mut Parts) {
         self.map.take_tables(parts);
@@ -159,6 +165,7 @@ where
             hasher,
             max_keys: usize::MAX,
             graveyard: Box::default(),
+            spares: Box::new(Spares::new(Entry::vacant)),
         }
     }
 
@@ -328,6 +335,9 @@ where
         // installed ones in `Drop`, the deferred ones by the collector's
         // own drop; neither drop uses it (field order, see `Ring`).
         let mut map = unsafe { Map::new_in(self.hasher.clone(), &self.graveyard, shards) };
+        // SAFETY: the spares are dropped after the graveyard, hence after
+        // every map and every part of one (field order, see `Ring`).
+        unsafe { map.set_spares(&self.spares) };
         map.set_max_keys(self.max_keys);
         let per_shard = prev.div_ceil(map.shards());
         map.presize(|_| per_shard);
@@ -426,10 +436,11 @@ where
         n
     }
 
-    /// Heap bytes of the ring and its maps.
+    /// Heap bytes of the ring, its maps and its spare tables.
     pub(crate) fn memory_bytes(&self) -> usize {
         let guard = Guard::pin(&self.graveyard);
-        let mut b = self.slots.len() * std::mem::size_of::<AtomicPtr<SliceMap<K, S>>>();
+        let mut b = self.slots.len() * std::mem::size_of::<AtomicPtr<SliceMap<K, S>>>()
+            + self.spares.memory_bytes();
         self.for_each_map(&guard, |m| {
             b += std::mem::size_of::<SliceMap<K, S>>() + m.map.memory_bytes(&());
         });

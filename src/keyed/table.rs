@@ -147,6 +147,36 @@ impl<K, V> Table<K, V> {
         }
     }
 
+    /// Control groups in the table.
+    pub(crate) fn groups(&self) -> usize {
+        self.ctrl.len()
+    }
+
+    /// Empties the table to be used again as a new one: every slot that
+    /// held a key (`FULL` or `TOMB`) has its key dropped and its value
+    /// replaced by `vacant()`, and every control byte becomes `EMPTY`. A
+    /// slot that never held a key still holds its vacant value (`insert`
+    /// writes a value only on its way to publishing the key). `&mut self`:
+    /// no reader can reach the table (`spares.rs`).
+    pub(crate) fn clear(&mut self, vacant: impl Fn() -> V) {
+        for (g, word) in self.ctrl.iter_mut().enumerate() {
+            let bytes = word.read_mut().to_ne_bytes();
+            // `EMPTY` first: if a destructor below panics, the group's
+            // remaining keys leak rather than being dropped twice.
+            word.write_mut(u64::from_ne_bytes([EMPTY; GROUP]));
+            for (b, &c) in bytes.iter().enumerate() {
+                if c != EMPTY {
+                    let s = &mut self.slots[g * GROUP + b];
+                    // SAFETY: a `FULL` or `TOMB` slot holds an initialized
+                    // key (invariant 1), dropped once: the slot is `EMPTY`
+                    // from now on.
+                    unsafe { s.key.get_mut().assume_init_drop() };
+                    s.value = vacant();
+                }
+            }
+        }
+    }
+
     /// Slots in the table.
     #[inline]
     pub(crate) fn capacity(&self) -> usize {

@@ -77,16 +77,8 @@ where
         // hold 7 keys (`Table::max_used`).
         let keys = ((st.len + 1) * 3 / 2 + 1).max(st.hint + st.hint / 10);
         let want = keys.div_ceil(GROUP - 1);
-        #[cfg(not(loom))]
-        let table = if V::ZEROED_VACANT {
-            // SAFETY: `V` says its vacant state is all zero bytes.
-            unsafe { Table::new_zeroed(want) }
-        } else {
-            Table::new(want, V::vacant)
-        };
-        #[cfg(loom)]
-        let table = Table::new(want, V::vacant);
-        let fresh = Box::into_raw(Box::new(table));
+        let spare = self.spares.as_ref().and_then(|s| s.get().take(want));
+        let fresh = Box::into_raw(spare.unwrap_or_else(|| Box::new(Self::new_table(want))));
         let old = p.current.load(Ordering::Acquire);
         if old.is_null() {
             p.current.store(fresh, Ordering::Release);
@@ -118,5 +110,15 @@ where
         st.len = moved;
         st.tombs = 0;
         n
+    }
+
+    /// A new table of `groups` groups, every slot vacant.
+    fn new_table(groups: usize) -> Table<K, V> {
+        #[cfg(not(loom))]
+        if V::ZEROED_VACANT {
+            // SAFETY: `V` says its vacant state is all zero bytes.
+            return unsafe { Table::new_zeroed(groups) };
+        }
+        Table::new(groups, V::vacant)
     }
 }

@@ -61,6 +61,7 @@ pub(crate) use value::Value;
 
 use super::limbo::Parts;
 use super::reclaim::{Graveyard, Guard};
+use super::spares::{Spare, Spares, SparesRef};
 use super::table::{Slot, Table};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
@@ -137,6 +138,9 @@ pub(crate) struct Map<K, V, S> {
     full_swept: AtomicU64,
     /// Shards of this map (a power of two, at most [`SHARDS`]).
     shards: usize,
+    /// Where its tables are taken from and go back to (a ring's slice
+    /// maps, `spares.rs`); none: allocated and freed.
+    spares: Option<SparesRef<K, V>>,
 }
 
 impl<K, V, S> Map<K, V, S>
@@ -211,6 +215,7 @@ where
                 .collect(),
             hasher,
             graveyard,
+            spares: None,
         }
     }
 
@@ -221,6 +226,17 @@ where
         for (i, l) in self.locks.iter_mut().enumerate() {
             l.get_mut().unwrap_or_else(|e| e.into_inner()).hint = hint(i);
         }
+    }
+
+    /// Takes new tables from `spares` when one fits, and hands its tables
+    /// to them when the collector frees the map (`take_tables`).
+    ///
+    /// # Safety
+    /// `spares` outlives the map and every part it hands over
+    /// (`SparesRef::new`).
+    pub(crate) unsafe fn set_spares(&mut self, spares: &Spares<K, V>) {
+        // SAFETY: the caller's contract.
+        self.spares = Some(unsafe { SparesRef::new(spares) });
     }
 
     /// The number of shards.
@@ -382,8 +398,9 @@ impl<K, V, S> Map<K, V, S> {
 }
 
 impl<K: Send + 'static, V: Send + 'static, S> Map<K, V, S> {
-    /// Moves every table out of the map to `parts`, to be freed one at a
-    /// time (`limbo.rs`, "Freed in pieces"); the map, left without tables,
+    /// Moves every table out of the map to `parts`, to be freed (or kept
+    /// as spares) one at a time (`limbo.rs`, "Freed in pieces"); the map,
+    /// left without tables,
     /// is only to be dropped. Called when the collector frees a retired
     /// map: no guard can reach it.
     pub(crate) fn take_tables(&mut self, parts: &mut Parts) {
@@ -394,7 +411,11 @@ impl<K: Send + 'static, V: Send + 'static, S> Map<K, V, S> {
                     t.write_mut(ptr::null_mut());
                     // SAFETY: `&mut self`, and a table in `current`/`old`
                     // was never handed to the collector (as in `drop`).
-                    parts.push(unsafe { Box::from_raw(raw) });
+                    let table = unsafe { Box::from_raw(raw) };
+                    match &self.spares {
+                        Some(to) => parts.push(Box::new(Spare::new(table, to))),
+                        None => parts.push(table),
+                    }
                 }
             }
         }

@@ -1,0 +1,235 @@
+//! Spare tables: the tables of a ring's retired slice maps, cleared, kept
+//! for the maps of later slices.
+//!
+//! # Why
+//! Every slice opens a new map, and each of its shards makes a table on
+//! its first insert. Allocated fresh, a table costs `calloc` its zeroing
+//! and the page faults of memory the allocator reuses (on the issue-10
+//! stream ~50 µs for each of a map's 128 first tables, ~6 ms a slice;
+//! ~370 µs each in some runs), and its free walks every slot and unmaps
+//! (BENCHMARKS.md, issue 10, tenth session). Meanwhile the map that left
+//! the window frees tables of the same size. Here its tables are cleared
+//! and handed to the new map instead: the pages stay mapped, the zeroing
+//! is limited to the slots that held keys, and nothing is unmapped.
+//!
+//! # The path of a table
+//! A retired slice map is freed in parts (`limbo.rs`): each of its tables
+//! goes to the ready list wrapped in a [`Spare`], whose drop (when the
+//! collector frees that part, on some insert) clears the table and
+//! [`keep`](Spares::keep)s it. A map that needs a table asks
+//! [`take`](Spares::take) before allocating one (`map/grow.rs`).
+//!
+//! # Invariants
+//! 1. A table enters the spares only through a [`Spare`]'s drop: a part of
+//!    a slice map the collector freed, so no guard can reach it. It is
+//!    cleared (`Table::clear`) before it is kept: a spare is a table as a
+//!    new one is, every control byte `EMPTY` and every value vacant.
+//! 2. A spare belongs to the list alone; `take` hands it to one map, which
+//!    publishes it as it would a new table (the shard pointer's `Release`
+//!    store after the table is written).
+//! 3. At most [`SHARDS`] tables are kept, each of a size that would fit
+//!    the latest request (`fits`); a table that does not fit is freed, and
+//!    each request that finds no fit frees one spare that does not fit. So
+//!    the spares hold about one map's tables at most, and a ring whose
+//!    tables shrink lets its old ones go.
+
+use super::map::SHARDS;
+use super::table::Table;
+use crate::sync::{AtomicUsize, Mutex, Ordering};
+use std::ptr::NonNull;
+
+/// The spare tables of one ring (module docs).
+pub(crate) struct Spares<K, V> {
+    /// Boxed: a map's shard points at its table's box (`Box::into_raw`),
+    /// which is handed over and back as it is.
+    #[allow(clippy::vec_box)]
+    list: Mutex<Vec<Box<Table<K, V>>>>,
+    /// Groups the latest [`take`](Self::take) asked for (0: none yet).
+    wanted: AtomicUsize,
+    vacant: fn() -> V,
+}
+
+/// Whether a table of `groups` groups serves a request for `want`: at
+/// least as big, and at most half as big again (a bigger one would hold
+/// memory the map did not ask for).
+fn fits(groups: usize, want: usize) -> bool {
+    want <= groups && groups <= want + want / 2
+}
+
+impl<K, V> Spares<K, V> {
+    /// No spares; a cleared slot's value is `vacant()`.
+    pub(crate) fn new(vacant: fn() -> V) -> Self {
+        Spares {
+            list: Mutex::new(Vec::new()),
+            wanted: AtomicUsize::new(0),
+            vacant,
+        }
+    }
+
+    /// A spare table of at least `want` groups (at most half as many
+    /// again), if one is kept. On a miss, frees one spare that does not
+    /// fit (invariant 3).
+    pub(crate) fn take(&self, want: usize) -> Option<Box<Table<K, V>>> {
+        self.wanted.store(want, Ordering::Relaxed);
+        let mut list = lock(&self.list);
+        if let Some(i) = list.iter().position(|t| fits(t.groups(), want)) {
+            return Some(list.swap_remove(i));
+        }
+        let stale = list.pop();
+        drop(list);
+        drop(stale);
+        None
+    }
+
+    /// Clears a retired table and keeps it, if it fits the latest request
+    /// and there is room; frees it otherwise. The caller owns it: no guard
+    /// can reach it (invariant 1).
+    fn keep(&self, mut t: Box<Table<K, V>>) {
+        if !fits(t.groups(), self.wanted.load(Ordering::Relaxed))
+            || lock(&self.list).len() >= SHARDS
+        {
+            return;
+        }
+        // Cleared outside the lock: it walks the table.
+        t.clear(self.vacant);
+        let mut list = lock(&self.list);
+        if list.len() < SHARDS {
+            list.push(t);
+        }
+    }
+
+    /// Heap bytes of the spares.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        lock(&self.list).iter().map(|t| t.memory_bytes()).sum()
+    }
+}
+
+/// A pointer to a ring's [`Spares`], held by each of its maps.
+pub(crate) struct SparesRef<K, V>(NonNull<Spares<K, V>>);
+
+// SAFETY: `Spares` is used only through `&Spares` (a mutex and an atomic;
+// `Sync` when its tables may move between threads), and it outlives every
+// map and part that holds this pointer (`SparesRef::new`).
+unsafe impl<K: Send, V: Send> Send for SparesRef<K, V> {}
+// SAFETY: as above.
+unsafe impl<K: Send, V: Send> Sync for SparesRef<K, V> {}
+
+impl<K, V> SparesRef<K, V> {
+    /// # Safety
+    /// `spares` outlives every map given this pointer and every [`Spare`]
+    /// made from it (the ring drops it after its maps and its collector).
+    pub(crate) unsafe fn new(spares: &Spares<K, V>) -> Self {
+        SparesRef(NonNull::from(spares))
+    }
+
+    pub(crate) fn get(&self) -> &Spares<K, V> {
+        // SAFETY: `new`'s contract.
+        unsafe { self.0.as_ref() }
+    }
+
+    fn copy(&self) -> Self {
+        SparesRef(self.0)
+    }
+}
+
+/// A retired table on its way to the spares: a part of a freed slice map
+/// (`limbo.rs`), kept when the collector frees it.
+pub(crate) struct Spare<K, V> {
+    table: Option<Box<Table<K, V>>>,
+    to: SparesRef<K, V>,
+}
+
+impl<K, V> Spare<K, V> {
+    /// `table` (which no guard can reach) for `to`.
+    pub(crate) fn new(table: Box<Table<K, V>>, to: &SparesRef<K, V>) -> Self {
+        Spare {
+            table: Some(table),
+            to: to.copy(),
+        }
+    }
+}
+
+impl<K, V> Drop for Spare<K, V> {
+    fn drop(&mut self) {
+        if let Some(t) = self.table.take() {
+            self.to.get().keep(t);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
+    // A panic while holding the list leaves it whole (one push or one
+    // removal), so a poisoned lock is used.
+    #[cfg(not(loom))]
+    return m.lock().unwrap_or_else(|e| e.into_inner());
+    #[cfg(loom)]
+    return m.lock().unwrap();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn hash(k: u64) -> u64 {
+        k.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    fn table(groups: usize, keys: &[Arc<u64>]) -> Box<Table<Arc<u64>, u64>> {
+        let t = Box::new(Table::new(groups, || 0));
+        for k in keys {
+            t.insert(hash(**k), k.clone(), |_| {});
+        }
+        t
+    }
+
+    #[test]
+    fn a_spare_is_cleared_kept_and_taken_by_size() {
+        let spares = Spares::new(|| 0u64);
+        let keys: Vec<Arc<u64>> = (0..40).map(Arc::new).collect();
+        let to = unsafe { SparesRef::new(&spares) };
+        // Nothing asked for yet: nothing fits, the table is freed.
+        drop(Spare::new(table(10, &keys), &to));
+        assert!(keys.iter().all(|k| Arc::strong_count(k) == 1));
+        assert!(spares.take(10).is_none());
+        // Now 10 groups are wanted: 10 to 15 fit.
+        for groups in [9, 10, 15, 16] {
+            drop(Spare::new(table(groups, &keys), &to));
+        }
+        assert!(
+            keys.iter().all(|k| Arc::strong_count(k) == 1),
+            "keys dropped"
+        );
+        let mut got: Vec<usize> = std::iter::from_fn(|| spares.take(10))
+            .map(|t| t.groups())
+            .collect();
+        got.sort();
+        assert_eq!(got, [10, 15]);
+        // A taken table is empty: every key can be inserted and found.
+        drop(Spare::new(table(10, &keys), &to));
+        let t = spares.take(10).expect("kept");
+        for k in &keys {
+            assert!(t.find(hash(**k), |x| x == k).is_none());
+            t.insert(hash(**k), k.clone(), |_| {});
+        }
+        assert!(keys.iter().all(|k| t.find(hash(**k), |x| x == k).is_some()));
+        drop(t);
+        assert!(keys.iter().all(|k| Arc::strong_count(k) == 1));
+    }
+
+    #[test]
+    fn a_miss_frees_a_spare_that_does_not_fit_and_the_list_is_bounded() {
+        let spares = Spares::new(|| 0u64);
+        let to = unsafe { SparesRef::new(&spares) };
+        assert!(spares.take(4).is_none());
+        for _ in 0..SHARDS + 3 {
+            drop(Spare::new(table(4, &[]), &to));
+        }
+        assert_eq!(lock(&spares.list).len(), SHARDS);
+        // Tables shrink: each miss lets one old spare go.
+        for n in 1..=3 {
+            assert!(spares.take(2).is_none());
+            assert_eq!(lock(&spares.list).len(), SHARDS - n);
+        }
+    }
+}
