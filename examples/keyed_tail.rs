@@ -1,14 +1,16 @@
 //! The slowest requests of a `KeyedLimiter` (`kl`, refusing: 1 permit per
-//! window) or `KeyedWindows` (`kw`) on the issue-10 Zipf stream (1M keys),
-//! one thread, past the first window: each request timed on its own, then
-//! percentiles and the requests over 100 µs. Time advances 1 ms
+//! window) or `KeyedWindows` (`kw`) on the issue-10 Zipf stream (1M keys,
+//! every key added once first), one thread, past `warm` requests (by
+//! default the first window: 40,960,000; 0 times the first window too):
+//! each request timed on its own, then percentiles and the requests over
+//! 100 µs. Time advances 1 ms
 //! every 4096 requests (`keyed_steady`'s pace), so a 1 s slice opens every
 //! 4,096,000 requests: what shows here is the work done when a slice
 //! opens, such as the limiter's automatic sweep of idle keys (BENCHMARKS.md,
 //! issue 11, ninth session) or the windows' new slice map.
 //!
 //! ```sh
-//! cargo run --release --example keyed_tail -- [kl|kw] [ops]
+//! cargo run --release --example keyed_tail -- [kl|kw] [ops] [warm]
 //! ```
 use std::time::{Duration, Instant};
 use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
@@ -29,6 +31,10 @@ fn main() {
         .get(2)
         .map(|s| s.parse().expect("ops: a number"))
         .unwrap_or(16_384_000);
+    let warm: u64 = args
+        .get(3)
+        .map(|s| s.parse().expect("warm: a number"))
+        .unwrap_or(40_960_000);
     let window = Duration::from_secs(10);
     let (lim, win);
     let op: &dyn Fn(u64, u64) = match which {
@@ -52,7 +58,6 @@ fn main() {
     for k in z.all_keys() {
         op(k, START);
     }
-    let warm = 40_960_000u64;
     for i in 0..warm {
         op(z.key(i as usize), now_of(i));
     }
