@@ -101,7 +101,7 @@ pub(crate) struct Ring<K, S> {
     /// The retired maps' tables, for later maps (`spares.rs`). Boxed, and
     /// declared last: the graveyard's drop may hand it the tables of the
     /// maps it frees (`SparesRef::new`'s contract).
-    spares: Box<Spares<K, Entry>>,
+    pub(super) spares: Box<Spares<K, Entry>>,
 }
 
 /// A retired slice map is freed a table at a time (`limbo.rs`, "Freed in

@@ -98,6 +98,12 @@ impl<K, V> Spares<K, V> {
         }
     }
 
+    /// Tables kept.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.list).len()
+    }
+
     /// Heap bytes of the spares.
     pub(crate) fn memory_bytes(&self) -> usize {
         lock(&self.list).iter().map(|t| t.memory_bytes()).sum()
@@ -169,23 +175,27 @@ fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::sync::AtomicU64;
     use std::sync::Arc;
 
     fn hash(k: u64) -> u64 {
         k.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 
-    fn table(groups: usize, keys: &[Arc<u64>]) -> Box<Table<Arc<u64>, u64>> {
-        let t = Box::new(Table::new(groups, || 0));
+    /// A table holding `keys`, each slot's value set to its key + 1.
+    fn table(groups: usize, keys: &[Arc<u64>]) -> Box<Table<Arc<u64>, AtomicU64>> {
+        let t = Box::new(Table::new(groups, || AtomicU64::new(0)));
         for k in keys {
-            t.insert(hash(**k), k.clone(), |_| {});
+            t.insert(hash(**k), k.clone(), |v| {
+                v.store(**k + 1, Ordering::Relaxed)
+            });
         }
         t
     }
 
     #[test]
     fn a_spare_is_cleared_kept_and_taken_by_size() {
-        let spares = Spares::new(|| 0u64);
+        let spares = Spares::new(|| AtomicU64::new(0));
         let keys: Vec<Arc<u64>> = (0..40).map(Arc::new).collect();
         let to = unsafe { SparesRef::new(&spares) };
         // Nothing asked for yet: nothing fits, the table is freed.
@@ -205,21 +215,63 @@ mod tests {
             .collect();
         got.sort();
         assert_eq!(got, [10, 15]);
-        // A taken table is empty: every key can be inserted and found.
+        // A taken table is as new: no key, every value vacant; every key
+        // can be inserted and found.
         drop(Spare::new(table(10, &keys), &to));
         let t = spares.take(10).expect("kept");
         for k in &keys {
             assert!(t.find(hash(**k), |x| x == k).is_none());
-            t.insert(hash(**k), k.clone(), |_| {});
+            let s = t.insert(hash(**k), k.clone(), |_| {});
+            assert_eq!(s.value().load(Ordering::Relaxed), 0, "a vacant value");
         }
         assert!(keys.iter().all(|k| t.find(hash(**k), |x| x == k).is_some()));
         drop(t);
         assert!(keys.iter().all(|k| Arc::strong_count(k) == 1));
     }
 
+    /// A ring of two slices, each slice's map filled with the same keys,
+    /// each key added `e + k` times in slice `e`: the new maps take the
+    /// retired maps' tables, and every count stays exact.
+    #[test]
+    fn a_ring_reuses_its_retired_maps_tables_and_every_count_stays_exact() {
+        use crate::keyed::reclaim::Guard;
+        use crate::keyed::ring::Ring;
+        use std::collections::hash_map::RandomState;
+        const KEYS: u64 = 5000;
+        let ring = Ring::new(2, 1, RandomState::new());
+        let mut taken = 0;
+        for e in 0..12u64 {
+            let guard = Guard::pin(ring.graveyard());
+            let m = ring.for_add(e, &guard).expect("the newest slice");
+            let mut most = ring.spares.len();
+            for k in 0..KEYS {
+                let h = ring.hash(&k);
+                let en = m.map.get_or_insert(h, |x| *x == k, || k, &(), e, &guard);
+                // Added onto what the entry holds: a key left behind by a
+                // badly cleared table would show its old count too.
+                let en = en.expect("unbounded");
+                assert!(matches!(en.add(e + k), crate::keyed::entry::Add::Done(_)));
+                let now = ring.spares.len();
+                // Kept spares only grow between takes: count the takes.
+                taken += most.saturating_sub(now);
+                most = now;
+            }
+            // Both slices of the window hold every key's exact count.
+            for f in e.saturating_sub(1)..=e {
+                let m = ring.get(f, &guard).expect("in the window");
+                for k in (0..KEYS).step_by(7) {
+                    let h = ring.hash(&k);
+                    let got = m.map.get(h, |x| *x == k, &guard).and_then(|en| en.read());
+                    assert_eq!(got, Some(f + k), "slice {f} key {k}");
+                }
+            }
+        }
+        assert!(taken > 0, "no new table came from the spares");
+    }
+
     #[test]
     fn a_miss_frees_a_spare_that_does_not_fit_and_the_list_is_bounded() {
-        let spares = Spares::new(|| 0u64);
+        let spares = Spares::new(|| AtomicU64::new(0));
         let to = unsafe { SparesRef::new(&spares) };
         assert!(spares.take(4).is_none());
         for _ in 0..SHARDS + 3 {
