@@ -79,7 +79,7 @@ fn a_retired_object_outlives_every_guard_that_loaded_it() {
         };
         let old = shared.swap(Obj::boxed(2), Ordering::AcqRel);
         // SAFETY: unlinked by the swap, retired once.
-        unsafe { limbo.retire(&domain, old) };
+        unsafe { limbo.retire(&domain, old, 0) };
         reader.join().unwrap();
         limbo.collect(&domain);
         drop(unsafe { Box::from_raw(shared.load(Ordering::Acquire)) });
@@ -106,7 +106,7 @@ fn a_nested_guard_keeps_its_thread_pinned() {
             let _pin = domain.pin();
             let old = shared.swap(Obj::boxed(2), Ordering::AcqRel);
             // SAFETY: unlinked by the swap, retired once.
-            unsafe { limbo.retire(&domain, old) };
+            unsafe { limbo.retire(&domain, old, 0) };
         }
         limbo.collect(&domain);
         reader.join().unwrap();
@@ -166,7 +166,7 @@ fn a_reader_pinning_again_is_judged_by_its_new_pin() {
         for next in [2, 3] {
             let old = shared.swap(Obj::boxed(next), Ordering::AcqRel);
             // SAFETY: unlinked by the swap, retired once.
-            unsafe { limbo.retire(&domain, old) };
+            unsafe { limbo.retire(&domain, old, 0) };
         }
         reader.join().unwrap();
         limbo.collect(&domain);

@@ -176,7 +176,7 @@ impl Drop for Pin<'_> {
 #[cfg(all(test, not(loom)))]
 pub(super) mod tests {
     use super::*;
-    use crate::keyed::limbo::Limbo;
+    use crate::keyed::limbo::{Limbo, COLLECT_BYTES};
     use crate::sync::AtomicUsize;
     use std::sync::{mpsc, Arc};
 
@@ -193,7 +193,7 @@ pub(super) mod tests {
     pub(in crate::keyed) fn retire(limbo: &Limbo, d: &Domain, freed: &Arc<AtomicUsize>) {
         let p = Box::into_raw(Box::new(Counted(freed.clone())));
         // SAFETY: never published, retired once.
-        unsafe { limbo.retire(d, p) };
+        unsafe { limbo.retire(d, p, COLLECT_BYTES) };
     }
 
     /// A thread pinned (and holding a nested guard) until told to go.
@@ -318,7 +318,7 @@ pub(super) mod tests {
                 let _pin = D.pin();
                 let old = shared.swap(fresh, Ordering::AcqRel);
                 // SAFETY: unlinked by the swap, retired once.
-                unsafe { limbo.retire(&D, old) };
+                unsafe { limbo.retire(&D, old, COLLECT_BYTES) };
             }
             stop.store(true, Ordering::Relaxed);
         });

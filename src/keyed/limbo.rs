@@ -16,8 +16,9 @@
 //! always freed: the ring may keep it for a later slice (`spares.rs`).
 //!
 //! # Memory held
-//! - **Waiting:** fewer than [`COLLECT_AT`] objects, plus those retired at
-//!   or after the oldest pin the list's last collect saw (a retiring thread
+//! - **Waiting:** fewer than [`COLLECT_AT`] objects or [`COLLECT_BYTES`]
+//!   (at most [`COLLECT_MAX`] objects), plus those retired at or after the
+//!   oldest pin the list's last collect saw (a retiring thread
 //!   is itself pinned, so the object it has just retired waits for the
 //!   next collect). An object retired in parts collects at once: the map
 //!   a ring retires at one rotation is freed at the next.
@@ -40,15 +41,29 @@
 use super::epoch::Domain;
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
-/// A [`Limbo`] collects when it holds this many objects: each collect is a
+/// A [`Limbo`] collects when it holds this many objects of at least
+/// [`COLLECT_BYTES`] in all, or [`COLLECT_MAX`] objects: each collect is a
 /// system call that interrupts every CPU running a thread of ours
-/// (`barrier.rs`), so it is amortized over several retirements; and few
-/// objects wait (a retired table can be megabytes). One under loom, so
+/// (`barrier.rs`), so it is amortized over several retirements; and little
+/// memory waits (a retired table can be megabytes). One under loom, so
 /// that a model collects on every retirement.
 #[cfg(not(loom))]
 pub(crate) const COLLECT_AT: usize = 4;
 #[cfg(loom)]
 pub(crate) const COLLECT_AT: usize = 1;
+
+/// The bytes [`COLLECT_AT`] objects must hold for a collect: small tables
+/// (a map's first tables, replaced as they grow) wait for more company. A
+/// map with every shard growing from one group retires about 2,000 tables
+/// on its way to 1M keys: collecting every fourth made 685 `membarrier`
+/// calls in `keyed_tail`'s warm-up, each interrupting every CPU that runs
+/// one of our threads; with this threshold, 130 (BENCHMARKS.md).
+/// (Under loom `COLLECT_AT` is 1, and a list of one collects at once.)
+pub(crate) const COLLECT_BYTES: usize = 1 << 20;
+
+/// A [`Limbo`] collects when it holds this many objects, whatever their
+/// size.
+pub(crate) const COLLECT_MAX: usize = 64;
 
 /// The most ready objects one collect frees (module docs, "Freed in
 /// pieces"): one, as an insert does. A part is one shard's table; a slice
@@ -59,12 +74,13 @@ pub(crate) const FREE_AT_ONCE: usize = 1;
 type Free = unsafe fn(*mut (), &mut Parts);
 
 /// A retired object, with the epoch it was retired at (0 for a part,
-/// which is ready when it is made).
+/// which is ready when it is made) and the bytes it holds.
 #[derive(Clone, Copy)]
 struct Retired {
     ptr: *mut (),
     free: Free,
     epoch: u64,
+    bytes: usize,
 }
 
 // SAFETY: a retired object is only ever freed (by `free`, its own drop),
@@ -91,6 +107,7 @@ impl Parts {
             ptr: Box::into_raw(part).cast(),
             free: free_box::<T>,
             epoch: 0,
+            bytes: 0,
         });
     }
 
@@ -120,6 +137,8 @@ impl Drop for Parts {
 #[derive(Default)]
 struct Lists {
     waiting: Vec<Retired>,
+    /// Bytes the waiting objects hold.
+    waiting_bytes: usize,
     ready: Vec<Retired>,
 }
 
@@ -153,16 +172,16 @@ unsafe fn free_in_parts<T: InParts>(p: *mut (), parts: &mut Parts) {
 }
 
 impl Limbo {
-    /// Retires `ptr`: it is freed whole once no guard pinned in `domain`
-    /// can reach it. Collects if the list is long enough.
+    /// Retires `ptr`, which holds `bytes`: it is freed whole once no guard
+    /// pinned in `domain` can reach it. Collects if the list is long enough.
     ///
     /// # Safety
     /// `ptr` came from `Box::into_raw`, is unlinked (no guard pinned from
     /// now on can load it), and is handed over exactly once; the caller
     /// holds a pin of `domain` or none.
-    pub unsafe fn retire<T: Send + 'static>(&self, domain: &Domain, ptr: *mut T) {
+    pub unsafe fn retire<T: Send + 'static>(&self, domain: &Domain, ptr: *mut T, bytes: usize) {
         // SAFETY: the caller's contract.
-        unsafe { self.push(domain, ptr.cast(), free_box::<T>, COLLECT_AT) }
+        unsafe { self.push(domain, ptr.cast(), free_box::<T>, bytes, COLLECT_AT) }
     }
 
     /// [`retire`](Self::retire) for an object freed in parts: once no guard
@@ -173,20 +192,38 @@ impl Limbo {
     /// As [`retire`](Self::retire).
     pub unsafe fn retire_in_parts<T: InParts>(&self, domain: &Domain, ptr: *mut T) {
         // SAFETY: the caller's contract.
-        unsafe { self.push(domain, ptr.cast(), free_in_parts::<T>, 1) }
+        unsafe { self.push(domain, ptr.cast(), free_in_parts::<T>, 0, 1) }
     }
 
-    /// Retires, and collects if `collect_at` objects wait: [`COLLECT_AT`],
-    /// or 1 for an object in parts (a slice map: large, and retired once
-    /// a slice, so it should not wait for three more).
+    /// Retires, and collects if `collect_at` objects wait holding
+    /// [`COLLECT_BYTES`] (or [`COLLECT_MAX`] objects): `collect_at` is
+    /// [`COLLECT_AT`], or 1 for an object in parts (a slice map: large,
+    /// and retired once a slice, so it should not wait for three more).
     ///
     /// # Safety
     /// As [`retire`](Self::retire), `free` being the pointee's.
-    unsafe fn push(&self, domain: &Domain, ptr: *mut (), free: Free, collect_at: usize) {
+    unsafe fn push(
+        &self,
+        domain: &Domain,
+        ptr: *mut (),
+        free: Free,
+        bytes: usize,
+        collect_at: usize,
+    ) {
         let epoch = domain.bump();
         let mut lists = lock(&self.lists);
-        lists.waiting.push(Retired { ptr, free, epoch });
-        if lists.waiting.len() >= collect_at {
+        lists.waiting.push(Retired {
+            ptr,
+            free,
+            epoch,
+            bytes,
+        });
+        lists.waiting_bytes += bytes;
+        let n = lists.waiting.len();
+        if collect_at == 1
+            || (n >= collect_at && lists.waiting_bytes >= COLLECT_BYTES)
+            || n >= COLLECT_MAX
+        {
             self.promote(domain, &mut lists);
             drop(lists);
             self.free_ready(FREE_AT_ONCE);
@@ -213,9 +250,14 @@ impl Limbo {
     /// Moves the objects no guard can reach to the ready list.
     fn promote(&self, domain: &Domain, lists: &mut Lists) {
         let m = domain.safe_below();
-        let Lists { waiting, ready } = lists;
+        let Lists {
+            waiting,
+            waiting_bytes,
+            ready,
+        } = lists;
         waiting.retain(|r| {
             if r.epoch < m {
+                *waiting_bytes -= r.bytes;
                 ready.push(*r);
                 false
             } else {
@@ -314,6 +356,33 @@ mod tests {
         retire(&limbo, &D, &freed);
         drop(limbo);
         assert_eq!(count(), COLLECT_AT + 1);
+    }
+
+    #[test]
+    fn small_objects_wait_for_more_bytes_or_more_company() {
+        static D: Domain = Domain::new();
+        let freed = Arc::new(AtomicUsize::new(0));
+        let small = |limbo: &Limbo, bytes: usize| {
+            let p = Box::into_raw(Box::new(Counted(freed.clone())));
+            // SAFETY: never published, retired once.
+            unsafe { limbo.retire(&D, p, bytes) };
+        };
+        // Tiny objects: no collect until `COLLECT_MAX` wait.
+        let limbo = Limbo::default();
+        for n in 1..COLLECT_MAX {
+            small(&limbo, 16);
+            assert_eq!(limbo.held(), (n, 0));
+        }
+        small(&limbo, 16);
+        assert_eq!(limbo.held(), (0, COLLECT_MAX - FREE_AT_ONCE));
+        // `COLLECT_AT` objects holding `COLLECT_BYTES` between them collect.
+        let limbo = Limbo::default();
+        for n in 1..COLLECT_AT {
+            small(&limbo, COLLECT_BYTES / COLLECT_AT);
+            assert_eq!(limbo.held(), (n, 0));
+        }
+        small(&limbo, COLLECT_BYTES / COLLECT_AT);
+        assert_eq!(limbo.held(), (0, COLLECT_AT - FREE_AT_ONCE));
     }
 
     /// Owns `n` parts, each counting its drop in `parts`; counts its own

@@ -58,18 +58,26 @@ impl<'a> Guard<'a> {
         }
     }
 
-    /// Frees `ptr` (from `Box::into_raw`) once no guard alive now, or
-    /// pinned before this call, can still reach it.
+    /// Frees `ptr` (from `Box::into_raw`; it holds `bytes`, which set how
+    /// soon its list collects) once no guard alive now, or pinned before
+    /// this call, can still reach it.
     ///
     /// # Safety
     /// `ptr` came from `Box::into_raw`, has been unlinked so that no guard
     /// pinned after this call can reach it, and is handed over exactly once.
-    pub(crate) unsafe fn defer_free<T: Send + 'static>(&self, ptr: *mut T, graveyard: &Graveyard) {
+    pub(crate) unsafe fn defer_free<T: Send + 'static>(
+        &self,
+        ptr: *mut T,
+        bytes: usize,
+        graveyard: &Graveyard,
+    ) {
         #[cfg(not(loom))]
         // SAFETY: the caller's contract; this thread holds a pin of `DOMAIN`.
         unsafe {
-            graveyard.limbo.retire(&DOMAIN, ptr)
+            graveyard.limbo.retire(&DOMAIN, ptr, bytes)
         };
+        #[cfg(loom)]
+        let _ = bytes;
         #[cfg(loom)]
         graveyard.keep(SendPtr(ptr));
     }

@@ -106,7 +106,7 @@ where
         p.old.store(ptr::null_mut(), Ordering::Release);
         // SAFETY: `old` is unlinked (neither `current` nor `old` holds it),
         // so only guards pinned before now can reach it.
-        unsafe { guard.defer_free(old, &self.graveyard) };
+        unsafe { guard.defer_free(old, o.memory_bytes(), &self.graveyard) };
         st.len = moved;
         st.tombs = 0;
         n
