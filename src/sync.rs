@@ -34,6 +34,15 @@ pub(crate) use loom::sync::Mutex;
 #[cfg(not(loom))]
 pub(crate) use std::sync::Mutex;
 
+/// Locks `m`, poisoned or not: for a mutex whose data a panic cannot leave
+/// half-changed (each caller says why). Loom's mutex does not poison.
+pub(crate) fn lock_whole<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
+    #[cfg(not(loom))]
+    return m.lock().unwrap_or_else(|e| e.into_inner());
+    #[cfg(loom)]
+    return m.lock().unwrap();
+}
+
 /// The value of an atomic its owner holds exclusively (`&mut`, as in a
 /// `Drop`): std's `get_mut`, or loom's `with_mut`, behind one name.
 pub(crate) trait Exclusive {

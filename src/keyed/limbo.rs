@@ -39,7 +39,7 @@
 //!    guard can reach it either.
 
 use super::epoch::Domain;
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock_whole as lock, AtomicUsize, Mutex, Ordering};
 
 /// A [`Limbo`] collects when it holds this many objects of at least
 /// [`COLLECT_BYTES`] in all, or [`COLLECT_MAX`] objects: each collect is a
@@ -145,6 +145,8 @@ struct Lists {
 /// One owner's retired objects (module docs).
 #[derive(Default)]
 pub struct Limbo {
+    /// Locked poisoned or not (`lock_whole`): a panic while holding it
+    /// leaves the lists whole (one push, `retain` or pop).
     lists: Mutex<Lists>,
     /// `lists.ready.len()`, written under the mutex: lets
     /// [`free_one`](Self::free_one) return without taking it.
@@ -310,15 +312,6 @@ impl Drop for Limbo {
         drop(lists);
         drop(all);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
-    // A panic while holding the list leaves it whole (one push or one
-    // `retain`), so a poisoned lock is used.
-    #[cfg(not(loom))]
-    return m.lock().unwrap_or_else(|e| e.into_inner());
-    #[cfg(loom)]
-    return m.lock().unwrap();
 }
 
 #[cfg(all(test, not(loom)))]
