@@ -481,9 +481,10 @@ mod tests {
         let keys: Vec<Arc<u64>> = (0..5000).map(Arc::new).collect();
         let guard = Guard::pin(ring.graveyard());
         let mut m = ring.fresh_map(0, &guard);
-        // Room from the start: no move leaves a key's clone in a retired
-        // table.
-        m.map.presize(|_| keys.len());
+        // Room from the start (twice a shard's even share): no move leaves
+        // a key's clone in a retired table.
+        let per_shard = 2 * keys.len() / m.map.shards() + 16;
+        m.map.presize(|_| per_shard);
         for k in &keys {
             let h = ring.hash(k);
             m.map

@@ -400,9 +400,8 @@ impl<K, V, S> Map<K, V, S> {
 impl<K: Send + 'static, V: Send + 'static, S> Map<K, V, S> {
     /// Moves every table out of the map to `parts`, to be freed (or kept
     /// as spares) one at a time (`limbo.rs`, "Freed in pieces"); the map,
-    /// left without tables,
-    /// is only to be dropped. Called when the collector frees a retired
-    /// map: no guard can reach it.
+    /// left without tables, is only to be dropped. Called when the
+    /// collector frees a retired map: no guard can reach it.
     pub(crate) fn take_tables(&mut self, parts: &mut Parts) {
         for p in self.ptrs.iter_mut() {
             for t in [&mut p.current, &mut p.old] {
