@@ -328,9 +328,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     }
 
     /// Bytes held by the whole structure: every slice's tables (control
-    /// bytes and slots, each holding a key and its entry) and contended
-    /// keys' stripes. Keys' own heap data (e.g. a `String`'s buffer) is not
-    /// included.
+    /// bytes and slots, each holding a key and its entry), contended keys'
+    /// stripes, and the tables of slices that left the window kept,
+    /// cleared, for the next slices (at most about one slice's worth).
+    /// Keys' own heap data (e.g. a `String`'s buffer) is not included.
     pub fn memory_bytes(&self) -> usize {
         self.ring.memory_bytes()
     }
