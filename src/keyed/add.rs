@@ -21,7 +21,7 @@
 use super::entry::{Add, Entry, COUNT_MAX};
 use super::key::{Key, KeyHasher, KeyRef};
 use super::reclaim::Guard;
-use super::ring::SliceMap;
+use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::Clock;
 use crate::sync::Ordering;

@@ -6,7 +6,8 @@
 //! - `ring.rs`: the engine is *slice-major*: one map of keys per live slice
 //!   of the window, slot `e mod S` holding the map of epoch `e`; a slice
 //!   that leaves the window is dropped whole. The `head` hint finds the
-//!   newest slice's map without a division.
+//!   newest slice's map without a division. `slice_map.rs`: one slice's
+//!   map, how it is sized from the slice before, and how it is freed.
 //! - `entry.rs`: one key's count in one slice (24 bytes inline in the map's
 //!   slot): one CAS an add, striped into a [`crate::StripedCounter`] under
 //!   contention, sealed and lent when its table moves.
@@ -77,6 +78,7 @@ pub mod model;
 mod pins;
 pub(crate) mod reclaim;
 mod ring;
+mod slice_map;
 mod spares;
 mod table;
 mod windows;

@@ -52,35 +52,13 @@
 
 use super::entry::Entry;
 use super::key::KeyHasher;
-use super::limbo::{InParts, Parts};
-use super::map::{Map, Value, SHARDS};
 use super::reclaim::{Graveyard, Guard};
+use super::slice_map::SliceMap;
 use super::spares::Spares;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Ordering};
 use std::hash::Hash;
 use std::ptr;
 use strength_reduce::StrengthReducedU64;
-
-/// Keys a slice map's shard holds, about, before the ring gives the next
-/// slice's map more shards.
-const KEYS_PER_SHARD: usize = 2048;
-
-/// The fewest shards a slice map has: twice the CPUs (rounded up to a
-/// power of two), so that threads inserting at once rarely share a lock.
-fn min_shards() -> usize {
-    2 * crate::stripes::default_cap()
-}
-
-/// The map of one slice.
-pub(crate) struct SliceMap<K, S> {
-    /// The slice (epoch) this map counts.
-    pub(crate) epoch: u64,
-    /// The slice's first nanosecond (`epoch * slice_nanos`): a time is in
-    /// this slice iff `now - start < slice_nanos` (no division).
-    start: u64,
-    /// Every key with adds in this slice, and its count.
-    pub(crate) map: Map<K, Entry, S>,
-}
 
 /// The ring of slice maps (see the module docs).
 pub(crate) struct Ring<K, S> {
@@ -102,48 +80,6 @@ pub(crate) struct Ring<K, S> {
     /// declared last: the graveyard's drop may hand it the tables of the
     /// maps it frees (`SparesRef::new`'s contract).
     pub(super) spares: Box<Spares<K, Entry>>,
-}
-
-/// A retired slice map is freed a table at a time (`limbo.rs`, "Freed in
-/// pieces"; freed whole, a map of a few hundred thousand keys held one
-/// request for 7.7-10.8 ms), each table kept as a spare if it fits
-/// (`spares.rs`).
-impl<K: Send + Sync + 'static, S: Send + 'static> InParts for SliceMap<K, S> {
-    fn take_parts(&mut self, parts: &mut Parts) {
-        self.map.take_tables(parts);
-    }
-}
-
-impl Value for Entry {
-    type Cfg = ();
-
-    fn vacant() -> Self {
-        Entry::vacant()
-    }
-
-    // Two zero words and a null pointer (`Entry::vacant`).
-    #[cfg(not(loom))]
-    const ZEROED_VACANT: bool = true;
-
-    fn init(&self, _cfg: &(), incoming: bool) {
-        Entry::init(self, incoming);
-    }
-
-    fn move_into(&self, to: &Self, _cfg: &(), _guard: &Guard<'_>, _graveyard: &Graveyard) {
-        Entry::move_into(self, to);
-    }
-
-    fn try_retire(&self, _now: u64, _cfg: &(), _guard: &Guard<'_>, _graveyard: &Graveyard) -> bool {
-        false // whole slices retire, never one key
-    }
-
-    fn is_dead(&self) -> bool {
-        false
-    }
-
-    fn heap_bytes(&self, _cfg: &()) -> usize {
-        Entry::heap_bytes(self)
-    }
 }
 
 impl<K, S> Ring<K, S>
@@ -323,36 +259,24 @@ where
         }
     }
 
-    /// A map for epoch `e`, sized for the keys the newest map holds
-    /// (slices of a steady stream see similar keys): as many shards as
-    /// keep a shard's table small (at least enough that inserting threads
-    /// rarely share a lock), each table presized so that filling the map
-    /// needs no rebuild. With no newest map to go by (the ring's first),
-    /// every shard: a busy first slice spread over `min_shards()` grew
-    /// tables of 250K keys on the issue-10 stream, moved 190K keys on one
-    /// request (7.8 ms) and took 1.3 ms a table to free; the other shards
-    /// cost about 6 KB, once.
+    /// A map for epoch `e`, sized from the newest map (`slice_map.rs`,
+    /// "Sizing").
     fn fresh_map(&self, e: u64, guard: &Guard<'_>) -> SliceMap<K, S> {
-        let newest = self.get(self.newest(), guard);
-        let prev = newest.map_or(0, |m| m.map.len());
-        let shards = match newest {
-            None => SHARDS,
-            Some(_) => (prev / KEYS_PER_SHARD).max(min_shards()),
-        };
-        // SAFETY: the ring's graveyard is dropped after every map: the
+        let prev = self.get(self.newest(), guard).map(|m| m.map.len());
+        // SAFETY: the ring's graveyard is dropped after every map (the
         // installed ones in `Drop`, the deferred ones by the collector's
-        // own drop; neither drop uses it (field order, see `Ring`).
-        let mut map = unsafe { Map::new_in(self.hasher.clone(), &self.graveyard, shards) };
-        // SAFETY: the spares are dropped after the graveyard, hence after
-        // every map and every part of one (field order, see `Ring`).
-        unsafe { map.set_spares(&self.spares) };
-        map.set_max_keys(self.max_keys);
-        let per_shard = prev.div_ceil(map.shards());
-        map.presize(|_| per_shard);
-        SliceMap {
-            epoch: e,
-            start: e.saturating_mul(self.slice_nanos),
-            map,
+        // own drop; neither drop uses it), and the spares after the
+        // graveyard (field order, see `Ring`).
+        unsafe {
+            SliceMap::new(
+                e,
+                self.slice_nanos,
+                prev,
+                self.hasher.clone(),
+                &self.graveyard,
+                &self.spares,
+                self.max_keys,
+            )
         }
     }
 
@@ -466,45 +390,5 @@ impl<K, S> Drop for Ring<K, S> {
                 drop(unsafe { Box::from_raw(p) });
             }
         }
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use std::collections::hash_map::RandomState;
-    use std::sync::Arc;
-
-    #[test]
-    fn a_slice_map_hands_every_table_to_its_parts_and_each_key_is_dropped_once() {
-        let ring = Ring::new(2, 1, RandomState::new());
-        let keys: Vec<Arc<u64>> = (0..5000).map(Arc::new).collect();
-        let guard = Guard::pin(ring.graveyard());
-        let mut m = ring.fresh_map(0, &guard);
-        // Room from the start (twice a shard's even share): no move leaves
-        // a key's clone in a retired table.
-        let per_shard = 2 * keys.len() / m.map.shards() + 16;
-        m.map.presize(|_| per_shard);
-        for k in &keys {
-            let h = ring.hash(k);
-            m.map
-                .get_or_insert(h, |x| x == k, || k.clone(), &(), 0, &guard);
-        }
-        assert_eq!(m.map.len(), keys.len());
-        assert!(keys.iter().all(|k| Arc::strong_count(k) == 2));
-        let mut parts = Parts::default();
-        m.take_parts(&mut parts);
-        // 5000 keys reach every shard: a table each.
-        assert_eq!(parts.len(), m.map.shards());
-        drop(m);
-        assert!(
-            keys.iter().all(|k| Arc::strong_count(k) == 2),
-            "keys live in the parts"
-        );
-        drop(parts);
-        assert!(
-            keys.iter().all(|k| Arc::strong_count(k) == 1),
-            "each key dropped once"
-        );
     }
 }
