@@ -159,6 +159,13 @@ impl<K, V> Table<K, V> {
     /// writes a value only on its way to publishing the key). `&mut self`:
     /// no reader can reach the table (`spares.rs`).
     pub(crate) fn clear(&mut self, vacant: impl Fn() -> V) {
+        self.drain_keys(|v| *v = vacant());
+    }
+
+    /// Drops the key of every slot that held one (`FULL` or `TOMB`),
+    /// calls `f` on its value, and makes every control byte `EMPTY`: what
+    /// `clear` and `drop` share.
+    fn drain_keys(&mut self, mut f: impl FnMut(&mut V)) {
         for (g, word) in self.ctrl.iter_mut().enumerate() {
             let bytes = word.read_mut().to_ne_bytes();
             // `EMPTY` first: if a destructor below panics, the group's
@@ -171,7 +178,7 @@ impl<K, V> Table<K, V> {
                     // key (invariant 1), dropped once: the slot is `EMPTY`
                     // from now on.
                     unsafe { s.key.get_mut().assume_init_drop() };
-                    s.value = vacant();
+                    f(&mut s.value);
                 }
             }
         }
@@ -379,16 +386,8 @@ impl<K, V> Table<K, V> {
 
 impl<K, V> Drop for Table<K, V> {
     fn drop(&mut self) {
-        for (g, word) in self.ctrl.iter_mut().enumerate() {
-            let bytes = word.read_mut().to_ne_bytes();
-            for (b, &c) in bytes.iter().enumerate() {
-                if c != EMPTY {
-                    // SAFETY: `FULL` and `TOMB` slots hold an initialized key
-                    // (invariant 1), dropped once, here, with exclusive access.
-                    unsafe { self.slots[g * GROUP + b].key.get_mut().assume_init_drop() };
-                }
-            }
-        }
+        // The keys; the values go with the slots (`LineSlice`'s drop).
+        self.drain_keys(|_| {});
     }
 }
 

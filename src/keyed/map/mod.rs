@@ -149,11 +149,10 @@ where
     V: Value,
     S: BuildHasher,
 {
-    /// An empty map with a collector of its own. `sweep_per_step`:
-    /// shards swept automatically at each new sweep step (0 turns automatic
-    /// sweeping off; see `sweep.rs`).
-    pub(crate) fn new(hasher: S, sweep_per_step: usize) -> Self {
-        Self::with_yard(hasher, sweep_per_step, Yard::Own(Box::default()), SHARDS)
+    /// An empty map with a collector of its own and every shard, without
+    /// automatic sweeping ([`set_sweep`](Self::set_sweep) turns it on).
+    pub(crate) fn new(hasher: S) -> Self {
+        Self::with_yard(hasher, 0, Yard::Own(Box::default()), SHARDS)
     }
 
     /// Sweeps automatically `per_step` parts at each new sweep step (0:

@@ -289,7 +289,7 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
         let pace = SweepPace::of(&cfg);
         KeyedLimiter {
             map: {
-                let mut map = Map::new(hasher.clone(), 0);
+                let mut map = Map::new(hasher.clone());
                 map.set_sweep(pace.units, PARTS);
                 map
             },

@@ -104,7 +104,7 @@ impl<K: Key, S: BuildHasher> Quotas<K, S> {
         Quotas {
             defaults: std::array::from_fn(|i| AtomicU64::new(limits.get(i).copied().unwrap_or(0))),
             levels: limits.len(),
-            overrides: Map::new(hasher, 0),
+            overrides: Map::new(hasher),
             count: AtomicUsize::new(0),
         }
     }
