@@ -19,6 +19,15 @@ pub const THREADS: [usize; THREAD_COUNTS.len()] = THREAD_COUNTS;
 /// time (which would turn a window add into a cheap "too old" drop).
 static NEXT_INDEX: AtomicU64 = AtomicU64::new(0);
 
+/// The index the next measurement starts from (at least): an untimed pass
+/// that fills a structure before its row stamps its ops with the time of
+/// this index, so that the timed ops continue from it instead of jumping
+/// ahead by every op the earlier rows ran.
+#[allow(dead_code)] // not every bench fills its structures first
+pub fn next_index() -> u64 {
+    NEXT_INDEX.load(Ordering::Relaxed)
+}
+
 /// Benchmarks `op(state, thread, i)` under `name` at the pool's thread
 /// count. Within one measurement every thread sees the same increasing run
 /// of indices `i`, and each measurement's run starts after the last one's.
