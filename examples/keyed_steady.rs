@@ -12,10 +12,14 @@
 //! the warm-up, each walking the stream from its own offset at the same
 //! times (as `benches/keyed.rs` does), `ops` adds each.
 //! `kw`: `KeyedWindows::add_at`; `hk`: `HotKeyDetector::add_at`; `dm`: a
-//! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter; `kl`:
+//! `DashMap<u64, AtomicU64>`; `gv`: governor's keyed limiter (`gvu`: on
+//! its coarse upkeep clock, as the criterion rows); `kl`:
 //! `KeyedLimiter::try_acquire_at` (limit `u32::MAX`, as the admitting rows
-//! of `benches/limiter.rs`); `klr` and `gvr`: the refusing rows' limiters
-//! (1 permit per window). With `HOT=1` every timed op is on one key among
+//! of `benches/limiter.rs`); `klr`, `gvr` and `gvur`: the refusing rows'
+//! limiters (1 permit per window). `WSEC=n` makes the windows `n` s long
+//! (default 10, in 10 slices): with `WSEC=100000` no timed request is the
+//! first of its key in a new slice, so none rolls (the roll's share of a
+//! `kl` request, BENCHMARKS.md, issue 11, eleventh session). With `HOT=1` every timed op is on one key among
 //! the pre-inserted ones; with `HOT=only` the structure holds that key
 //! alone, as in the benches' one-hot-key rows (warm-up ops are on it too;
 //! `--toggle-collect='keyed_steady::timed_hot*'`).
@@ -50,8 +54,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let which = args.get(1).map(|s| s.as_str()).unwrap_or("kw");
     assert!(
-        ["kw", "hk", "dm", "gv", "gvr", "kl", "klr"].contains(&which),
-        "kw | hk | dm | gv | gvr | kl | klr"
+        ["kw", "hk", "dm", "gv", "gvr", "gvu", "gvur", "kl", "klr"].contains(&which),
+        "kw | hk | dm | gv | gvr | gvu | gvur | kl | klr"
     );
     let hot = std::env::var_os("HOT").is_some_and(|v| v == "1" || v == "only");
     // `HOT=only`: the structure holds the hot key alone (criterion's
@@ -64,7 +68,11 @@ fn main() {
     let warm: u64 = args.get(3).map(|s| s.parse().unwrap()).unwrap_or(0);
     let threads: usize = args.get(4).map(|s| s.parse().unwrap()).unwrap_or(1);
     let z = ZipfStream::new();
-    let w = Duration::from_secs(10);
+    let w = Duration::from_secs(
+        std::env::var("WSEC")
+            .ok()
+            .map_or(10, |v| v.parse().unwrap()),
+    );
     macro_rules! run {
         ($add:expr) => {{
             let add = $add;
@@ -124,6 +132,29 @@ fn main() {
                 governor::Quota::with_period(w).unwrap()
             };
             let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(quota);
+            run!(|k: u64, _now: u64| {
+                let _ = black_box(s.check_key(&k));
+            })
+        }
+        "gvu" | "gvur" => {
+            // As the criterion rows: governor on its coarse upkeep clock.
+            let quota = if which == "gvu" {
+                governor::Quota::per_second(NonZeroU32::MAX)
+            } else {
+                governor::Quota::with_period(w).unwrap()
+            };
+            let clock = governor::clock::QuantaUpkeepClock::from_interval(Duration::from_millis(1))
+                .expect("upkeep clock");
+            let s: governor::RateLimiter<
+                u64,
+                governor::state::keyed::DashMapStateStore<u64>,
+                governor::clock::QuantaUpkeepClock,
+                governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
+            > = governor::RateLimiter::new(
+                quota,
+                governor::state::keyed::DashMapStateStore::<u64>::default(),
+                clock,
+            );
             run!(|k: u64, _now: u64| {
                 let _ = black_box(s.check_key(&k));
             })
