@@ -1,6 +1,6 @@
 //! Loom models of the per-key engine through its public types, the ring
 //! of slice maps and the maps included (`src/keyed/ring.rs`, `map.rs`,
-//! `table.rs`, `hot.rs`): the hot rule's single reporting CAS (cold and
+//! `table/`, `hot.rs`): the hot rule's single reporting CAS (cold and
 //! striped keys, handles, re-crossing), concurrent insertion of a new
 //! key, rotations of the ring racing adds, readers, late adds and
 //! evictions, and adds and reads racing a map's move to a bigger table. One entry's protocols are raced directly

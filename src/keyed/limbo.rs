@@ -37,8 +37,13 @@
 //!    [`Domain::safe_below`] returned after it was in the list; a part is
 //!    freed only after the object that owned it was, which was ready: no
 //!    guard can reach it either.
+//!
+//! What a list holds, and an object's parts, are `retired.rs`.
 
 use super::epoch::Domain;
+use super::retired::{free_box, free_in_parts, Free, Retired};
+// Public for the loom models, which name them from here (`__loom_epoch`).
+pub use super::retired::{InParts, Parts};
 use crate::sync::{lock_whole as lock, AtomicUsize, Mutex, Ordering};
 
 /// A [`Limbo`] collects when it holds this many objects of at least
@@ -70,69 +75,6 @@ pub(crate) const COLLECT_MAX: usize = 64;
 /// map's first tables can be megabytes (its first slice has few shards).
 pub(crate) const FREE_AT_ONCE: usize = 1;
 
-/// Frees the object at a pointer, handing any parts it owns to [`Parts`].
-type Free = unsafe fn(*mut (), &mut Parts);
-
-/// A retired object, with the epoch it was retired at (0 for a part,
-/// which is ready when it is made) and the bytes it holds.
-#[derive(Clone, Copy)]
-struct Retired {
-    ptr: *mut (),
-    free: Free,
-    epoch: u64,
-    bytes: usize,
-}
-
-// SAFETY: a retired object is only ever freed (by `free`, its own drop),
-// never used, and `Limbo::retire` requires its type to be `Send`.
-unsafe impl Send for Retired {}
-
-/// An object that frees its large parts a piece at a time
-/// ([`Limbo::retire_in_parts`]).
-pub trait InParts: Send + 'static {
-    /// Moves the parts that are costly to free (each a `Box`) to `parts`;
-    /// the object itself is then dropped with what remains.
-    fn take_parts(&mut self, parts: &mut Parts);
-}
-
-/// Parts of a freed object, to be freed later, each on its own: they are
-/// ready, since the object that owned them was.
-#[derive(Default)]
-pub struct Parts(Vec<Retired>);
-
-impl Parts {
-    /// Adds a part, freed whole.
-    pub fn push<T: Send + 'static>(&mut self, part: Box<T>) {
-        self.0.push(Retired {
-            ptr: Box::into_raw(part).cast(),
-            free: free_box::<T>,
-            epoch: 0,
-            bytes: 0,
-        });
-    }
-
-    /// Parts held.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-}
-
-impl Drop for Parts {
-    /// Frees what is still held: nothing when the limbo has taken the
-    /// parts; everything when the limbo is dropped (a panic in a destructor
-    /// may leave some too).
-    fn drop(&mut self) {
-        while let Some(r) = self.0.pop() {
-            let mut more = Parts::default();
-            // SAFETY: held once, and ready: a part (the type's docs), or
-            // an object of a limbo being dropped (`Limbo::drop`).
-            unsafe { (r.free)(r.ptr, &mut more) };
-            self.0.append(&mut more.0);
-        }
-    }
-}
-
 /// The retired objects of one owner: waiting for the pins, and ready.
 #[derive(Default)]
 struct Lists {
@@ -151,26 +93,6 @@ pub struct Limbo {
     /// `lists.ready.len()`, written under the mutex: lets
     /// [`free_one`](Self::free_one) return without taking it.
     ready: AtomicUsize,
-}
-
-/// Frees a `T` from `Box::into_raw`.
-///
-/// # Safety
-/// `p` came from `Box::<T>::into_raw` and is freed once.
-unsafe fn free_box<T>(p: *mut (), _: &mut Parts) {
-    // SAFETY: the caller's contract.
-    drop(unsafe { Box::from_raw(p.cast::<T>()) });
-}
-
-/// Frees a `T` from `Box::into_raw`, its parts first handed to `parts`.
-///
-/// # Safety
-/// As [`free_box`].
-unsafe fn free_in_parts<T: InParts>(p: *mut (), parts: &mut Parts) {
-    // SAFETY: the caller's contract.
-    let mut b = unsafe { Box::from_raw(p.cast::<T>()) };
-    b.take_parts(parts);
-    drop(b);
 }
 
 impl Limbo {

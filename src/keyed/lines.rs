@@ -1,5 +1,5 @@
 //! A boxed slice whose first element starts a cache line: the slot array
-//! of a per-key table (`table.rs`).
+//! of a per-key table (`table/`).
 //!
 //! # Why
 //! A `Box<[T]>` is aligned to `T` only. A large one comes from `mmap`

@@ -11,14 +11,18 @@
 //! - `entry.rs`: one key's count in one slice (24 bytes inline in the map's
 //!   slot): one CAS an add, striped into a [`crate::StripedCounter`] under
 //!   contention, sealed and lent when its table moves.
-//! - `table.rs`: one open-addressing table, control bytes in groups of
-//!   eight, keys and their state **inline** in the slots.
+//! - `table/`: one open-addressing table, control bytes in groups of
+//!   eight (`table/ctrl.rs`), keys and their state **inline** in the slots,
+//!   and the prefetch that overlaps a lookup's two misses
+//!   (`table/prefetch.rs`).
 //! - `map/`: the sharded map over tables: lock-free lookups, inserts and
 //!   moves under a per-shard lock, the bound on keys and the sweeps.
 //!   Generic over the state it holds (`map::Value`); shared with the
 //!   per-key limiter.
-//! - `reclaim.rs`: when unlinked maps and tables may be freed; `spares.rs`:
-//!   a retired slice map's tables, cleared and kept for later slices.
+//! - `reclaim.rs`: when unlinked maps and tables may be freed (`epoch.rs`:
+//!   the collector; `limbo.rs`: an owner's retired lists; `retired.rs`: a
+//!   retired object and its parts); `spares.rs`: a retired slice map's
+//!   tables, cleared and kept for later slices.
 //! - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (reads, eviction,
 //!   takes); `handle.rs`: the handles; `key.rs`: the bounds every per-key
 //!   method shares ([`Key`], [`KeyRef`], [`KeyHasher`]).
@@ -77,6 +81,7 @@ pub(crate) mod map;
 pub mod model;
 mod pins;
 pub(crate) mod reclaim;
+mod retired;
 mod ring;
 mod slice_map;
 mod spares;

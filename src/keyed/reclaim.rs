@@ -26,9 +26,9 @@
 
 #[cfg(not(loom))]
 use super::epoch::{Pin, DOMAIN};
-use super::limbo::InParts;
 #[cfg(not(loom))]
 use super::limbo::Limbo;
+use super::retired::InParts;
 
 /// A pinned section: memory unlinked while it is alive is not freed.
 pub(crate) struct Guard<'a> {
@@ -139,7 +139,7 @@ impl Graveyard {
             let p = p;
             // SAFETY: freed once, when the owner is dropped (no guard left).
             let mut b = unsafe { Box::from_raw(p.0) };
-            let mut parts = super::limbo::Parts::default();
+            let mut parts = super::retired::Parts::default();
             b.take_parts(&mut parts);
             drop(b);
             drop(parts);

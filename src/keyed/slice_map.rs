@@ -29,9 +29,9 @@
 //!    ([`Value::try_retire`] is `false`).
 
 use super::entry::Entry;
-use super::limbo::{InParts, Parts};
 use super::map::{Map, Value, SHARDS};
 use super::reclaim::{Graveyard, Guard};
+use super::retired::{InParts, Parts};
 use super::spares::Spares;
 
 /// Keys a slice map's shard holds, about, before the next slice's map is

@@ -5,7 +5,7 @@
 //! An insert that would take a table over 7/8 used (`FULL` + `TOMB`)
 //! first sweeps the shard's idle keys, then rebuilds: a table sized for
 //! 1.5 times the live keys (never below one group; any number of groups,
-//! `table.rs`), so removals are compacted away and tables stay between
+//! `table/`), so removals are compacted away and tables stay between
 //! 7/12 and 7/8 full; or for a presized map, for 10% over its hint.
 
 use super::{Map, ShardState, Value};

@@ -5,7 +5,7 @@
 //! that raced it), and keeps the shard's counts (`ShardState`) and the
 //! map's bound (`len`, "Bounds and eviction" in `sweep.rs`) with it.
 //!
-//! The invariants are the map's (`mod.rs`) and the table's (`table.rs`):
+//! The invariants are the map's (`mod.rs`) and the table's (`table/`):
 //! a key is published in an `EMPTY` slot after its state is prepared
 //! ([`Value::init`]), and removed (`TOMB`) only after its state retired.
 

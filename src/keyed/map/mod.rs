@@ -59,8 +59,8 @@ mod value;
 
 pub(crate) use value::Value;
 
-use super::limbo::Parts;
 use super::reclaim::{Graveyard, Guard};
+use super::retired::Parts;
 use super::spares::{Spare, Spares, SparesRef};
 use super::table::{Slot, Table};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};

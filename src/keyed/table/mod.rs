@@ -5,9 +5,10 @@
 //! L2/L3 caches) and one slot, which holds everything the add writes.
 //!
 //! # Control bytes
-//! `EMPTY` (never used), `TOMB` (removed), or `FULL(h2)`: the top 7 bits of
-//! the key's hash. A group of eight is one `AtomicU64`, so a probe reads a
-//! group with one load and matches `h2` in all eight bytes at once.
+//! `EMPTY`, `TOMB` or `FULL(h2)`, eight to a group, one `AtomicU64`
+//! (`ctrl.rs`: the encoding and the match of a byte in a group). A lookup
+//! prefetches its group's slots as it reads the control word
+//! (`prefetch.rs`).
 //!
 //! # Invariants
 //! 1. Control words are written only by the owner of the table's shard
@@ -36,41 +37,13 @@ use crate::sync::{AtomicU64, Exclusive, Ordering};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 
-use super::lines::{LineSlice, LINE};
+use self::ctrl::{first, h2, is_full, matches, EMPTY, TOMB};
+use super::lines::LineSlice;
 
-/// Slots per control group.
-pub(crate) const GROUP: usize = 8;
-/// The most lines of a group's slots a lookup prefetches
-/// ([`Table::prefetch_group`]): all of them with 32-byte slots.
-const PREFETCH_LINES: usize = 4;
-const EMPTY: u8 = 0x80;
-const TOMB: u8 = 0xFE;
-const LSB: u64 = 0x0101_0101_0101_0101;
-const MSB: u64 = 0x8080_8080_8080_8080;
+mod ctrl;
+mod prefetch;
 
-/// The 7-bit tag of a hash stored in its control byte (never `EMPTY` or
-/// `TOMB`, whose high bit is set).
-#[inline]
-fn h2(hash: u64) -> u8 {
-    (hash >> 57) as u8
-}
-
-/// Bytes of `group` equal to `b`, as the high bit of each matching byte.
-/// The zero-byte test on `group ^ b` can also flag a byte equal to `b ^ 1`
-/// just above a true match (a borrow). For `b = h2(..)` such a byte is a
-/// `FULL` slot whose key is compared anyway; for `b = EMPTY` it would be
-/// `0x81`, which no control byte is, so `EMPTY` matches are exact.
-#[inline]
-fn matches(group: u64, b: u8) -> u64 {
-    let x = group ^ (LSB * u64::from(b));
-    x.wrapping_sub(LSB) & !x & MSB
-}
-
-/// Byte index of the lowest set high bit of a match mask.
-#[inline]
-fn first(mask: u64) -> usize {
-    (mask.trailing_zeros() / 8) as usize
-}
+pub(crate) use self::ctrl::GROUP;
 
 /// One slot: a key (initialized once the slot has been `FULL`) and the
 /// per-key state, which every slot holds from allocation on.
@@ -265,49 +238,6 @@ impl<K, V> Table<K, V> {
         None
     }
 
-    /// Starts fetching the slots of group `g` (up to [`PREFETCH_LINES`]
-    /// lines, from its first slot: inserts fill a group from its first
-    /// slot), before its control word is read.
-    ///
-    /// A lookup reads the control word, then the slot it names: two
-    /// dependent loads. On a large table both miss the L2 (a 1M-key
-    /// map's control bytes are 1.7 MB; its slots over 40 MB), so
-    /// without this the slot's miss starts only when the control word's
-    /// has ended. Fetching the group's lines alongside overlaps the two.
-    /// On the issue-10 Zipf stream (1M keys, one thread, steady state) that
-    /// took `KeyedLimiter`'s grant from 80.9 to 61.6 ns and `KeyedWindows`'s
-    /// add from 57.1 to 45.9 ns (medians of five alternating runs,
-    /// BENCHMARKS.md, issue 11, eighth session), for up to 3 lines a lookup
-    /// fetches and does not use; a key past its first group gains nothing.
-    /// A hint: it changes nothing.
-    #[inline(always)]
-    fn prefetch_group(&self, g: usize) {
-        let first = self.slots.as_ptr().wrapping_add(g * GROUP).cast::<u8>();
-        let bytes = GROUP * std::mem::size_of::<Slot<K, V>>();
-        for line in 0..bytes.div_ceil(LINE).min(PREFETCH_LINES) {
-            // `wrapping_add`: an address, never dereferenced here.
-            crate::sync::prefetch(first.wrapping_add(line * LINE));
-        }
-    }
-
-    /// Starts fetching the line of the slot a lookup of `hash` most likely
-    /// ends at: the first tag match in its first group (or that group's
-    /// last slot). Branch-free on the loaded control word, so that calls on
-    /// several tables in a row overlap their misses (`KeyedWindows::read_in`
-    /// reads one key in every slice). A hint: it changes nothing.
-    #[cfg(not(loom))]
-    #[inline]
-    pub(crate) fn prefetch(&self, hash: u64) {
-        let g = self.home(hash);
-        // SAFETY: `g < n`, the group count (`home`).
-        let group = unsafe { self.ctrl.get_unchecked(g) }.load(Ordering::Relaxed);
-        let i = g * GROUP + first(matches(group, h2(hash))).min(GROUP - 1);
-        // The slot's address, computed without a bounds check or a branch
-        // (`i < n * GROUP`; `wrapping_add` keeps it defined regardless).
-        let p = self.slots.as_ptr().wrapping_add(i);
-        crate::sync::prefetch(p);
-    }
-
     /// Publishes `key` in the first `EMPTY` slot of its probe sequence,
     /// after `init` has prepared the slot's value; returns the slot.
     ///
@@ -342,7 +272,7 @@ impl<K, V> Table<K, V> {
         let i = self.index_of(slot);
         let (g, b) = (i / GROUP, i % GROUP);
         let mut bytes = self.ctrl[g].load(Ordering::Relaxed).to_ne_bytes();
-        debug_assert!(bytes[b] & 0x80 == 0, "removing a slot that is not FULL");
+        debug_assert!(is_full(bytes[b]), "removing a slot that is not FULL");
         bytes[b] = TOMB;
         self.ctrl[g].store(u64::from_ne_bytes(bytes), Ordering::Release);
     }
@@ -376,7 +306,7 @@ impl<K, V> Table<K, V> {
             let g = start + g;
             let bytes = word.load(Ordering::Acquire).to_ne_bytes();
             for (b, &c) in bytes.iter().enumerate() {
-                if c & 0x80 == 0 {
+                if is_full(c) {
                     f(&self.slots[g * GROUP + b]);
                 }
             }
@@ -394,17 +324,6 @@ impl<K, V> Drop for Table<K, V> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_matching_is_exact() {
-        let group = u64::from_ne_bytes([1, 0x80, 1, 0x7F, 0xFE, 0, 1, 0x80]);
-        assert_eq!(matches(group, 1), 0x0080_0000_0080_0080);
-        assert_eq!(matches(group, EMPTY), 0x8000_0000_0000_8000);
-        // Byte 6 (1 = 0 ^ 1, above the true match at byte 5) is a false
-        // positive: a FULL byte, whose key the caller compares.
-        assert_eq!(matches(group, 0), 0x0080_8000_0000_0000);
-        assert_eq!(first(matches(group, 0x7F)), 3);
-    }
 
     #[test]
     fn insert_find_remove() {
