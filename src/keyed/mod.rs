@@ -23,9 +23,10 @@
 //!   the collector; `limbo.rs`: an owner's retired lists; `retired.rs`: a
 //!   retired object and its parts); `spares.rs`: a retired slice map's
 //!   tables, cleared and kept for later slices.
-//! - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (reads, eviction,
-//!   takes); `handle.rs`: the handles; `key.rs`: the bounds every per-key
-//!   method shares ([`Key`], [`KeyRef`], [`KeyHasher`]).
+//! - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (construction,
+//!   eviction, sizes); `reads.rs`: its reads and takes; `handle.rs`: the
+//!   handles; `key.rs`: the bounds every per-key method shares ([`Key`],
+//!   [`KeyRef`], [`KeyHasher`]).
 //! - `home.rs` and `hot.rs`: the hot rule and [`HotKeyDetector`]; state
 //!   only for *heavy* keys (a slice at `ceil(T / S)` or more). `bound.rs`:
 //!   how many adds a heavy, cold key takes in a slice without the exact
@@ -80,6 +81,7 @@ pub(crate) mod map;
 #[doc(hidden)]
 pub mod model;
 mod pins;
+mod reads;
 pub(crate) mod reclaim;
 mod retired;
 mod ring;

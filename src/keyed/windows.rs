@@ -7,14 +7,12 @@
 //! inserted under one of the map's shard locks; a slice whose map is full
 //! does not track the add and counts it in
 //! [`untracked_adds`](KeyedWindows::untracked_adds). A read of a key's
-//! window looks the key up in each live slice's map.
+//! window looks the key up in each live slice's map (`reads.rs`).
 
-use super::entry::Entry;
 use super::key::KeyHasher;
 use super::key::{Key, KeyRef};
 use super::reclaim::Guard;
 use super::ring::Ring;
-use super::slice_map::SliceMap;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::sync::{AtomicU64, Ordering};
@@ -201,91 +199,6 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         self.read_in(hash, key, e, &guard)
     }
 
-    /// The key's count in one slice's map (following it if it moves to a
-    /// bigger table, waiting while it moves in).
-    #[inline]
-    fn count_in(m: &SliceMap<K, S>, hash: u64, is: impl Fn(&K) -> bool, guard: &Guard<'_>) -> u64 {
-        loop {
-            match m.map.get(hash, &is, guard) {
-                None => return 0,
-                Some(en) => {
-                    if let Some(c) = en.read() {
-                        return c;
-                    }
-                }
-            }
-        }
-    }
-
-    /// The key's window sum at epoch `e`.
-    pub(super) fn read_in<Q: KeyRef<K> + ?Sized>(
-        &self,
-        hash: u64,
-        key: &Q,
-        e: u64,
-        guard: &Guard<'_>,
-    ) -> u64 {
-        // Every slice's slot is fetched first, so that the misses overlap
-        // instead of following each other (a window of 10 slices on a key
-        // whose slots are not cached waited for 10 misses in a row).
-        self.ring
-            .for_each_live(e, guard, |m| m.map.prefetch(hash, guard));
-        let mut sum = 0u64;
-        self.ring.for_each_live(e, guard, |m| {
-            sum = sum.saturating_add(Self::count_in(m, hash, |k| key.is(k), guard));
-        });
-        sum
-    }
-
-    /// The key's window sum now (0 for keys never seen or whose adds left
-    /// the window).
-    pub fn sum<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> u64 {
-        self.sum_at(key, self.clock.now())
-    }
-
-    /// The key's window sum at `now`: exact for any `now` at or after the
-    /// newest add (as [`SlidingWindow::sum_at`](crate::SlidingWindow::sum_at)).
-    /// A lookup in each live slice's map; waits, briefly, while the key is
-    /// moving to a bigger table in one of them.
-    pub fn sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> u64 {
-        let guard = Guard::pin(self.ring.graveyard());
-        self.read_in(self.ring.hash(key), key, self.epoch(now), &guard)
-    }
-
-    /// The `k` keys with the largest non-zero window sums at `now`,
-    /// largest first (ties in unspecified order). A scan of every live
-    /// slice, one shard at a time: adds racing it may or may not be seen.
-    pub fn top_at(&self, now: u64, k: usize) -> Vec<(K, u64)> {
-        if k == 0 {
-            return Vec::new();
-        }
-        let mut all: Vec<(K, u64)> = self.sums_at(now).into_iter().collect();
-        all.retain(|x| x.1 > 0);
-        let k = k.min(all.len());
-        if k == 0 {
-            return Vec::new();
-        }
-        all.select_nth_unstable_by_key(k - 1, |x| std::cmp::Reverse(x.1));
-        all.truncate(k);
-        all.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
-        all
-    }
-
-    /// Every key with adds in the window at `now`, and its window sum.
-    pub(super) fn sums_at(&self, now: u64) -> std::collections::HashMap<K, u64> {
-        let guard = Guard::pin(self.ring.graveyard());
-        let mut sums: std::collections::HashMap<K, u64> = std::collections::HashMap::new();
-        self.ring.for_each_live(self.epoch(now), &guard, |m| {
-            m.map.for_each(|key, en| {
-                // Under the shard lock no move runs: never `None`.
-                let c = en.read().unwrap_or(0);
-                let s = sums.entry(key.clone()).or_insert(0);
-                *s = s.saturating_add(c);
-            });
-        });
-        sums
-    }
-
     /// Entries held: a key counts once for each slice it has adds in, so
     /// this is what the structure's memory is proportional to (at most
     /// `slices * max_keys`).
@@ -335,75 +248,6 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// Keys' own heap data (e.g. a `String`'s buffer) is not included.
     pub fn memory_bytes(&self) -> usize {
         self.ring.memory_bytes()
-    }
-
-    /// `key`'s entry in the slice of `now`, if that slice holds it.
-    fn entry_at<'g, Q: KeyRef<K> + ?Sized>(
-        &'g self,
-        key: &Q,
-        now: u64,
-        guard: &'g Guard<'g>,
-    ) -> Option<&'g Entry> {
-        let hash = self.ring.hash(key);
-        self.ring
-            .get(self.epoch(now), guard)
-            .and_then(|m| m.map.get(hash, |k| key.is(k), guard))
-    }
-
-    /// Whether `key`'s entry in the slice of `now` is striped (several
-    /// threads added to it at once).
-    pub fn is_striped_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
-        let guard = Guard::pin(self.ring.graveyard());
-        self.entry_at(key, now, &guard)
-            .is_some_and(|en| en.is_striped())
-    }
-
-    /// Loom models only: stripes `key`'s entry in the slice of `now` as if
-    /// it had seen contention (a model cannot force a failed CAS). `false`
-    /// if absent.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
-        let guard = Guard::pin(self.ring.graveyard());
-        self.entry_at(key, now, &guard)
-            .map(|en| en.stripe())
-            .is_some()
-    }
-
-    /// Takes every count held, for every key: calls `f(key, epoch, count)`
-    /// for each non-zero slice count (`epoch` = time / slice length) and
-    /// leaves that slice at zero. An add racing the take lands either in
-    /// what is taken or in what stays, never both, never neither. For
-    /// callers that ship counts elsewhere (a flush), one shard at a time.
-    ///
-    /// `f` runs inside the per-key collector's guard: while it runs, the
-    /// memory that any per-key structure of the process retires is not
-    /// freed. Keep it quick (collect into a buffer, then ship).
-    pub fn take_all(&self, mut f: impl FnMut(&K, u64, u64)) {
-        let guard = Guard::pin(self.ring.graveyard());
-        self.ring.for_each_map(&guard, |m| {
-            m.map.for_each(|key, en| {
-                let c = en.take();
-                if c > 0 {
-                    f(key, m.epoch, c);
-                }
-            });
-        });
-    }
-
-    /// [`take_all`](Self::take_all) for one key: `f(epoch, count)`.
-    pub fn take<Q: KeyRef<K> + ?Sized>(&self, key: &Q, mut f: impl FnMut(u64, u64)) {
-        let guard = Guard::pin(self.ring.graveyard());
-        let hash = self.ring.hash(key);
-        self.ring.for_each_map(&guard, |m| {
-            let c = m
-                .map
-                .with_locked(hash, |k| key.is(k), |en| en.take())
-                .unwrap_or(0);
-            if c > 0 {
-                f(m.epoch, c);
-            }
-        });
     }
 
     /// The window length.

@@ -50,18 +50,19 @@
 //! # Changes of structure
 //! `insert.rs`: inserts and removals of one key. `grow.rs`: moving a shard
 //! to a bigger table. `sweep.rs`: the bound on keys, and sweeps of idle
-//! keys. All run under the shard lock.
+//! keys. All run under the shard lock. `teardown.rs`: how a map's own
+//! tables are freed, with it or a table at a time.
 
 mod grow;
 mod insert;
 mod sweep;
+mod teardown;
 mod value;
 
 pub(crate) use value::Value;
 
 use super::reclaim::{Graveyard, Guard};
-use super::retired::Parts;
-use super::spares::{Spare, Spares, SparesRef};
+use super::spares::{Spares, SparesRef};
 use super::table::{Slot, Table};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
@@ -393,45 +394,5 @@ impl<K, V, S> Map<K, V, S> {
             .iter()
             .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).len)
             .sum()
-    }
-}
-
-impl<K: Send + 'static, V: Send + 'static, S> Map<K, V, S> {
-    /// Moves every table out of the map to `parts`, to be freed (or kept
-    /// as spares) one at a time (`limbo.rs`, "Freed in pieces"); the map,
-    /// left without tables, is only to be dropped. Called when the
-    /// collector frees a retired map: no guard can reach it.
-    pub(crate) fn take_tables(&mut self, parts: &mut Parts) {
-        for p in self.ptrs.iter_mut() {
-            for t in [&mut p.current, &mut p.old] {
-                let raw = t.read_mut();
-                if !raw.is_null() {
-                    t.write_mut(ptr::null_mut());
-                    // SAFETY: `&mut self`, and a table in `current`/`old`
-                    // was never handed to the collector (as in `drop`).
-                    let table = unsafe { Box::from_raw(raw) };
-                    match &self.spares {
-                        Some(to) => parts.push(Box::new(Spare::new(table, to))),
-                        None => parts.push(table),
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl<K, V, S> Drop for Map<K, V, S> {
-    fn drop(&mut self) {
-        for p in self.ptrs.iter_mut() {
-            for t in [&mut p.current, &mut p.old] {
-                let raw = t.read_mut();
-                if !raw.is_null() {
-                    // SAFETY: `&mut self`: no lookup is running, and a
-                    // table in `current`/`old` was never handed to the
-                    // collector (that happens only after it is unlinked).
-                    drop(unsafe { Box::from_raw(raw) });
-                }
-            }
-        }
     }
 }
