@@ -5,7 +5,7 @@
 //! One striped set of *rows* (see [`crate::stripes`]); a row is one
 //! stripe's cells of **all** levels, back to back in 128-byte aligned
 //! chunks: ring 0, then ring 1, ..., plus the row's two *fold marks* (see
-//! `fold.rs`) and its owner's slice cache (see `window.rs`). Each cell is the
+//! `fold.rs`) and its owner's slice cache (see `src/window/ring.rs`). Each cell is the
 //! crate's epoch-tagged [`SliceCell`](crate::slice) used as a *folding*
 //! cell ([`SliceCell::add_folding`]). There is one ring per
 //! distinct slice length: levels with the same slice length share one ring
@@ -58,7 +58,7 @@ pub(super) struct Row {
     pub(super) begun: AtomicU64,
     pub(super) ended: AtomicU64,
     /// The owner's slice cache (owned rows only, as `SlidingWindow`'s; see
-    /// `crate::window` and `window.rs`): the start of the ring-0 epoch `e`
+    /// `src/window/ring.rs`): the start of the ring-0 epoch `e`
     /// of the owner's latest add that set a ring-0 cell's epoch, and that
     /// cell's index. Invariant: that cell holds `e`, unsealed, with `e`'s
     /// tag. Only the owner reads or writes them (`Relaxed`).
