@@ -139,14 +139,16 @@
 //! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
 //!
 //! # Modules
-//! `node.rs` the node ([`ClusterWindows`]), its adds and reads; `flush.rs`
-//! the flush; `flusher.rs` its thread (and the limiter's sweeper); `link.rs` the connection and backoff; `timeline.rs` server time;
-//! `script.rs` and `flush.lua`, `hot_read.lua` the scripts and their
-//! protocol; `pending.rs` counts taken and not yet acknowledged; `ring.rs`
-//! a key's stored window; `hot.rs` the cluster hot set; `health.rs` health
-//! and counters; `config.rs` the builder; `key.rs` how keys are written;
-//! `lease/` the cluster limiter ([`ClusterLimiter`]); `sync.rs` its loom
-//! switch.
+//! `node.rs` the node ([`ClusterWindows`]), its adds and reads;
+//! `results.rs` what its reads and flushes report ([`SumParts`],
+//! [`FlushReport`]); `flush.rs` the flush; `flusher.rs` its thread (and the
+//! limiter's sweeper); `link.rs` the connection and backoff; `timeline.rs`
+//! server time; `script.rs` and `flush.lua`, `hot_read.lua` the scripts and
+//! their protocol; `pending.rs` counts taken and not yet acknowledged;
+//! `ring.rs` a key's stored window; `hot.rs` the cluster hot set;
+//! `health.rs` health and counters; `config.rs` the builder; `key.rs` how
+//! keys are written; `lease/` the cluster limiter ([`ClusterLimiter`]);
+//! `sync.rs` the lease word's loom switch and poison-tolerant locking.
 #![warn(missing_docs)]
 
 mod config;
@@ -160,6 +162,7 @@ mod lease;
 mod link;
 mod node;
 mod pending;
+mod results;
 mod ring;
 mod script;
 mod sync;
@@ -170,6 +173,7 @@ pub use error::ClusterError;
 pub use health::{Health, LinkState, Stats};
 pub use key::RedisKey;
 pub use lease::{ClusterLimiter, Grant, LeaseStats, LimiterBuilder, OutagePolicy, MAX_LEASE};
-pub use node::{ClusterWindows, FlushReport, SumParts};
+pub use node::ClusterWindows;
+pub use results::{FlushReport, SumParts};
 pub use ring::Ring;
 pub use timeline::{ServerTime, WallClock, DRIFT_PPM};

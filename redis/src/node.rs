@@ -34,14 +34,16 @@ use crate::hot::HotSet;
 use crate::key::RedisKey;
 use crate::link::Link;
 use crate::pending::Pending;
+use crate::results::{FlushReport, SumParts};
 use crate::ring::Ring;
 use crate::script::{Lua, Names, Request, Shape, FLUSH, HOT_READ};
+use crate::sync::{lock, read};
 use crate::timeline::{ServerTime, WallClock};
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use stripecount::{Clock, KeyRef, KeyedWindows};
 
@@ -73,60 +75,6 @@ use stripecount::{Clock, KeyRef, KeyedWindows};
 pub struct ClusterWindows<K: RedisKey, C: Clock = WallClock> {
     inner: Arc<Inner<K, C>>,
     flusher: Option<Flusher>,
-}
-
-/// The parts of a key's window sum as one node sees it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SumParts {
-    /// From the key's cluster ring as Redis last returned it to this node.
-    pub cluster: u64,
-    /// This node's counts taken by a flush and not yet acknowledged.
-    pub pending: u64,
-    /// This node's counts not yet taken by a flush.
-    pub local: u64,
-}
-
-impl SumParts {
-    /// The sum of the parts.
-    pub fn total(&self) -> u64 {
-        self.cluster
-            .saturating_add(self.pending)
-            .saturating_add(self.local)
-    }
-}
-
-/// What one [`flush`](ClusterWindows::flush) did.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct FlushReport<K> {
-    /// Batches acknowledged (applied now or, for `replayed`, earlier).
-    pub batches: u64,
-    /// Batches Redis had already applied (a lost reply, resent).
-    pub replayed: u64,
-    /// `(key, slice)` deltas acknowledged.
-    pub key_deltas: u64,
-    /// Counts acknowledged.
-    pub counts: u64,
-    /// Counts Redis dropped as older than the window.
-    pub dropped_old: u64,
-    /// Crossings this node reported: each key that a batch of this node
-    /// made hot in the cluster, with its cluster window sum then. A flush
-    /// that failed after some batches were acknowledged hands their
-    /// crossings to the next flush that succeeds.
-    pub crossings: Vec<(K, u64)>,
-}
-
-impl<K> FlushReport<K> {
-    pub(crate) fn new() -> Self {
-        FlushReport {
-            batches: 0,
-            replayed: 0,
-            key_deltas: 0,
-            counts: 0,
-            dropped_old: 0,
-            crossings: Vec::new(),
-        }
-    }
 }
 
 /// Everything a node shares with its flusher thread.
@@ -174,16 +122,6 @@ pub(crate) struct Outbox<K> {
     pub(crate) order: Vec<K>,
     pub(crate) request: Request,
     pub(crate) sends: u32,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-pub(crate) fn read<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    m.read().unwrap_or_else(|p| p.into_inner())
-}
-pub(crate) fn write<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    m.write().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<K: RedisKey> ClusterWindows<K> {
