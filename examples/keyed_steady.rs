@@ -18,10 +18,12 @@
 //! of `benches/limiter.rs`); `klr`, `gvr` and `gvur`: the refusing rows'
 //! limiters (1 permit per window). `WSEC=n` makes the windows `n` s long
 //! (default 10, in 10 slices): with `WSEC=100000` no timed request is the
-//! first of its key in a new slice, so none rolls (the roll's share of a
-//! `kl` request, BENCHMARKS.md, issue 11, eleventh session). With `HOT=1` every timed op is on one key among
-//! the pre-inserted ones; with `HOT=only` the structure holds that key
-//! alone, as in the benches' one-hot-key rows (warm-up ops are on it too;
+//! first of its key in a new slice, so none rolls, and no sweep step
+//! falls in the run (the share of a `kl` request the roll and the sweep
+//! take together, BENCHMARKS.md, issue 11, eleventh session).
+//! With `HOT=1` every timed op is on one key among the pre-inserted
+//! ones; with `HOT=only` the structure holds that key alone, as in the
+//! benches' one-hot-key rows (warm-up ops are on it too;
 //! `--toggle-collect='keyed_steady::timed_hot*'`).
 use std::hint::black_box;
 use std::num::NonZeroU32;
