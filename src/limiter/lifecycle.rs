@@ -226,12 +226,29 @@ impl AdmissionState {
         // in progress has moved `epoch` ahead of its counts, never behind):
         // if `E` is a whole window behind `now` in every level, nothing is
         // left in any window. One load, for the keys a sweep finds long idle.
-        let e = self.epoch.load(Ordering::Acquire);
-        if e != PENDING_EPOCH {
-            let (e, j) = (e & !FLAG, cfg.epoch_of(now));
-            let gone = |lv: &super::config::Level| e / lv.ratio + lv.slices <= j / lv.ratio;
+        let raw = self.epoch.load(Ordering::Acquire);
+        if raw != PENDING_EPOCH {
+            let (e, j) = (raw & !FLAG, cfg.epoch_of(now));
+            let gone = |lv: &super::config::Level| lv.index(e) + lv.slices <= lv.index(j);
             if cfg.levels().iter().all(gone) {
                 return true;
+            }
+            // A live state already at `j` or later with a permit in its
+            // window: not idle, without reading the history (the keys a
+            // sweep finds already in its own slice). `epoch` read the same
+            // before and after `state` (it only increases): at the state's
+            // load the epoch was `E`, and a word holding `E` unsealed is
+            // `E`'s (invariant 1 of `state.rs`; a flagged `E` matches no
+            // word), whose `used` is the fold level's whole window at `E`,
+            // the epoch this is judged at.
+            if e >= j {
+                let s = self.state.load(Ordering::Acquire);
+                if Admission::USED.get(s) > 0
+                    && holds(s, key(raw))
+                    && self.epoch.load(Ordering::Acquire) == raw
+                {
+                    return false;
+                }
             }
         }
         self.read(cfg, |snap| {
