@@ -9,8 +9,15 @@
 //! opens, such as the limiter's automatic sweep of idle keys (BENCHMARKS.md,
 //! issue 11, ninth session) or the windows' new slice map.
 //!
+//! With `QUIET=n` nothing is filled first and the warm-up is a quiet
+//! spell (one request a millisecond, over `n` keys), so the first busy
+//! slice's map is sized from a quiet one's (BENCHMARKS.md, issue 11,
+//! eleventh session, "A busy slice after a quiet one"); it also prints
+//! the structure's memory after the quiet spell.
+//!
 //! ```sh
 //! cargo run --release --example keyed_tail -- [kl|kw] [ops] [warm]
+//! QUIET=100 cargo run --release --example keyed_tail -- kw 8192000 40960000
 //! ```
 use std::time::{Duration, Instant};
 use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
@@ -37,10 +44,12 @@ fn main() {
         .unwrap_or(40_960_000);
     let window = Duration::from_secs(10);
     let (lim, win);
+    let memory: Box<dyn Fn() -> usize + '_>;
     let op: &dyn Fn(u64, u64) = match which {
         "kl" => {
             lim = KeyedLimiter::with_clock(1, window, 10, ManualClock::new())
                 .expect("a valid configuration");
+            memory = Box::new(|| lim.memory_bytes());
             &|k, now| {
                 std::hint::black_box(lim.try_acquire_at(&k, now, 1));
             }
@@ -48,6 +57,7 @@ fn main() {
         "kw" => {
             win = KeyedWindows::with_clock(window, 10, ManualClock::new())
                 .expect("a valid configuration");
+            memory = Box::new(|| win.memory_bytes());
             &|k, now| {
                 std::hint::black_box(win.add_at(&k, now, 1));
             }
@@ -55,11 +65,29 @@ fn main() {
         _ => panic!("kl | kw"),
     };
     let z = ZipfStream::new();
-    for k in z.all_keys() {
-        op(k, START);
+    // `QUIET=n`: no fill, and the warm-up is a quiet spell, one request a
+    // millisecond over `n` keys, so the first busy slice's map is sized
+    // from a quiet one's.
+    let quiet: Option<u64> = std::env::var("QUIET")
+        .ok()
+        .map(|v| v.parse().expect("QUIET: a number"));
+    match quiet {
+        None => {
+            for k in z.all_keys() {
+                op(k, START);
+            }
+            for i in 0..warm {
+                op(z.key(i as usize), now_of(i));
+            }
+        }
+        Some(n) => {
+            for i in (0..warm).step_by(4096) {
+                op(i / 4096 % n.max(1), now_of(i));
+            }
+        }
     }
-    for i in 0..warm {
-        op(z.key(i as usize), now_of(i));
+    if quiet.is_some() {
+        println!("memory after the quiet spell: {} bytes", memory());
     }
     let mut lat: Vec<u64> = Vec::with_capacity(ops as usize);
     for i in warm..warm + ops {
