@@ -75,6 +75,16 @@ fn main() {
             .ok()
             .map_or(10, |v| v.parse().unwrap()),
     );
+    // The refusing modes (`klr`, `gvr`, `gvur`): one permit per window;
+    // the others admit everything.
+    let refusing = which.ends_with('r');
+    let gov_quota = || {
+        if refusing {
+            governor::Quota::with_period(w).unwrap()
+        } else {
+            governor::Quota::per_second(NonZeroU32::MAX)
+        }
+    };
     macro_rules! run {
         ($add:expr) => {{
             let add = $add;
@@ -128,23 +138,13 @@ fn main() {
             })
         }
         "gv" | "gvr" => {
-            let quota = if which == "gv" {
-                governor::Quota::per_second(NonZeroU32::MAX)
-            } else {
-                governor::Quota::with_period(w).unwrap()
-            };
-            let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(quota);
+            let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(gov_quota());
             run!(|k: u64, _now: u64| {
                 let _ = black_box(s.check_key(&k));
             })
         }
         "gvu" | "gvur" => {
             // As the criterion rows: governor on its coarse upkeep clock.
-            let quota = if which == "gvu" {
-                governor::Quota::per_second(NonZeroU32::MAX)
-            } else {
-                governor::Quota::with_period(w).unwrap()
-            };
             let clock = governor::clock::QuantaUpkeepClock::from_interval(Duration::from_millis(1))
                 .expect("upkeep clock");
             let s: governor::RateLimiter<
@@ -153,7 +153,7 @@ fn main() {
                 governor::clock::QuantaUpkeepClock,
                 governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
             > = governor::RateLimiter::new(
-                quota,
+                gov_quota(),
                 governor::state::keyed::DashMapStateStore::<u64>::default(),
                 clock,
             );
@@ -163,11 +163,7 @@ fn main() {
         }
         "kl" | "klr" => {
             let s = stripecount::KeyedLimiter::with_clock(
-                if which == "kl" {
-                    u64::from(u32::MAX)
-                } else {
-                    1
-                },
+                if refusing { 1 } else { u64::from(u32::MAX) },
                 w,
                 10,
                 ManualClock::new(),
