@@ -7,6 +7,18 @@
 //! 1.5 times the live keys (never below one group; any number of groups,
 //! `table/`), so removals are compacted away and tables stay between
 //! 7/12 and 7/8 full; or for a presized map, for 10% over its hint.
+//!
+//! # A panic in the middle of a move aborts
+//! A move runs the key's own code: `K::clone` and the hasher, for every
+//! key. Once `current` is the new table, a panic there would leave the
+//! shard half moved (some keys only in `old`, with `old` set at a moment
+//! the lock is free), against invariant 3 of `mod.rs`: the next insert
+//! would add a second copy of an unmoved key, and the next move would
+//! drop `old` unfreed with the keys still in it (lost counts). The move
+//! cannot be undone either (undoing it runs the same code). So a panic
+//! that unwinds out of a move aborts the process ([`AbortOnUnwind`]),
+//! as std does where an invariant cannot be restored; everywhere else a
+//! panic under a shard lock leaves the shard whole (`mod.rs`, "Panics").
 
 use super::{Map, ShardState, Value};
 use crate::keyed::reclaim::Guard;
@@ -91,6 +103,7 @@ where
         // through the collector, `fresh` is the shard's current table.
         let (o, n) = unsafe { (&*old, &*fresh) };
         let mut moved = 0;
+        let bomb = AbortOnUnwind("a key's Clone or Hash panicked while its shard moved");
         o.for_each(|s| {
             let v = s.value();
             if v.is_dead() {
@@ -103,6 +116,7 @@ where
             v.move_into(to.value(), cfg, guard, &self.graveyard);
             moved += 1;
         });
+        std::mem::forget(bomb);
         p.old.store(ptr::null_mut(), Ordering::Release);
         // SAFETY: `old` is unlinked (neither `current` nor `old` holds it),
         // so only guards pinned before now can reach it.
@@ -120,5 +134,21 @@ where
             return unsafe { Table::new_zeroed(groups) };
         }
         Table::new(groups, V::vacant)
+    }
+}
+
+/// Aborts the process if dropped: held across code whose unwinding would
+/// leave a state no one can repair, and forgotten once that code returns.
+/// Costs nothing unless a panic unwinds through it.
+struct AbortOnUnwind(&'static str);
+
+impl Drop for AbortOnUnwind {
+    #[cold]
+    fn drop(&mut self) {
+        eprintln!(
+            "stripecount: {}: aborting (the move cannot be undone)",
+            self.0
+        );
+        std::process::abort();
     }
 }

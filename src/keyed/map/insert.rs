@@ -8,11 +8,30 @@
 //! The invariants are the map's (`mod.rs`) and the table's (`table/`):
 //! a key is published in an `EMPTY` slot after its state is prepared
 //! ([`Value::init`]), and removed (`TOMB`) only after its state retired.
+//!
+//! The caller's code that runs under the lock (the key's `Eq` in a probe,
+//! its `Clone` in `make`) runs before anything is written, so a panic
+//! there leaves the shard as it was and gives back the key's place under
+//! the bound (`Reservation`).
 
 use super::{Map, Value};
 use crate::keyed::reclaim::Guard;
-use crate::sync::Ordering;
+use crate::sync::{lock_whole, AtomicUsize, Ordering};
 use std::hash::{BuildHasher, Hash};
+
+/// One key's place under the map's bound ([`Map::reserve`]; `None` for an
+/// unbounded map), given back when dropped: on a key found present, or
+/// when the insert unwinds before the key is held. Forgotten once the key
+/// holds it.
+struct Reservation<'m>(Option<&'m AtomicUsize>);
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Some(len) = self.0 {
+            len.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
 
 impl<K, V, S> Map<K, V, S>
 where
@@ -57,8 +76,10 @@ where
         if !self.reserve(now, cfg) {
             return None;
         }
+        // Given back if `is` or `make` (the key's `Eq`, `Clone`) panics.
+        let reserved = Reservation((self.max_keys != usize::MAX).then_some(&self.len));
         let i = self.shard(hash);
-        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = lock_whole(&self.locks[i]);
         let p = &self.ptrs[i];
         // SAFETY: under the lock `current` only changes by our hand, and a
         // table is freed only through the collector (invariants 1, 3).
@@ -66,12 +87,14 @@ where
         if let Some(t) = cur {
             if let Some(s) = t.find(hash, &is) {
                 debug_assert!(!s.value().is_dead(), "invariant 4");
-                self.unreserve(1);
+                drop(reserved);
                 return Some(f(s.value(), false));
             }
         }
         let t = self.room_for_one(i, &mut st, cur, cfg, now, guard);
-        let s = t.insert(hash, make(), |v| {
+        let key = make();
+        std::mem::forget(reserved); // the key holds it from here
+        let s = t.insert(hash, key, |v| {
             v.init(cfg, false);
             prepare(v);
         });
@@ -93,7 +116,7 @@ where
         agree: impl FnOnce(&V) -> bool,
     ) -> bool {
         let i = self.shard(hash);
-        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = lock_whole(&self.locks[i]);
         // SAFETY: as in `upsert`.
         let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
             return false;

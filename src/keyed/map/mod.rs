@@ -47,6 +47,12 @@
 //! never reported absent. Tables are freed only through the collector
 //! (`reclaim.rs`), so a pointer a guard has loaded stays valid.
 //!
+//! # Panics
+//! Shard locks are taken poisoned or not (`sync::lock_whole`): the caller's
+//! code under a lock (the key's `Eq`, `Clone`, `Hash`) runs in an insert
+//! before anything is written (`insert.rs`), and in a move, which cannot be
+//! undone halfway, a panic aborts (`grow.rs`). The rest does not panic.
+//!
 //! # Changes of structure
 //! `insert.rs`: inserts and removals of one key. `grow.rs`: moving a shard
 //! to a bigger table. `sweep.rs`: the bound on keys, and sweeps of idle
@@ -64,7 +70,7 @@ pub(crate) use value::Value;
 use super::reclaim::{Graveyard, Guard};
 use super::spares::{Spares, SparesRef};
 use super::table::{Slot, Table};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
+use crate::sync::{lock_whole, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 use std::ptr::{self, NonNull};
 
@@ -325,7 +331,7 @@ where
     pub(crate) fn rebuild_shard(&self, hash: u64, cfg: &V::Cfg) {
         let i = self.shard(hash);
         let guard = Guard::pin(&self.graveyard);
-        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = lock_whole(&self.locks[i]);
         self.rebuild(i, &mut st, cfg, &guard);
     }
 
@@ -334,7 +340,7 @@ where
     /// meanwhile).
     pub(crate) fn for_each(&self, mut f: impl FnMut(&K, &V)) {
         for i in 0..self.shards {
-            let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+            let _st = lock_whole(&self.locks[i]);
             // SAFETY: as in `upsert` (`insert.rs`): under the lock.
             if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
                 t.for_each(|s: &Slot<K, V>| {
@@ -354,7 +360,7 @@ where
         f: impl FnOnce(&V) -> T,
     ) -> Option<T> {
         let i = self.shard(hash);
-        let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let _st = lock_whole(&self.locks[i]);
         // SAFETY: as in `upsert` (`insert.rs`): under the lock.
         let t = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }?;
         t.find(hash, is).map(|s| f(s.value()))
@@ -366,7 +372,7 @@ where
             + self.shards
                 * (std::mem::size_of::<Ptrs<K, V>>() + std::mem::size_of::<Mutex<ShardState>>());
         for i in 0..self.shards {
-            let _st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+            let _st = lock_whole(&self.locks[i]);
             // SAFETY: as in `upsert` (`insert.rs`): under the lock.
             if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
                 b += t.memory_bytes();
@@ -390,9 +396,6 @@ impl<K, V, S> Map<K, V, S> {
         if self.max_keys != usize::MAX {
             return self.len.load(Ordering::Acquire);
         }
-        self.locks
-            .iter()
-            .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).len)
-            .sum()
+        self.locks.iter().map(|l| lock_whole(l).len).sum()
     }
 }

@@ -30,7 +30,7 @@
 
 use super::{Map, ShardState, Table, Value};
 use crate::keyed::reclaim::Guard;
-use crate::sync::Ordering;
+use crate::sync::{lock_whole, Ordering};
 use std::hash::{BuildHasher, Hash};
 
 impl<K, V, S> Map<K, V, S>
@@ -190,7 +190,7 @@ where
     /// long.
     fn sweep_part(&self, i: usize, part: usize, parts: usize, now: u64, cfg: &V::Cfg) -> usize {
         let guard = Guard::pin(&self.graveyard);
-        let mut st = self.locks[i].lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = lock_whole(&self.locks[i]);
         // SAFETY: as in `upsert` (`insert.rs`): under the lock.
         let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
             return 0;
