@@ -72,6 +72,58 @@ const fn ones(bits: u32) -> u64 {
     (1 << bits) - 1
 }
 
+/// How [`Inline::sum`] adds up the `COUNT_BITS / width` fields of one
+/// width (unused fields and the bits past the last field are 0):
+/// - `width <= 3`: `lanes` has bit 0 of every field; the sum is that of
+///   `popcount(c & lanes << b) << b` over the field's bits `b`.
+/// - `width >= 4`: `lanes` has the low `width` bits of every lane of
+///   `2 width` bits, so `(c & lanes) + (c >> width & lanes)` holds the
+///   sum of fields `2i` and `2i + 1` in lane `i`; multiplying by `mul`
+///   (bit 0 of every lane) adds lanes `0..=i` into lane `i`, and the top
+///   lane (at `top`, masked by `lane`) is the total. No lane overflows:
+///   the total is at most `47 / width x (2^width - 1) < 2^(2 width)`, and
+///   the top lane ends at bit `2 width x lanes <= 60` (or there is one
+///   lane). A unit test checks every width against a loop.
+struct SumPlan {
+    lanes: u64,
+    mul: u64,
+    top: u32,
+    lane: u64,
+}
+
+/// [`SumPlan`] of every width `0..=COUNT_BITS`.
+static PLANS: [SumPlan; COUNT_BITS as usize + 1] = {
+    let mut plans = [const {
+        SumPlan {
+            lanes: 0,
+            mul: 0,
+            top: 0,
+            lane: 0,
+        }
+    }; COUNT_BITS as usize + 1];
+    let mut w = 1;
+    while w <= COUNT_BITS {
+        let fields = COUNT_BITS / w;
+        let (step, first) = if w <= 3 { (w, 1) } else { (2 * w, ones(w)) };
+        let (mut lanes, mut mul, mut top, mut at) = (0, 0, 0, 0);
+        while at < fields * w {
+            lanes |= first << at;
+            mul |= 1 << at;
+            top = at;
+            at += step;
+        }
+        let lane = if 2 * w >= 64 { u64::MAX } else { ones(2 * w) };
+        plans[w as usize] = SumPlan {
+            lanes,
+            mul,
+            top,
+            lane,
+        };
+        w += 1;
+    }
+    plans
+};
+
 /// An inline history word (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Inline(u64);
@@ -97,19 +149,26 @@ impl Inline {
         (self.0 >> COUNTS_SHIFT >> at) & ones(width)
     }
 
-    /// The sum of its counts: `P(E)`.
+    /// The sum of its counts: `P(E)`. Without a loop (see [`SumPlan`]):
+    /// a loop that stops at the last nonzero field mispredicted its exit
+    /// on most rolls and sweep checks.
     #[inline]
     pub(crate) fn sum(self, width: u32) -> u64 {
-        let mut c = self.0 >> COUNTS_SHIFT;
-        if width == 0 {
-            return 0;
+        let c = self.0 >> COUNTS_SHIFT;
+        let p = &PLANS[width as usize];
+        if width > 3 {
+            // Adjacent fields paired into lanes of `2 width` bits, then
+            // every lane added into the top one by one multiply.
+            let x = (c & p.lanes) + ((c >> width) & p.lanes);
+            (x.wrapping_mul(p.mul) >> p.top) & p.lane
+        } else {
+            // Bit `b` of every field at once (width 0: no bits, 0).
+            let mut sum = 0;
+            for b in 0..width {
+                sum += u64::from((c & (p.lanes << b)).count_ones()) << b;
+            }
+            sum
         }
-        let mut sum = 0;
-        while c != 0 {
-            sum += c & ones(width);
-            c >>= width;
-        }
-        sum
     }
 
     /// The sum of its counts from field `j` on (`j >= 1`).
@@ -120,6 +179,17 @@ impl Inline {
             return 0;
         }
         let counts = self.0 >> COUNTS_SHIFT >> at;
+        Inline(counts << COUNTS_SHIFT | MARK).sum(width)
+    }
+
+    /// The sum of its first `k` counts (slices `E - 1` to `E - k`).
+    #[inline]
+    pub(crate) fn sum_to(self, width: u32, k: u64) -> u64 {
+        let bits = k.saturating_mul(u64::from(width));
+        if bits >= u64::from(COUNT_BITS) {
+            return self.sum(width);
+        }
+        let counts = (self.0 >> COUNTS_SHIFT) & ones(bits as u32);
         Inline(counts << COUNTS_SHIFT | MARK).sum(width)
     }
 
@@ -313,9 +383,39 @@ mod tests {
                     let tail: u64 = list[j as usize - 1..].iter().sum();
                     assert_eq!(w.sum_from(width, j), tail, "S {slices} from {j}");
                 }
+                for k in 0..=slices {
+                    let head: u64 = list.iter().take(k as usize).sum();
+                    assert_eq!(w.sum_to(width, k), head, "S {slices} to {k}");
+                }
                 assert!(!History::is_block(w.to_ptr()));
             }
         }
+    }
+
+    #[test]
+    fn sums_match_a_loop_at_every_width() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+        for width in 1..=COUNT_BITS {
+            let fields = COUNT_BITS / width;
+            for round in 0..500 {
+                let mut counts = 0u64;
+                let mut want = 0;
+                for i in 0..fields {
+                    // All fields full first: the largest total.
+                    let c = if round == 0 {
+                        ones(width)
+                    } else {
+                        rng.random_range(0..=ones(width))
+                    };
+                    counts |= c << (i * width);
+                    want += c;
+                }
+                let w = Inline(counts << COUNTS_SHIFT | 5 << TAG_SHIFT | MARK);
+                assert_eq!(w.sum(width), want, "width {width}, counts {counts:#x}");
+            }
+        }
+        assert_eq!(Inline(u64::MAX).sum(0), 0);
     }
 
     #[test]

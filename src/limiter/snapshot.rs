@@ -163,6 +163,24 @@ impl LevelView<'_, '_> {
             Some(used) if ji == self.ei => return used,
             _ => {}
         }
+        if ji > self.ei {
+            // Nothing recorded, or one limit's counts inline (the keys a
+            // sweep checks): the head and the recorded slices still in
+            // `j`'s window, `E - 1` to `E - (S - 1 - d)`, without a loop.
+            let d = ji - self.ei;
+            let recorded = |k| match self.history {
+                History::Empty | History::Quiet(_) => Some(0),
+                History::Inline(w) => Some(w.sum_to(self.cfg.inline_width(), k)),
+                History::Block(_) => None,
+            };
+            if let Some(p) = recorded(self.lv.slices.saturating_sub(d + 1)) {
+                return if d < self.lv.slices {
+                    self.head.saturating_add(p)
+                } else {
+                    0
+                };
+            }
+        }
         let lo = ji.saturating_sub(self.lv.slices - 1);
         (lo..=ji.min(self.ei))
             .map(|k| self.count(k))
