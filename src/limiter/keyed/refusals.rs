@@ -79,8 +79,9 @@ impl Refusals {
         }
     }
 
-    /// Adds one for the calling thread: a load and a store to its cell.
-    #[inline]
+    /// Adds one for the calling thread: a load and a store to its cell,
+    /// inlined into the request (see `count_refusal` in `acquire.rs`).
+    #[inline(always)]
     pub(super) fn add_one(&self) {
         // `NONE` (`u32::MAX`) and tokens past the cells fall through.
         let i = thread_id::current().wrapping_sub(1) as usize;
