@@ -62,11 +62,9 @@ fn with_clones_panicking(f: impl FnOnce()) -> bool {
     r.is_err()
 }
 
-#[test]
-fn a_panicking_clone_on_insert_leaves_the_limiter_whole() {
-    quiet_expected_panics();
-    const MAX_KEYS: u64 = 100;
-    let l = KeyedLimiter::<Touchy, ManualClock, Fixed>::with_hasher(
+/// 3 permits per 10 s in 10 slices, on a manual clock.
+fn limiter() -> KeyedLimiter<Touchy, ManualClock, Fixed> {
+    KeyedLimiter::with_hasher(
         3,
         Duration::from_secs(10),
         10,
@@ -74,7 +72,13 @@ fn a_panicking_clone_on_insert_leaves_the_limiter_whole() {
         Fixed::default(),
     )
     .unwrap()
-    .with_max_keys(MAX_KEYS as usize);
+}
+
+#[test]
+fn a_panicking_clone_on_insert_leaves_the_limiter_whole() {
+    quiet_expected_panics();
+    const MAX_KEYS: u64 = 100;
+    let l = limiter().with_max_keys(MAX_KEYS as usize);
     for k in 0..50 {
         assert!(l.try_acquire_at(&Touchy(k), 0, 1));
     }
@@ -142,14 +146,7 @@ fn a_panicking_clone_on_insert_leaves_the_windows_whole() {
 fn a_panic_in_a_move_aborts() {
     if std::env::var_os(CHILD).is_some() {
         quiet_expected_panics();
-        let l = KeyedLimiter::<Touchy, ManualClock, Fixed>::with_hasher(
-            3,
-            Duration::from_secs(10),
-            10,
-            ManualClock::new(),
-            Fixed::default(),
-        )
-        .unwrap();
+        let l = limiter();
         for k in 0..100_000 {
             CLONES_LEFT.with(|c| c.set(Some(1)));
             assert!(l.try_acquire_at(&Touchy(k), 0, 1));
