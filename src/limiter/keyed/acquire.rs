@@ -310,16 +310,25 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
 
     /// A verdict no state is needed for: `n == 0` is granted in `now`'s
     /// slice, and `n` above one of the key's limits never fits
-    /// (`exceeds`); `None` otherwise.
-    #[inline]
+    /// (`exceeds`); `None` otherwise. Every request asks, so the answer
+    /// `None` is one test in the request's path and the rest is out of it.
+    #[inline(always)]
     fn settled(&self, now: u64, n: u64, exceeds: bool) -> Option<Result<u64, Denied>> {
+        if n != 0 && !exceeds {
+            return None;
+        }
+        self.settled_rare(now, n)
+    }
+
+    /// [`settled`](Self::settled) for `n == 0` or `n` above a limit.
+    #[cold]
+    #[inline(never)]
+    fn settled_rare(&self, now: u64, n: u64) -> Option<Result<u64, Denied>> {
         if n == 0 {
             Some(Ok(self.epoch(now)))
-        } else if exceeds {
+        } else {
             self.count_refusal();
             Some(Err(Denied::ExceedsLimit))
-        } else {
-            None
         }
     }
 
