@@ -16,20 +16,17 @@
 
 use super::{Map, Value};
 use crate::keyed::reclaim::Guard;
-use crate::sync::{lock_whole, AtomicUsize, Ordering};
+use crate::sync::{lock_whole, Ordering};
 use std::hash::{BuildHasher, Hash};
 
-/// One key's place under the map's bound ([`Map::reserve`]; `None` for an
-/// unbounded map), given back when dropped: on a key found present, or
-/// when the insert unwinds before the key is held. Forgotten once the key
-/// holds it.
-struct Reservation<'m>(Option<&'m AtomicUsize>);
+/// One key's place under the map's bound ([`Map::reserve`]), given back
+/// ([`Map::unreserve`]) when dropped: on a key found present, or when the
+/// insert unwinds before the key is held. Forgotten once the key holds it.
+struct Reservation<'m, K, V, S>(&'m Map<K, V, S>);
 
-impl Drop for Reservation<'_> {
+impl<K, V, S> Drop for Reservation<'_, K, V, S> {
     fn drop(&mut self) {
-        if let Some(len) = self.0 {
-            len.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.0.unreserve(1);
     }
 }
 
@@ -77,7 +74,7 @@ where
             return None;
         }
         // Given back if `is` or `make` (the key's `Eq`, `Clone`) panics.
-        let reserved = Reservation((self.max_keys != usize::MAX).then_some(&self.len));
+        let reserved = Reservation(self);
         let i = self.shard(hash);
         let mut st = lock_whole(&self.locks[i]);
         let p = &self.ptrs[i];

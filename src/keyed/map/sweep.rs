@@ -33,6 +33,18 @@ use crate::keyed::reclaim::Guard;
 use crate::sync::{lock_whole, Ordering};
 use std::hash::{BuildHasher, Hash};
 
+impl<K, V, S> Map<K, V, S> {
+    /// Gives back `n` reservations: keys [`reserve`](Self::reserve) counted
+    /// that the map no longer holds (removed), or never came to hold (the
+    /// key was found already there, or its insert unwound).
+    #[inline]
+    pub(super) fn unreserve(&self, n: usize) {
+        if self.max_keys != usize::MAX {
+            self.len.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+}
+
 impl<K, V, S> Map<K, V, S>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
@@ -44,16 +56,6 @@ where
     #[inline]
     pub(super) fn reserve(&self, now: u64, cfg: &V::Cfg) -> bool {
         self.max_keys == usize::MAX || self.reserve_bounded(now, cfg)
-    }
-
-    /// Gives back `n` reservations: keys [`reserve`](Self::reserve) counted
-    /// that the map no longer holds (removed), or never came to hold (the
-    /// key was found already there).
-    #[inline]
-    pub(super) fn unreserve(&self, n: usize) {
-        if self.max_keys != usize::MAX {
-            self.len.fetch_sub(n, Ordering::AcqRel);
-        }
     }
 
     fn reserve_bounded(&self, now: u64, cfg: &V::Cfg) -> bool {
