@@ -25,10 +25,13 @@
 mod clock;
 mod counter;
 mod error;
+mod key;
 mod keyed;
 mod limiter;
+mod map;
 mod multi;
 mod pack;
+mod reclaim;
 mod slice;
 mod stripes;
 mod sync;
@@ -47,12 +50,13 @@ pub mod prometheus;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
+pub use key::{Key, KeyHasher, KeyRef};
 /// Loom models only (`--cfg loom`): one key's entry in one slice, one call
 /// per protocol step (see `loom-tests/`).
 #[cfg(loom)]
 #[doc(hidden)]
 pub use keyed::model as __loom_keyed;
-pub use keyed::{HotKeyDetector, HotKeyHandle, Key, KeyHandle, KeyHasher, KeyRef, KeyedWindows};
+pub use keyed::{HotKeyDetector, HotKeyHandle, KeyHandle, KeyedWindows};
 pub use limiter::{
     Decision, Denied, Fixed, FixedWindowLimiter, FloodPolicy, KeyedLimiter, Limiter, Multi,
     MultiLimiter, OneLimit, Shape, Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,
@@ -61,13 +65,13 @@ pub use multi::{MultiWindow, MAX_LEVELS};
 pub use slice::MAX_SLICE_COUNT;
 pub use window::{SlidingWindow, MAX_SLICES};
 
-/// Loom models only: the per-key map's collector (`src/keyed/epoch.rs`,
-/// `src/keyed/limbo.rs`).
+/// Loom models only: the per-key map's collector (`src/reclaim/epoch.rs`,
+/// `src/reclaim/limbo.rs`).
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod __loom_epoch {
-    pub use crate::keyed::epoch::Domain;
-    pub use crate::keyed::limbo::{InParts, Limbo, Parts};
+    pub use crate::reclaim::epoch::Domain;
+    pub use crate::reclaim::limbo::{InParts, Limbo, Parts};
 }
 
 /// The admission state the limiters are built on, for the loom models of

@@ -19,11 +19,11 @@
 //! [`Ring::current`]: super::ring::Ring::current
 
 use super::entry::{Add, Entry, COUNT_MAX};
-use super::key::{Key, KeyHasher, KeyRef};
-use super::reclaim::Guard;
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::Clock;
+use crate::key::{Key, KeyHasher, KeyRef};
+use crate::reclaim::Guard;
 use crate::sync::Ordering;
 
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {

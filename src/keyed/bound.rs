@@ -61,10 +61,10 @@
 //! older counts read by plain loads) in the same file.
 
 use super::entry::Entry;
-use super::key::{Key, KeyHasher, KeyRef};
-use super::reclaim::Guard;
 use super::windows::KeyedWindows;
 use crate::clock::Clock;
+use crate::key::{Key, KeyHasher, KeyRef};
+use crate::reclaim::Guard;
 use crate::sync::Ordering;
 
 /// No bound is used or installed in this entry (a late add came).

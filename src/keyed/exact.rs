@@ -35,9 +35,9 @@ use super::bound;
 use super::entry::Entry;
 use super::home::{Dead, Home};
 use super::hot::{HotKeyDetector, CHECKED, HAS_HOME, HOT_HERE, NOTED};
-use super::key::{Key, KeyHasher, KeyRef};
-use super::reclaim::Guard;
 use crate::clock::Clock;
+use crate::key::{Key, KeyHasher, KeyRef};
+use crate::reclaim::Guard;
 use crate::sync::Ordering;
 
 impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {

@@ -3,12 +3,12 @@
 //! costliest step of a lookup with the default keyed hasher); the lookups
 //! themselves are the slice maps', lock-free.
 
-use super::key::Key;
-use super::key::KeyHasher;
-use super::reclaim::Guard;
 use super::windows::KeyedWindows;
 use super::HotKeyDetector;
 use crate::clock::{Clock, MonotonicClock};
+use crate::key::Key;
+use crate::key::KeyHasher;
+use crate::reclaim::Guard;
 use std::collections::hash_map::RandomState;
 
 /// A handle on one key of a [`KeyedWindows`]: adds without hashing the key
@@ -35,7 +35,7 @@ pub struct KeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomState>
 
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// A handle on `key` (see [`KeyHandle`]).
-    pub fn handle<Q: super::KeyRef<K> + ?Sized>(&self, key: &Q) -> KeyHandle<'_, K, C, S> {
+    pub fn handle<Q: crate::key::KeyRef<K> + ?Sized>(&self, key: &Q) -> KeyHandle<'_, K, C, S> {
         KeyHandle {
             windows: self,
             key: key.to_key(),
@@ -122,7 +122,7 @@ pub struct HotKeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomSta
 
 impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// A handle on `key` (see [`HotKeyHandle`]).
-    pub fn handle<Q: super::KeyRef<K> + ?Sized>(&self, key: &Q) -> HotKeyHandle<'_, K, C, S> {
+    pub fn handle<Q: crate::key::KeyRef<K> + ?Sized>(&self, key: &Q) -> HotKeyHandle<'_, K, C, S> {
         HotKeyHandle {
             detector: self,
             key: key.to_key(),

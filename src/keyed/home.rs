@@ -31,8 +31,8 @@
 //! exact step joins its modification order before reading the window, so
 //! of two racing adds the later one reads the earlier one's count.
 
-use super::map::Value;
-use super::reclaim::{Graveyard, Guard};
+use crate::map::Value;
+use crate::reclaim::{Graveyard, Guard};
 use crate::sync::{wait_hint, AtomicU64, Ordering};
 
 const HOT: u64 = 1 << 63;

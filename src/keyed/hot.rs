@@ -40,13 +40,13 @@
 
 use super::bound;
 use super::home::{Home, HomeCfg};
-use super::key::KeyHasher;
-use super::key::{Key, KeyRef};
-use super::map::Map;
-use super::reclaim::Guard;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
+use crate::key::KeyHasher;
+use crate::key::{Key, KeyRef};
+use crate::map::Map;
+use crate::reclaim::Guard;
 use crate::sync::Ordering;
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -152,7 +152,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             Map::new_in_sweeping(
                 windows.ring.hasher().clone(),
                 windows.ring.graveyard(),
-                super::map::SHARDS.div_ceil(slices as usize).max(1),
+                crate::map::SHARDS.div_ceil(slices as usize).max(1),
             )
         };
         Ok(HotKeyDetector {

@@ -57,42 +57,22 @@
 //! nothing. A contended entry adds a striped counter.
 
 mod add;
-mod barrier;
 mod bound;
 mod entry;
-#[cfg(not(loom))]
-pub(crate) mod epoch;
-/// Loom models only: the collector, driven directly.
-#[cfg(loom)]
-pub mod epoch;
 mod exact;
 mod handle;
 mod home;
 mod hot;
-mod key;
-#[cfg(not(loom))]
-mod limbo;
-/// Loom models only: the retired lists, driven directly.
-#[cfg(loom)]
-pub mod limbo;
-mod lines;
-pub(crate) mod map;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
-mod pins;
 mod reads;
-pub(crate) mod reclaim;
-mod retired;
 mod ring;
 mod slice_map;
-mod spares;
-mod table;
 mod windows;
 
 pub use self::handle::{HotKeyHandle, KeyHandle};
 pub use self::hot::HotKeyDetector;
-pub use self::key::{Key, KeyHasher, KeyRef};
 pub use self::windows::KeyedWindows;
 
 #[allow(dead_code)]

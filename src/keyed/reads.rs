@@ -15,11 +15,11 @@
 //!   table it reached is freed before it returns.
 
 use super::entry::Entry;
-use super::key::{Key, KeyHasher, KeyRef};
-use super::reclaim::Guard;
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::Clock;
+use crate::key::{Key, KeyHasher, KeyRef};
+use crate::reclaim::Guard;
 
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// The key's count in one slice's map (following it if it moves to a

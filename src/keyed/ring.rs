@@ -51,10 +51,10 @@
 //! hot-key detector's marking (`hot.rs`).
 
 use super::entry::Entry;
-use super::key::KeyHasher;
-use super::reclaim::{Graveyard, Guard};
 use super::slice_map::SliceMap;
-use super::spares::Spares;
+use crate::key::KeyHasher;
+use crate::map::spares::Spares;
+use crate::reclaim::{Graveyard, Guard};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Ordering};
 use std::hash::Hash;
 use std::ptr;

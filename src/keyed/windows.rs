@@ -9,12 +9,12 @@
 //! [`untracked_adds`](KeyedWindows::untracked_adds). A read of a key's
 //! window looks the key up in each live slice's map (`reads.rs`).
 
-use super::key::KeyHasher;
-use super::key::{Key, KeyRef};
-use super::reclaim::Guard;
 use super::ring::Ring;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
+use crate::key::KeyHasher;
+use crate::key::{Key, KeyRef};
+use crate::reclaim::Guard;
 use crate::sync::{AtomicU64, Ordering};
 use crate::window::slice_nanos;
 use std::collections::hash_map::RandomState;

@@ -45,7 +45,7 @@
 //!   that change at run time; `sliding.rs`, `fixed.rs`, `multi.rs`: its
 //!   shapes.
 //! - `keyed/`: [`KeyedLimiter`], one state per key, inline in the slots of
-//!   the per-key map (`crate::keyed::map`), with quotas per key and the
+//!   the per-key map (`crate::map`), with quotas per key and the
 //!   eviction and move protocols wired to the map.
 //!
 //! # Widths and bounds

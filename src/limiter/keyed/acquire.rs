@@ -34,12 +34,12 @@
 
 use super::{FloodPolicy, KeyedLimiter};
 use crate::clock::Clock;
-use crate::keyed::reclaim::Guard;
-use crate::keyed::{Key, KeyRef};
+use crate::key::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
 use crate::limiter::decision::Decision;
 use crate::limiter::state::{AdmissionState, Refused};
 use crate::limiter::Denied;
+use crate::reclaim::Guard;
 use crate::sync::{wait_hint, Ordering};
 use std::hash::BuildHasher;
 

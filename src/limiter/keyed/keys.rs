@@ -1,13 +1,13 @@
 //! The keys a [`KeyedLimiter`] holds: the bound (`max_keys`), what happens
 //! to a new key when the bound is reached ([`FloodPolicy`]), eviction of
-//! idle keys, and memory. The map's invariants (`crate::keyed::map`) and the
+//! idle keys, and memory. The map's invariants (`crate::map`) and the
 //! slot's (`slot.rs`) are what these rest on: `len` never exceeds
 //! `max_keys`, and an eviction never loses a grant.
 
 use super::pace::{SweepPace, PARTS};
 use super::{FloodPolicy, KeyedLimiter};
 use crate::clock::Clock;
-use crate::keyed::Key;
+use crate::key::Key;
 use crate::sync::{Exclusive, Ordering};
 use std::hash::BuildHasher;
 

@@ -6,9 +6,9 @@
 use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::error::ConfigError;
-use crate::keyed::reclaim::Guard;
-use crate::keyed::{Key, KeyRef};
+use crate::key::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
+use crate::reclaim::Guard;
 use std::hash::BuildHasher;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! with bounded memory.
 //!
 //! One engine for everything per key: the per-key map of
-//! [`KeyedWindows`](crate::KeyedWindows) (`crate::keyed::map`: sharded
+//! [`KeyedWindows`](crate::KeyedWindows) (`crate::map`: sharded
 //! open-addressing tables, lock-free lookups, inserts and moves under a
 //! shard lock, `max_keys`, a rolling sweep of idle keys), each slot holding
 //! its key's [`AdmissionState`] inline. Per key, the semantics are exactly
@@ -48,10 +48,10 @@ use self::refusals::Refusals;
 use self::slot::Shared;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
-use crate::keyed::map::Map;
-use crate::keyed::Key;
+use crate::key::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
 use crate::limiter::state::AdmissionState;
+use crate::map::Map;
 use crate::stripes::default_cap;
 use crate::sync::AtomicU64;
 use std::collections::hash_map::RandomState;
@@ -347,7 +347,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// as an insert into a full table would.
     #[cfg(loom)]
     #[doc(hidden)]
-    pub fn __move_shard_of<Q: crate::keyed::KeyRef<K> + ?Sized>(&self, key: &Q) {
+    pub fn __move_shard_of<Q: crate::key::KeyRef<K> + ?Sized>(&self, key: &Q) {
         self.map.rebuild_shard(self.map.hash(key), &self.shared);
     }
 

@@ -17,8 +17,8 @@
 //! longest window in finest slices (a unit test checks it over several
 //! configurations).
 
-use crate::keyed::map::SHARDS;
 use crate::limiter::config::Config;
+use crate::map::SHARDS;
 
 /// The parts a shard's table is swept in. One under loom: a model's
 /// tables are a group or two, and each part is a lock taken.

@@ -16,7 +16,7 @@
 //! which the window honours.
 //!
 //! # Overrides
-//! Overrides live in a second map of the same engine (`crate::keyed::map`),
+//! Overrides live in a second map of the same engine (`crate::map`),
 //! keyed like the states, sharing their hash (the same hasher), so a
 //! lookup costs no second hash. It is read only while it holds an override
 //! (`count`), so a limiter without overrides pays one load of a word that
@@ -30,10 +30,10 @@
 //! marked not live before its slot turns `TOMB`. `count` is raised after an
 //! entry goes live and lowered after it is removed.
 
-use crate::keyed::map::{Map, Value};
-use crate::keyed::reclaim::{Graveyard, Guard};
-use crate::keyed::{Key, KeyRef};
+use crate::key::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
+use crate::map::{Map, Value};
+use crate::reclaim::{Graveyard, Guard};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::hash::BuildHasher;
 

@@ -6,11 +6,11 @@
 
 use super::KeyedLimiter;
 use crate::clock::Clock;
-use crate::keyed::reclaim::Guard;
-use crate::keyed::{Key, KeyRef};
+use crate::key::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
 use crate::limiter::decision::Decision;
 use crate::limiter::state::AdmissionState;
+use crate::reclaim::Guard;
 use crate::sync::wait_hint;
 use std::hash::BuildHasher;
 use std::time::Duration;

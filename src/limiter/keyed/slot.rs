@@ -1,5 +1,5 @@
 //! A per-key limiter's map slot: an [`AdmissionState`] held **inline** in a
-//! slot of the per-key map (`crate::keyed::map`, the engine
+//! slot of the per-key map (`crate::map`, the engine
 //! [`KeyedWindows`](crate::KeyedWindows) runs on), with the owner protocol
 //! of `src/limiter/lifecycle.rs` as the map's [`Value`]. No second per-key
 //! store: a key's slot is its key and these 24 bytes.
@@ -51,10 +51,10 @@
 //!    its window (a move copies the sealed count; an eviction happens only
 //!    when that count is zero in every window at or after `floor`).
 
-use crate::keyed::map::Value;
-use crate::keyed::reclaim::{Graveyard, Guard};
 use crate::limiter::config::Config;
 use crate::limiter::state::AdmissionState;
+use crate::map::Value;
+use crate::reclaim::{Graveyard, Guard};
 use crate::sync::{AtomicU64, Ordering};
 
 /// What every slot of one per-key limiter shares: the admission states'

@@ -61,15 +61,18 @@
 
 mod grow;
 mod insert;
+pub(crate) mod lines;
+pub(crate) mod spares;
 mod sweep;
+pub(crate) mod table;
 mod teardown;
 mod value;
 
 pub(crate) use value::Value;
 
-use super::reclaim::{Graveyard, Guard};
-use super::spares::{Spares, SparesRef};
-use super::table::{Slot, Table};
+use self::spares::{Spares, SparesRef};
+use self::table::{Slot, Table};
+use crate::reclaim::{Graveyard, Guard};
 use crate::sync::{lock_whole, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
 use std::ptr::{self, NonNull};

@@ -6,7 +6,7 @@
 
 use super::ctrl::GROUP;
 use super::{Slot, Table};
-use crate::keyed::lines::LINE;
+use crate::map::lines::LINE;
 #[cfg(not(loom))]
 use {
     super::ctrl::{first, h2, matches},

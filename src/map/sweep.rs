@@ -29,7 +29,7 @@
 //! lock holder, a rare event: a write landing between the two checks).
 
 use super::{Map, ShardState, Table, Value};
-use crate::keyed::reclaim::Guard;
+use crate::reclaim::Guard;
 use crate::sync::{lock_whole, Ordering};
 use std::hash::{BuildHasher, Hash};
 

@@ -20,9 +20,9 @@
 //! as std does where an invariant cannot be restored; everywhere else a
 //! panic under a shard lock leaves the shard whole (`mod.rs`, "Panics").
 
+use super::table::{Table, GROUP};
 use super::{Map, ShardState, Value};
-use crate::keyed::reclaim::Guard;
-use crate::keyed::table::{Table, GROUP};
+use crate::reclaim::Guard;
 use crate::sync::Ordering;
 use std::hash::{BuildHasher, Hash};
 use std::ptr;

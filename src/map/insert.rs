@@ -15,7 +15,7 @@
 //! the bound (`Reservation`).
 
 use super::{Map, Value};
-use crate::keyed::reclaim::Guard;
+use crate::reclaim::Guard;
 use crate::sync::{lock_whole, Ordering};
 use std::hash::{BuildHasher, Hash};
 

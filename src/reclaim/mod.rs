@@ -24,11 +24,26 @@
 //! reclaiming earlier). The collector has its own model
 //! (`loom-tests/tests/reclaim.rs`).
 
+mod barrier;
 #[cfg(not(loom))]
-use super::epoch::{Pin, DOMAIN};
+pub(crate) mod epoch;
+/// Loom models only: the collector, driven directly.
+#[cfg(loom)]
+pub mod epoch;
 #[cfg(not(loom))]
-use super::limbo::Limbo;
-use super::retired::InParts;
+mod limbo;
+/// Loom models only: the retired lists, driven directly.
+#[cfg(loom)]
+pub mod limbo;
+mod pins;
+mod retired;
+
+pub(crate) use self::retired::{InParts, Parts};
+
+#[cfg(not(loom))]
+use self::epoch::{Pin, DOMAIN};
+#[cfg(not(loom))]
+use self::limbo::Limbo;
 
 /// A pinned section: memory unlinked while it is alive is not freed.
 pub(crate) struct Guard<'a> {
@@ -115,7 +130,7 @@ pub(crate) struct Graveyard {
 #[cfg(not(loom))]
 impl Default for Graveyard {
     fn default() -> Graveyard {
-        super::barrier::init();
+        barrier::init();
         Graveyard {
             limbo: Limbo::default(),
         }
@@ -139,7 +154,7 @@ impl Graveyard {
             let p = p;
             // SAFETY: freed once, when the owner is dropped (no guard left).
             let mut b = unsafe { Box::from_raw(p.0) };
-            let mut parts = super::retired::Parts::default();
+            let mut parts = Parts::default();
             b.take_parts(&mut parts);
             drop(b);
             drop(parts);

@@ -239,7 +239,7 @@ impl Drop for Limbo {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::keyed::epoch::tests::{retire, Counted};
+    use crate::reclaim::epoch::tests::{retire, Counted};
     use std::sync::Arc;
 
     #[test]

@@ -176,12 +176,12 @@ impl Drop for Pin<'_> {
 #[cfg(all(test, not(loom)))]
 pub(super) mod tests {
     use super::*;
-    use crate::keyed::limbo::{Limbo, COLLECT_BYTES};
+    use crate::reclaim::limbo::{Limbo, COLLECT_BYTES};
     use crate::sync::AtomicUsize;
     use std::sync::{mpsc, Arc};
 
     /// Counts its drops.
-    pub(in crate::keyed) struct Counted(pub(in crate::keyed) Arc<AtomicUsize>);
+    pub(in crate::reclaim) struct Counted(pub(in crate::reclaim) Arc<AtomicUsize>);
 
     impl Drop for Counted {
         fn drop(&mut self) {
@@ -190,7 +190,7 @@ pub(super) mod tests {
     }
 
     /// Retires an object that counts its drop in `freed`.
-    pub(in crate::keyed) fn retire(limbo: &Limbo, d: &Domain, freed: &Arc<AtomicUsize>) {
+    pub(in crate::reclaim) fn retire(limbo: &Limbo, d: &Domain, freed: &Arc<AtomicUsize>) {
         let p = Box::into_raw(Box::new(Counted(freed.clone())));
         // SAFETY: never published, retired once.
         unsafe { limbo.retire(d, p, COLLECT_BYTES) };

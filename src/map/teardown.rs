@@ -11,9 +11,9 @@
 //!    reach the map (a retired map is freed by the collector only once
 //!    every guard that could reach it has ended; `reclaim.rs`).
 
+use super::spares::Spare;
 use super::Map;
-use crate::keyed::retired::Parts;
-use crate::keyed::spares::Spare;
+use crate::reclaim::Parts;
 use crate::sync::Exclusive;
 use std::ptr;
 

@@ -1,6 +1,6 @@
 //! What the per-key map needs from the state each slot holds inline.
 
-use crate::keyed::reclaim::{Graveyard, Guard};
+use crate::reclaim::{Graveyard, Guard};
 
 /// What the map needs from the per-key state it holds inline.
 pub(crate) trait Value: Send + Sync + 'static {
