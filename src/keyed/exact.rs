@@ -117,7 +117,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         guard: &Guard<'_>,
     ) -> Option<u64> {
         let w = &self.windows;
-        self.homes.maybe_sweep(e, e, &self.home_cfg);
+        self.homes.maybe_sweep(e, e, &self.home_cfg, guard);
         loop {
             if w.ring.too_old(e) {
                 return None;

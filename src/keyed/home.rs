@@ -32,7 +32,7 @@
 //! of two racing adds the later one reads the earlier one's count.
 
 use crate::map::Value;
-use crate::reclaim::{Graveyard, Guard};
+use crate::reclaim::Guard;
 use crate::sync::{wait_hint, AtomicU64, Ordering};
 
 const HOT: u64 = 1 << 63;
@@ -179,7 +179,7 @@ impl Value for Home {
         self.last_heavy.store(0, Ordering::Relaxed);
     }
 
-    fn move_into(&self, to: &Self, _cfg: &HomeCfg, _guard: &Guard<'_>, _graveyard: &Graveyard) {
+    fn move_into(&self, to: &Self, _cfg: &HomeCfg, _guard: &Guard<'_>) {
         let h = self.hot.fetch_or(DEAD, Ordering::AcqRel);
         debug_assert!(h & (DEAD | INCOMING) == 0, "moves live homes only");
         to.last_heavy
@@ -187,13 +187,7 @@ impl Value for Home {
         to.hot.store(h, Ordering::Release);
     }
 
-    fn try_retire(
-        &self,
-        now: u64,
-        cfg: &HomeCfg,
-        _guard: &Guard<'_>,
-        _graveyard: &Graveyard,
-    ) -> bool {
+    fn try_retire(&self, now: u64, cfg: &HomeCfg, _guard: &Guard<'_>) -> bool {
         let last = self.last_heavy.load(Ordering::Acquire);
         let keep = |e: u64| u128::from(e) + 2 * u128::from(cfg.slices) > u128::from(now);
         if keep(last) {
@@ -242,23 +236,20 @@ mod tests {
     #[test]
     fn transitions_retire_and_move() {
         let cfg = HomeCfg { slices: 2 };
-        let g = Graveyard::default();
+        let g = crate::reclaim::Graveyard::default();
         let guard = Guard::pin(&g);
         let h = Home::vacant();
         h.init(&cfg, false);
         h.note_heavy(4);
         assert_eq!(h.transition(4, 1, 5, 5).unwrap(), (true, true));
         assert!(h.hot_since(4).unwrap());
-        assert!(
-            !h.try_retire(7, &cfg, &guard, &g),
-            "heavy at 4: kept until 8"
-        );
+        assert!(!h.try_retire(7, &cfg, &guard), "heavy at 4: kept until 8");
         let to = Home::vacant();
         to.init(&cfg, true);
-        h.move_into(&to, &cfg, &guard, &g);
+        h.move_into(&to, &cfg, &guard);
         assert!(h.sync().is_err());
         assert_eq!(to.state().unwrap(), (true, 4));
-        assert!(to.try_retire(8, &cfg, &guard, &g));
+        assert!(to.try_retire(8, &cfg, &guard));
         assert!(to.transition(9, 9, 9, 5).is_err());
     }
 }

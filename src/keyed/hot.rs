@@ -106,8 +106,7 @@ pub(super) const NOTED: u64 = 1 << 3;
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct HotKeyDetector<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
-    /// Declared before `windows`: dropped first (it shares the windows'
-    /// collector, `Map::new_in`).
+    /// Every guard on it is pinned on the windows' graveyard.
     pub(super) homes: Map<K, Home, S>,
     pub(super) home_cfg: HomeCfg,
     pub(super) windows: KeyedWindows<K, C, S>,
@@ -145,16 +144,10 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             return Err(ConfigError::Invalid("the hot threshold must be at least 1"));
         }
         let slices = windows.slices() as u64;
-        // SAFETY: `homes` is declared before `windows` (dropped first), and
-        // the windows' collector is boxed: its address outlives every move
-        // of the detector.
-        let homes = unsafe {
-            Map::new_in_sweeping(
-                windows.ring.hasher().clone(),
-                windows.ring.graveyard(),
-                crate::map::SHARDS.div_ceil(slices as usize).max(1),
-            )
-        };
+        // Guards on the homes are pinned on the windows' graveyard, which
+        // the detector owns with them.
+        let mut homes = Map::new(windows.ring.hasher().clone());
+        homes.set_sweep(crate::map::SHARDS.div_ceil(slices as usize).max(1), 1);
         Ok(HotKeyDetector {
             homes,
             home_cfg: HomeCfg { slices },
@@ -298,7 +291,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         // "Lifetime": adds up to a window older than the newest still
         // decide).
         let e = self.windows.epoch(now).min(self.windows.ring.newest());
-        self.homes.evict_idle(e, &self.home_cfg);
+        let guard = Guard::pin(self.windows.ring.graveyard());
+        self.homes.evict_idle(e, &self.home_cfg, &guard);
+        drop(guard);
         self.windows.evict_idle_at(now)
     }
 

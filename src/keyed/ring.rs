@@ -55,7 +55,7 @@ use super::slice_map::SliceMap;
 use crate::key::KeyHasher;
 use crate::map::spares::Spares;
 use crate::reclaim::{Graveyard, Guard};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Ordering};
+use crate::sync::{Arc, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Ordering};
 use std::hash::Hash;
 use std::ptr;
 use strength_reduce::StrengthReducedU64;
@@ -73,13 +73,13 @@ pub(crate) struct Ring<K, S> {
     newest: AtomicU64,
     hasher: S,
     max_keys: usize,
-    /// Boxed (maps keep its address, and the ring may move), and declared
-    /// after the slots: dropped after the maps (`Map::new_in`'s contract).
-    graveyard: Box<Graveyard>,
-    /// The retired maps' tables, for later maps (`spares.rs`). Boxed, and
-    /// declared last: the graveyard's drop may hand it the tables of the
-    /// maps it frees (`SparesRef::new`'s contract).
-    pub(super) spares: Box<Spares<K, Entry>>,
+    /// Where replaced maps and tables wait for the guards: every guard on
+    /// the ring and its maps is pinned on it (`crate::reclaim`,
+    /// "Ownership").
+    graveyard: Graveyard,
+    /// The retired maps' tables, for later maps (`crate::map::spares`):
+    /// shared with every map and with the parts the collector frees.
+    pub(super) spares: Arc<Spares<K, Entry>>,
 }
 
 impl<K, S> Ring<K, S>
@@ -100,8 +100,8 @@ where
             newest: AtomicU64::new(0),
             hasher,
             max_keys: usize::MAX,
-            graveyard: Box::default(),
-            spares: Box::new(Spares::new(Entry::vacant)),
+            graveyard: Graveyard::default(),
+            spares: Arc::new(Spares::new(Entry::vacant)),
         }
     }
 
@@ -244,7 +244,7 @@ where
                         // SAFETY: `cur` is unlinked (the slot holds `fresh`),
                         // came from `Box::into_raw`, and only this CAS's
                         // winner hands it over.
-                        unsafe { guard.defer_free_in_parts(cur, &self.graveyard) };
+                        unsafe { guard.defer_free_in_parts(cur) };
                     }
                     // SAFETY: just published; freed only through the
                     // collector.
@@ -263,21 +263,14 @@ where
     /// "Sizing").
     fn fresh_map(&self, e: u64, guard: &Guard<'_>) -> SliceMap<K, S> {
         let prev = self.get(self.newest(), guard).map(|m| m.map.len());
-        // SAFETY: the ring's graveyard is dropped after every map (the
-        // installed ones in `Drop`, the deferred ones by the collector's
-        // own drop; neither drop uses it), and the spares after the
-        // graveyard (field order, see `Ring`).
-        unsafe {
-            SliceMap::new(
-                e,
-                self.slice_nanos,
-                prev,
-                self.hasher.clone(),
-                &self.graveyard,
-                &self.spares,
-                self.max_keys,
-            )
-        }
+        SliceMap::new(
+            e,
+            self.slice_nanos,
+            prev,
+            self.hasher.clone(),
+            &self.spares,
+            self.max_keys,
+        )
     }
 
     /// Calls `f` on every map whose epoch is in the window ending at `e`
@@ -354,7 +347,7 @@ where
             {
                 dropped += m.map.len();
                 // SAFETY: unlinked by this CAS, handed over once.
-                unsafe { guard.defer_free_in_parts(cur, &self.graveyard) };
+                unsafe { guard.defer_free_in_parts(cur) };
             }
         }
         dropped

@@ -23,16 +23,18 @@
 //! 1. A map's epoch and `start` never change; `start = epoch *
 //!    slice_nanos`, so a time `now` is in the map's slice iff `now - start <
 //!    slice_nanos` (wrapping: no division).
-//! 2. A map's collector and spares are its ring's, and outlive it and every
-//!    part of it ([`SliceMap::new`]'s contract).
+//! 2. A map's spares are its ring's (shared by `Arc`: whichever of the
+//!    ring, the map and the parts it hands over goes last frees them), and
+//!    every guard on the map is pinned on the ring's graveyard.
 //! 3. An entry is never retired on its own: whole slices leave
 //!    ([`Value::try_retire`] is `false`).
 
 use super::entry::Entry;
 use crate::map::spares::Spares;
 use crate::map::{Map, Value, SHARDS};
-use crate::reclaim::{Graveyard, Guard};
+use crate::reclaim::Guard;
 use crate::reclaim::{InParts, Parts};
+use crate::sync::Arc;
 
 /// Keys a slice map's shard holds, about, before the next slice's map is
 /// given more shards.
@@ -61,29 +63,22 @@ where
 {
     /// The map of epoch `e` (slices of `slice_nanos`), sized for `prev`
     /// keys, the newest map's (`None`: there is none; module docs,
-    /// "Sizing"), holding at most `max_keys`.
-    ///
-    /// # Safety
-    /// `graveyard` and `spares` outlive the map and every part of it
-    /// handed to the collector, and `spares` outlives `graveyard` (whose
-    /// drop may hand it tables).
-    pub(crate) unsafe fn new(
+    /// "Sizing"), holding at most `max_keys`, its tables taken from and
+    /// given back to `spares`.
+    pub(crate) fn new(
         e: u64,
         slice_nanos: u64,
         prev: Option<usize>,
         hasher: S,
-        graveyard: &Graveyard,
-        spares: &Spares<K, Entry>,
+        spares: &Arc<Spares<K, Entry>>,
         max_keys: usize,
     ) -> Self {
         let shards = match prev {
             None => SHARDS,
             Some(n) => (n / KEYS_PER_SHARD).max(min_shards()),
         };
-        // SAFETY: the caller's contract.
-        let mut map = unsafe { Map::new_in(hasher, graveyard, shards) };
-        // SAFETY: the caller's contract.
-        unsafe { map.set_spares(spares) };
+        let mut map = Map::with_shards(hasher, shards);
+        map.set_spares(Arc::clone(spares));
         map.set_max_keys(max_keys);
         let per_shard = prev.unwrap_or(0).div_ceil(map.shards());
         map.presize(|_| per_shard);
@@ -116,11 +111,11 @@ impl Value for Entry {
         Entry::init(self, incoming);
     }
 
-    fn move_into(&self, to: &Self, _cfg: &(), _guard: &Guard<'_>, _graveyard: &Graveyard) {
+    fn move_into(&self, to: &Self, _cfg: &(), _guard: &Guard<'_>) {
         Entry::move_into(self, to);
     }
 
-    fn try_retire(&self, _now: u64, _cfg: &(), _guard: &Guard<'_>, _graveyard: &Graveyard) -> bool {
+    fn try_retire(&self, _now: u64, _cfg: &(), _guard: &Guard<'_>) -> bool {
         false // whole slices retire, never one key (invariant 3)
     }
 
@@ -142,15 +137,12 @@ mod tests {
 
     #[test]
     fn a_slice_map_hands_every_table_to_its_parts_and_each_key_is_dropped_once() {
-        // Declared first, dropped last (`SliceMap::new`'s contract).
-        let spares = Spares::new(Entry::vacant);
-        let graveyard = Graveyard::default();
+        let spares = Arc::new(Spares::new(Entry::vacant));
+        let graveyard = crate::reclaim::Graveyard::default();
         let hasher = RandomState::new();
         let keys: Vec<Arc<u64>> = (0..5000).map(Arc::new).collect();
         let guard = Guard::pin(&graveyard);
-        // SAFETY: `graveyard` and `spares` outlive the map and its parts.
-        let mut m =
-            unsafe { SliceMap::new(0, 1, None, hasher.clone(), &graveyard, &spares, usize::MAX) };
+        let mut m = SliceMap::new(0, 1, None, hasher.clone(), &spares, usize::MAX);
         // Room from the start (twice a shard's even share): no move leaves
         // a key's clone in a retired table.
         let per_shard = 2 * keys.len() / m.map.shards() + 16;

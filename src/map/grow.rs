@@ -89,7 +89,7 @@ where
         // hold 7 keys (`Table::max_used`).
         let keys = ((st.len + 1) * 3 / 2 + 1).max(st.hint + st.hint / 10);
         let want = keys.div_ceil(GROUP - 1);
-        let spare = self.spares.as_ref().and_then(|s| s.get().take(want));
+        let spare = self.spares.as_ref().and_then(|s| s.take(want));
         let fresh = Box::into_raw(spare.unwrap_or_else(|| Box::new(Self::new_table(want))));
         let old = p.current.load(Ordering::Acquire);
         if old.is_null() {
@@ -113,14 +113,14 @@ where
             let key = unsafe { s.key() }.clone();
             let h = self.hash(&key);
             let to = n.insert(h, key, |to| to.init(cfg, true));
-            v.move_into(to.value(), cfg, guard, &self.graveyard);
+            v.move_into(to.value(), cfg, guard);
             moved += 1;
         });
         std::mem::forget(bomb);
         p.old.store(ptr::null_mut(), Ordering::Release);
         // SAFETY: `old` is unlinked (neither `current` nor `old` holds it),
         // so only guards pinned before now can reach it.
-        unsafe { guard.defer_free(old, o.memory_bytes(), &self.graveyard) };
+        unsafe { guard.defer_free(old, o.memory_bytes()) };
         st.len = moved;
         st.tombs = 0;
         n

@@ -70,7 +70,7 @@ where
         prepare: impl FnOnce(&V),
         f: impl FnOnce(&'g V, bool) -> R,
     ) -> Option<R> {
-        if !self.reserve(now, cfg) {
+        if !self.reserve(now, cfg, guard) {
             return None;
         }
         // Given back if `is` or `make` (the key's `Eq`, `Clone`) panics.
@@ -99,7 +99,7 @@ where
         let r = f(s.value(), true);
         drop(st);
         // Outside the lock: the inserts drain the collector's ready list.
-        self.graveyard.free_one();
+        guard.graveyard().free_one();
         Some(r)
     }
 

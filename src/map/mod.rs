@@ -70,36 +70,12 @@ mod value;
 
 pub(crate) use value::Value;
 
-use self::spares::{Spares, SparesRef};
+use self::spares::Spares;
 use self::table::{Slot, Table};
-use crate::reclaim::{Graveyard, Guard};
-use crate::sync::{lock_whole, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
+use crate::reclaim::Guard;
+use crate::sync::{lock_whole, Arc, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
-use std::ptr::{self, NonNull};
-
-/// Where a map's unlinked memory waits: its own collector, or one it
-/// shares with its owner's other maps (see [`Map::new_in`]).
-enum Yard {
-    Own(Box<Graveyard>),
-    Shared(NonNull<Graveyard>),
-}
-
-// SAFETY: a shared graveyard is only ever used through `&Graveyard`
-// (`Graveyard` is `Sync`), and it outlives the map (`Map::new_in`).
-unsafe impl Send for Yard {}
-// SAFETY: as above.
-unsafe impl Sync for Yard {}
-
-impl std::ops::Deref for Yard {
-    type Target = Graveyard;
-    fn deref(&self) -> &Graveyard {
-        match self {
-            Yard::Own(g) => g,
-            // SAFETY: `Map::new_in`'s contract.
-            Yard::Shared(p) => unsafe { p.as_ref() },
-        }
-    }
-}
+use std::ptr;
 
 /// Shards per map: inserts into different shards do not wait for each
 /// other, and a rebuild moves 1/`SHARDS` of the keys at a time.
@@ -131,7 +107,6 @@ pub(crate) struct Map<K, V, S> {
     ptrs: Box<[Ptrs<K, V>]>,
     locks: Box<[Mutex<ShardState>]>,
     hasher: S,
-    graveyard: Yard,
     /// Keys held (see "Bounds and eviction"); counted only when
     /// `max_keys` bounds them (an unbounded map sums its shards instead,
     /// so that inserts do not share one contended counter).
@@ -150,7 +125,7 @@ pub(crate) struct Map<K, V, S> {
     shards: usize,
     /// Where its tables are taken from and go back to (a ring's slice
     /// maps, `spares.rs`); none: allocated and freed.
-    spares: Option<SparesRef<K, V>>,
+    spares: Option<Arc<Spares<K, V>>>,
 }
 
 impl<K, V, S> Map<K, V, S>
@@ -159,56 +134,21 @@ where
     V: Value,
     S: BuildHasher,
 {
-    /// An empty map with a collector of its own and every shard, without
-    /// automatic sweeping ([`set_sweep`](Self::set_sweep) turns it on).
+    /// An empty map of every shard, without automatic sweeping
+    /// ([`set_sweep`](Self::set_sweep) turns it on).
     pub(crate) fn new(hasher: S) -> Self {
-        Self::with_yard(hasher, 0, Yard::Own(Box::default()), SHARDS)
+        Self::with_shards(hasher, SHARDS)
     }
 
-    /// Sweeps automatically `per_step` parts at each new sweep step (0:
-    /// off), a shard's table being swept in `parts` parts (at least 1).
-    pub(crate) fn set_sweep(&mut self, per_step: usize, parts: usize) {
-        self.sweep_parts = parts.max(1);
-        self.sweep_per_step = per_step.min(self.shards * self.sweep_parts);
-    }
-
-    /// An empty map whose unlinked tables go to `graveyard`, which it
-    /// shares with other maps (a guard pinned on it covers all of them).
-    /// `shards` is rounded up to a power of two, at most [`SHARDS`]: a
-    /// map that will hold few keys needs few locks.
-    ///
-    /// # Safety
-    /// `graveyard` outlives the map (the owner drops its maps, and frees
-    /// the ones it deferred through the collector, before the graveyard).
-    pub(crate) unsafe fn new_in(hasher: S, graveyard: &Graveyard, shards: usize) -> Self {
-        Self::with_yard(hasher, 0, Yard::Shared(NonNull::from(graveyard)), shards)
-    }
-
-    /// [`new_in`](Self::new_in) with every shard and automatic sweeping
-    /// (`sweep_per_step` shards at each new sweep step).
-    ///
-    /// # Safety
-    /// As [`new_in`](Self::new_in).
-    pub(crate) unsafe fn new_in_sweeping(
-        hasher: S,
-        graveyard: &Graveyard,
-        sweep_per_step: usize,
-    ) -> Self {
-        Self::with_yard(
-            hasher,
-            sweep_per_step,
-            Yard::Shared(NonNull::from(graveyard)),
-            SHARDS,
-        )
-    }
-
-    fn with_yard(hasher: S, sweep_per_step: usize, graveyard: Yard, shards: usize) -> Self {
+    /// An empty map of `shards` shards, rounded up to a power of two, at
+    /// most [`SHARDS`]: a map that will hold few keys needs few locks.
+    pub(crate) fn with_shards(hasher: S, shards: usize) -> Self {
         let shards = shards.clamp(1, SHARDS).next_power_of_two();
         Map {
             shards,
             len: AtomicUsize::new(0),
             max_keys: usize::MAX,
-            sweep_per_step: sweep_per_step.min(shards),
+            sweep_per_step: 0,
             sweep_parts: 1,
             swept: AtomicU64::new(0),
             cursor: AtomicUsize::new(0),
@@ -223,9 +163,15 @@ where
                 .map(|_| Mutex::new(ShardState::default()))
                 .collect(),
             hasher,
-            graveyard,
             spares: None,
         }
+    }
+
+    /// Sweeps automatically `per_step` parts at each new sweep step (0:
+    /// off), a shard's table being swept in `parts` parts (at least 1).
+    pub(crate) fn set_sweep(&mut self, per_step: usize, parts: usize) {
+        self.sweep_parts = parts.max(1);
+        self.sweep_per_step = per_step.min(self.shards * self.sweep_parts);
     }
 
     /// Sizes each shard's first table for `hint(shard)` keys (a map that
@@ -239,13 +185,8 @@ where
 
     /// Takes new tables from `spares` when one fits, and hands its tables
     /// to them when the collector frees the map (`take_tables`).
-    ///
-    /// # Safety
-    /// `spares` outlives the map and every part it hands over
-    /// (`SparesRef::new`).
-    pub(crate) unsafe fn set_spares(&mut self, spares: &Spares<K, V>) {
-        // SAFETY: the caller's contract.
-        self.spares = Some(unsafe { SparesRef::new(spares) });
+    pub(crate) fn set_spares(&mut self, spares: Arc<Spares<K, V>>) {
+        self.spares = Some(spares);
     }
 
     /// The number of shards.
@@ -331,11 +272,10 @@ where
     /// Loom models only: moves every key of `hash`'s shard to a new table,
     /// as an insert into a full table would.
     #[cfg(loom)]
-    pub(crate) fn rebuild_shard(&self, hash: u64, cfg: &V::Cfg) {
+    pub(crate) fn rebuild_shard(&self, hash: u64, cfg: &V::Cfg, guard: &Guard<'_>) {
         let i = self.shard(hash);
-        let guard = Guard::pin(&self.graveyard);
         let mut st = lock_whole(&self.locks[i]);
-        self.rebuild(i, &mut st, cfg, &guard);
+        self.rebuild(i, &mut st, cfg, guard);
     }
 
     /// Calls `f(key, state)` for every key held, one shard at a time under
@@ -387,12 +327,6 @@ where
 }
 
 impl<K, V, S> Map<K, V, S> {
-    /// The collector every guard on this map pins.
-    #[inline]
-    pub(crate) fn graveyard(&self) -> &Graveyard {
-        &self.graveyard
-    }
-
     /// Keys held now (never more than `max_keys`).
     #[inline]
     pub(crate) fn len(&self) -> usize {

@@ -35,14 +35,14 @@
 
 use super::table::Table;
 use super::SHARDS;
-use crate::sync::{lock_whole as lock, AtomicUsize, Mutex, Ordering};
-use std::ptr::NonNull;
+use crate::sync::{lock_whole as lock, Arc, AtomicUsize, Mutex, Ordering};
 
 /// The spare tables of one ring (module docs).
 pub(crate) struct Spares<K, V> {
     /// Boxed: a map's shard points at its table's box (`Box::into_raw`),
-    /// which is handed over and back as it is. Locked poisoned or not (`lock_whole`): a panic while holding it
-    /// leaves the list whole (one push or removal).
+    /// which is handed over and back as it is. Locked poisoned or not
+    /// (`lock_whole`): a panic while holding it leaves the list whole (one
+    /// push or removal).
     #[allow(clippy::vec_box)]
     list: Mutex<Vec<Box<Table<K, V>>>>,
     /// Groups the latest [`take`](Self::take) asked for (0: none yet).
@@ -118,47 +118,19 @@ impl<K, V> Spares<K, V> {
     }
 }
 
-/// A pointer to a ring's [`Spares`], held by each of its maps.
-pub(crate) struct SparesRef<K, V>(NonNull<Spares<K, V>>);
-
-// SAFETY: `Spares` is used only through `&Spares` (a mutex and an atomic;
-// `Sync` when its tables may move between threads), and it outlives every
-// map and part that holds this pointer (`SparesRef::new`).
-unsafe impl<K: Send, V: Send> Send for SparesRef<K, V> {}
-// SAFETY: as above.
-unsafe impl<K: Send, V: Send> Sync for SparesRef<K, V> {}
-
-impl<K, V> SparesRef<K, V> {
-    /// # Safety
-    /// `spares` outlives every map given this pointer and every [`Spare`]
-    /// made from it (the ring drops it after its maps and its collector).
-    pub(crate) unsafe fn new(spares: &Spares<K, V>) -> Self {
-        SparesRef(NonNull::from(spares))
-    }
-
-    pub(crate) fn get(&self) -> &Spares<K, V> {
-        // SAFETY: `new`'s contract.
-        unsafe { self.0.as_ref() }
-    }
-
-    fn copy(&self) -> Self {
-        SparesRef(self.0)
-    }
-}
-
 /// A retired table on its way to the spares: a part of a freed slice map
 /// (`limbo.rs`), kept when the collector frees it.
 pub(crate) struct Spare<K, V> {
     table: Option<Box<Table<K, V>>>,
-    to: SparesRef<K, V>,
+    to: Arc<Spares<K, V>>,
 }
 
 impl<K, V> Spare<K, V> {
     /// `table` (which no guard can reach) for `to`.
-    pub(crate) fn new(table: Box<Table<K, V>>, to: &SparesRef<K, V>) -> Self {
+    pub(crate) fn new(table: Box<Table<K, V>>, to: &Arc<Spares<K, V>>) -> Self {
         Spare {
             table: Some(table),
-            to: to.copy(),
+            to: Arc::clone(to),
         }
     }
 }
@@ -166,7 +138,7 @@ impl<K, V> Spare<K, V> {
 impl<K, V> Drop for Spare<K, V> {
     fn drop(&mut self) {
         if let Some(t) = self.table.take() {
-            self.to.get().keep(t);
+            self.to.keep(t);
         }
     }
 }
@@ -194,16 +166,16 @@ mod tests {
 
     #[test]
     fn a_spare_is_cleared_kept_and_taken_by_size() {
-        let spares = Spares::new(|| AtomicU64::new(0));
+        let spares = Arc::new(Spares::new(|| AtomicU64::new(0)));
+        let to = &spares;
         let keys: Vec<Arc<u64>> = (0..40).map(Arc::new).collect();
-        let to = unsafe { SparesRef::new(&spares) };
         // Nothing asked for yet: nothing fits, the table is freed.
-        drop(Spare::new(table(10, &keys), &to));
+        drop(Spare::new(table(10, &keys), to));
         assert!(keys.iter().all(|k| Arc::strong_count(k) == 1));
         assert!(spares.take(10).is_none());
         // Now 10 groups are wanted: 10 to 15 fit.
         for groups in [9, 10, 15, 16] {
-            drop(Spare::new(table(groups, &keys), &to));
+            drop(Spare::new(table(groups, &keys), to));
         }
         assert!(
             keys.iter().all(|k| Arc::strong_count(k) == 1),
@@ -216,7 +188,7 @@ mod tests {
         assert_eq!(got, [10, 15]);
         // A taken table is as new: no key, every value vacant; every key
         // can be inserted and found.
-        drop(Spare::new(table(10, &keys), &to));
+        drop(Spare::new(table(10, &keys), to));
         let t = spares.take(10).expect("kept");
         for k in &keys {
             assert!(t.find(hash(**k), |x| x == k).is_none());
@@ -230,11 +202,11 @@ mod tests {
 
     #[test]
     fn a_miss_frees_a_spare_that_does_not_fit_and_the_list_is_bounded() {
-        let spares = Spares::new(|| AtomicU64::new(0));
-        let to = unsafe { SparesRef::new(&spares) };
+        let spares = Arc::new(Spares::new(|| AtomicU64::new(0)));
+        let to = &spares;
         assert!(spares.take(4).is_none());
         for _ in 0..SHARDS + 3 {
-            drop(Spare::new(table(4, &[]), &to));
+            drop(Spare::new(table(4, &[]), to));
         }
         assert_eq!(lock(&spares.list).len(), SHARDS);
         // Tables shrink: each miss lets one old spare go.

@@ -54,11 +54,11 @@ where
     /// Reserves room for one more key, sweeping every shard (at most once
     /// per epoch) when full.
     #[inline]
-    pub(super) fn reserve(&self, now: u64, cfg: &V::Cfg) -> bool {
-        self.max_keys == usize::MAX || self.reserve_bounded(now, cfg)
+    pub(super) fn reserve(&self, now: u64, cfg: &V::Cfg, guard: &Guard<'_>) -> bool {
+        self.max_keys == usize::MAX || self.reserve_bounded(now, cfg, guard)
     }
 
-    fn reserve_bounded(&self, now: u64, cfg: &V::Cfg) -> bool {
+    fn reserve_bounded(&self, now: u64, cfg: &V::Cfg, guard: &Guard<'_>) -> bool {
         for attempt in 0..2 {
             let mut c = self.len.load(Ordering::Acquire);
             while c < self.max_keys {
@@ -81,7 +81,7 @@ where
             {
                 return false;
             }
-            self.evict_idle(now, cfg);
+            self.evict_idle(now, cfg, guard);
         }
         false
     }
@@ -90,7 +90,7 @@ where
     /// count the owner advances with time) sweeps the next `sweep_per_step`
     /// shards of the keys idle at epoch `now`. One load otherwise.
     #[inline]
-    pub(crate) fn maybe_sweep(&self, step: u64, now: u64, cfg: &V::Cfg) {
+    pub(crate) fn maybe_sweep(&self, step: u64, now: u64, cfg: &V::Cfg, guard: &Guard<'_>) {
         if self.sweep_per_step == 0 {
             return;
         }
@@ -101,7 +101,7 @@ where
                 .compare_exchange(last, step, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
-            self.sweep_step(now, step - last, cfg);
+            self.sweep_step(now, step - last, cfg, guard);
         }
     }
 
@@ -120,20 +120,20 @@ where
     /// every part of every shard), each the next in the cursor's order: a
     /// shard's parts in turn, then the next shard's.
     #[cold]
-    pub(super) fn sweep_step(&self, now: u64, steps: u64, cfg: &V::Cfg) {
+    pub(super) fn sweep_step(&self, now: u64, steps: u64, cfg: &V::Cfg, guard: &Guard<'_>) {
         let units = self.shards * self.sweep_parts;
         let todo = (self.sweep_per_step as u64).saturating_mul(steps);
         for _ in 0..todo.min(units as u64) {
             let c = self.cursor.fetch_add(1, Ordering::Relaxed) % units;
             let (i, part) = (c / self.sweep_parts, c % self.sweep_parts);
-            self.sweep_part(i, part, self.sweep_parts, now, cfg);
+            self.sweep_part(i, part, self.sweep_parts, now, cfg, guard);
         }
     }
 
     /// Removes every key idle at epoch `now`; returns how many.
-    pub(crate) fn evict_idle(&self, now: u64, cfg: &V::Cfg) -> usize {
+    pub(crate) fn evict_idle(&self, now: u64, cfg: &V::Cfg, guard: &Guard<'_>) -> usize {
         (0..self.shards)
-            .map(|i| self.sweep_shard(i, now, cfg))
+            .map(|i| self.sweep_shard(i, now, cfg, guard))
             .sum()
     }
 
@@ -165,7 +165,7 @@ where
     ) -> (usize, usize) {
         let (mut dropped, mut stuck) = (0, 0);
         t.for_each_in_part(part, parts, |s| {
-            if s.value().try_retire(now, cfg, guard, &self.graveyard) {
+            if s.value().try_retire(now, cfg, guard) {
                 t.remove(s);
                 dropped += 1;
             } else if s.value().must_move() {
@@ -180,8 +180,8 @@ where
 
     /// Retires and removes every idle key of shard `i` (idle at epoch
     /// `now`); returns how many.
-    pub(super) fn sweep_shard(&self, i: usize, now: u64, cfg: &V::Cfg) -> usize {
-        self.sweep_part(i, 0, 1, now, cfg)
+    pub(super) fn sweep_shard(&self, i: usize, now: u64, cfg: &V::Cfg, guard: &Guard<'_>) -> usize {
+        self.sweep_part(i, 0, 1, now, cfg, guard)
     }
 
     /// [`sweep_shard`](Self::sweep_shard) over part `part` of `parts` of
@@ -190,18 +190,25 @@ where
     /// parts of a round is cut afresh; its rebuild swept it whole (with
     /// automatic sweeping on, `grow.rs`), so nothing idle is missed for
     /// long.
-    fn sweep_part(&self, i: usize, part: usize, parts: usize, now: u64, cfg: &V::Cfg) -> usize {
-        let guard = Guard::pin(&self.graveyard);
+    fn sweep_part(
+        &self,
+        i: usize,
+        part: usize,
+        parts: usize,
+        now: u64,
+        cfg: &V::Cfg,
+        guard: &Guard<'_>,
+    ) -> usize {
         let mut st = lock_whole(&self.locks[i]);
         // SAFETY: as in `upsert` (`insert.rs`): under the lock.
         let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() }) else {
             return 0;
         };
-        let (dropped, stuck) = self.sweep_locked_part(t, part, parts, &mut st, now, cfg, &guard);
+        let (dropped, stuck) = self.sweep_locked_part(t, part, parts, &mut st, now, cfg, guard);
         if stuck > 0 {
             // Keys closed by a retire that found them live again: moving
             // them reopens them (in fresh slots).
-            self.rebuild(i, &mut st, cfg, &guard);
+            self.rebuild(i, &mut st, cfg, guard);
         }
         dropped
     }

@@ -1,6 +1,6 @@
 //! What the per-key map needs from the state each slot holds inline.
 
-use crate::reclaim::{Graveyard, Guard};
+use crate::reclaim::Guard;
 
 /// What the map needs from the per-key state it holds inline.
 pub(crate) trait Value: Send + Sync + 'static {
@@ -25,18 +25,12 @@ pub(crate) trait Value: Send + Sync + 'static {
     /// (already published and prepared with `incoming`). Closes `self` to
     /// writers first; a writer that finds `self` closed looks the key up
     /// again. Runs under the shard lock.
-    fn move_into(&self, to: &Self, cfg: &Self::Cfg, guard: &Guard<'_>, graveyard: &Graveyard);
+    fn move_into(&self, to: &Self, cfg: &Self::Cfg, guard: &Guard<'_>);
 
     /// Retires the state if the key is idle at epoch `now`: `true` if it
     /// is now dead (the map then removes its slot). Runs under the shard
     /// lock.
-    fn try_retire(
-        &self,
-        now: u64,
-        cfg: &Self::Cfg,
-        guard: &Guard<'_>,
-        graveyard: &Graveyard,
-    ) -> bool;
+    fn try_retire(&self, now: u64, cfg: &Self::Cfg, guard: &Guard<'_>) -> bool;
 
     /// Whether the state was retired (an add that finds it so inserts the
     /// key afresh).

@@ -73,7 +73,8 @@ mod membarrier {
 /// edge), and with it the strategy.
 #[cfg(not(loom))]
 pub(crate) fn init() {
-    #[cfg(target_os = "linux")]
+    // Miri cannot make the system call: it runs the fence strategy.
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(membarrier::register);
@@ -99,7 +100,12 @@ fn fast() -> bool {
 pub(crate) fn pin(slot: &AtomicU64, e: u64) {
     #[cfg(not(loom))]
     {
-        slot.store(e, Ordering::Relaxed);
+        // `Release`, not `Relaxed`: a collect that reads this pin must
+        // also see every load of the thread's previous section (its unpin
+        // is an earlier `Release` store, but a later store of the same
+        // thread does not extend its release sequence; `epoch.rs`, case 1).
+        // On x86 a release store is the same plain `mov`.
+        slot.store(e, Ordering::Release);
         if fast() {
             crate::sync::compiler_fence(Ordering::SeqCst);
         } else {

@@ -20,7 +20,8 @@
 //! # Protocol
 //! - **Pin** (a thread's outermost guard; inner guards only count, in
 //!   `depth`, which only the holder touches): `e = epoch` (`Acquire`), store
-//!   `e` in the slot, the barrier's light half; then the guarded loads.
+//!   `e` in the slot (`Release`), the barrier's light half; then the
+//!   guarded loads.
 //! - **Unpin** (the outermost guard ends): store `INACTIVE` (`Release`).
 //! - **Collect** (holding a retired list, `limbo.rs`): the heavy half, then `m =` the
 //!   least pin read ([`barrier::scan`]; 0 if `anon` is not 0); free every
@@ -30,18 +31,27 @@
 //! A guard reaches an object only through a load made while pinned, and the
 //! object was unlinked before its retirement's bump, which is before the
 //! heavy half of any collect that frees it (the list's mutex orders them).
-//! Take any thread, and what that collect read of its slot:
-//! 1. **Its pin `p > r`.** Its `Acquire` load of `epoch` read a value the
-//!    retirement's bump (`Release`) or a later RMW wrote: a release
-//!    sequence, so the unlink happens-before its loads. It cannot reach
-//!    the object.
-//! 2. **Its unpin.** Every load it made in that pinned section
-//!    happens-before the free (`Release` store, `Acquire` read).
-//! 3. **Anything older than its current pin store** (an earlier pin, or
-//!    `INACTIVE`): then that store did not precede the heavy half, so its
-//!    later loads follow it and see the unlink (`barrier.rs`). It cannot
-//!    reach the object.
-//! 4. **Its pin `p <= r`:** the object is not freed.
+//! A thread's life is a sequence of pinned *sections*, each a pin store,
+//! guarded loads, and an unpin store (`INACTIVE`, `Release`), all on its
+//! own slot. Take any thread, and the value `v` a collect's scan
+//! (`Acquire`, after the heavy half) read of its slot; every section of
+//! the thread is before the store of `v`, is the one `v` pinned, or is
+//! after it:
+//! 1. **Sections before the store of `v`.** That store (a pin or an unpin)
+//!    is a `Release` store sequenced after all of them, and the scan read
+//!    it with `Acquire`: every load they made happens-before the free.
+//!    (It must be the store itself that releases: a `Relaxed` pin after a
+//!    `Release` unpin is not in the unpin's release sequence, so reading
+//!    the pin would order nothing of the section before it.)
+//! 2. **The section `v` pinned, `v = p > r`.** Its `Acquire` load of
+//!    `epoch` read a value the retirement's bump (`Release`) or a later RMW
+//!    wrote: a release sequence, so the unlink happens-before its loads. It
+//!    cannot reach the object.
+//! 3. **Sections after the store of `v`**, whose pin store the scan did not
+//!    see: by the barrier (`barrier.rs`) that pin store did not precede the
+//!    heavy half, so the section's loads follow it and see the unlink. It
+//!    cannot reach the object.
+//! 4. **The section `v` pinned, `v = p <= r`:** the object is not freed.
 //!
 //! A thread that pins after the collect is case 3. `epoch` is a `u64`
 //! bumped once per retirement: it does not wrap.
@@ -313,7 +323,8 @@ pub(super) mod tests {
                     }
                 });
             }
-            for _ in 0..20_000 {
+            let rounds = if cfg!(miri) { 300 } else { 20_000 };
+            for _ in 0..rounds {
                 let fresh = Box::into_raw(Box::new(Obj(AtomicU64::new(MAGIC))));
                 let _pin = D.pin();
                 let old = shared.swap(fresh, Ordering::AcqRel);

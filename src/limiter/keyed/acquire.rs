@@ -128,7 +128,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         now: u64,
         n: u64,
     ) -> Result<u64, Denied> {
-        let guard = Guard::pin(self.map.graveyard());
+        let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let cfg = &self.shared.cfg;
         let r = if self.quotas.levels() == 1 {
@@ -200,7 +200,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         now: u64,
         n: u64,
     ) -> Decision {
-        let guard = Guard::pin(self.map.graveyard());
+        let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];
         let limits = self.quotas.read(hash, key, &guard, &mut buf);
@@ -352,7 +352,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     #[inline(never)]
     fn sweep_step_slow(&self, now: u64) {
         let step = now / self.sweep_nanos;
-        self.map.maybe_sweep(step, self.epoch(now), &self.shared);
+        let guard = Guard::pin(&self.graveyard);
+        self.map
+            .maybe_sweep(step, self.epoch(now), &self.shared, &guard);
         let due = self
             .map
             .swept_through()

@@ -8,6 +8,7 @@ use super::pace::{SweepPace, PARTS};
 use super::{FloodPolicy, KeyedLimiter};
 use crate::clock::Clock;
 use crate::key::Key;
+use crate::reclaim::Guard;
 use crate::sync::{Exclusive, Ordering};
 use std::hash::BuildHasher;
 
@@ -129,7 +130,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn evict_idle_at(&self, now: u64) -> usize {
-        self.map.evict_idle(self.epoch(now), &self.shared)
+        let guard = Guard::pin(&self.graveyard);
+        self.map.evict_idle(self.epoch(now), &self.shared, &guard)
     }
 
     /// Decisions made for keys the limiter could not track (full of keys

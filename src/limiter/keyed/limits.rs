@@ -126,7 +126,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
                 "a key's limits need one value per limit of the limiter",
             ));
         }
-        self.quotas.set(self.map.hash(key), key, limits);
+        let guard = Guard::pin(&self.graveyard);
+        self.quotas.set(self.map.hash(key), key, limits, &guard);
         Ok(())
     }
 
@@ -179,7 +180,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn limits_for<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> Vec<u64> {
-        let guard = Guard::pin(self.map.graveyard());
+        let guard = Guard::pin(&self.graveyard);
         let mut buf = [0u64; MAX_LIMITS];
         self.quotas
             .read(self.map.hash(key), key, &guard, &mut buf)

@@ -52,6 +52,7 @@ use crate::key::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
 use crate::limiter::state::AdmissionState;
 use crate::map::Map;
+use crate::reclaim::Graveyard;
 use crate::stripes::default_cap;
 use crate::sync::AtomicU64;
 use std::collections::hash_map::RandomState;
@@ -114,6 +115,9 @@ pub enum FloodPolicy {
 /// ```
 pub struct KeyedLimiter<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
     map: Map<K, AdmissionState, S>,
+    /// Where the maps' replaced tables wait: every guard on `map` and on
+    /// the quotas' overrides is pinned on it (`crate::reclaim`).
+    graveyard: Graveyard,
     shared: Shared,
     quotas: Quotas<K, S>,
     /// A state never written: what a key the map does not hold reads as.
@@ -293,6 +297,7 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
                 map.set_sweep(pace.units, PARTS);
                 map
             },
+            graveyard: Graveyard::default(),
             quotas: Quotas::new(limits, hasher),
             empty: AdmissionState::new(&cfg, 0),
             divisor: StrengthReducedU64::new(cfg.slice_nanos()),
@@ -348,7 +353,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn __move_shard_of<Q: crate::key::KeyRef<K> + ?Sized>(&self, key: &Q) {
-        self.map.rebuild_shard(self.map.hash(key), &self.shared);
+        let guard = crate::reclaim::Guard::pin(&self.graveyard);
+        self.map
+            .rebuild_shard(self.map.hash(key), &self.shared, &guard);
     }
 
     /// Loom models only: counts refusals with `cells` per-token cells (the

@@ -33,7 +33,7 @@
 use crate::key::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
 use crate::map::{Map, Value};
-use crate::reclaim::{Graveyard, Guard};
+use crate::reclaim::Guard;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::hash::BuildHasher;
 
@@ -55,7 +55,7 @@ impl Value for Override {
 
     fn init(&self, _: &(), _: bool) {}
 
-    fn move_into(&self, to: &Self, _: &(), _: &Guard<'_>, _: &Graveyard) {
+    fn move_into(&self, to: &Self, _: &(), _: &Guard<'_>) {
         // Under the shard lock, which every writer takes: final values.
         for (a, b) in self.limits.iter().zip(&to.limits) {
             b.store(a.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -64,7 +64,7 @@ impl Value for Override {
             .store(self.live.load(Ordering::Relaxed), Ordering::Release);
     }
 
-    fn try_retire(&self, _: u64, _: &(), _: &Guard<'_>, _: &Graveyard) -> bool {
+    fn try_retire(&self, _: u64, _: &(), _: &Guard<'_>) -> bool {
         !self.live.load(Ordering::Relaxed)
     }
 
@@ -172,9 +172,14 @@ impl<K: Key, S: BuildHasher> Quotas<K, S> {
 
     /// Sets `key`'s override (`limits.len() == levels`, checked by the
     /// caller).
-    pub(crate) fn set<Q: KeyRef<K> + ?Sized>(&self, hash: u64, key: &Q, limits: &[u64]) {
+    pub(crate) fn set<Q: KeyRef<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+        limits: &[u64],
+        guard: &Guard<'_>,
+    ) {
         debug_assert_eq!(limits.len(), self.levels);
-        let guard = Guard::pin(self.overrides.graveyard());
         let is = |k: &K| key.is(k);
         let set = self.overrides.upsert(
             hash,
@@ -182,7 +187,7 @@ impl<K: Key, S: BuildHasher> Quotas<K, S> {
             || key.to_key(),
             &(),
             0,
-            &guard,
+            guard,
             |_| {},
             |o, _| {
                 for (l, &v) in o.limits.iter().zip(limits) {

@@ -47,7 +47,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn peek_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> Decision {
-        let guard = Guard::pin(self.map.graveyard());
+        let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];
         let limits = self.quotas.read(hash, key, &guard, &mut buf);
@@ -85,7 +85,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn available_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> u64 {
-        let guard = Guard::pin(self.map.graveyard());
+        let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];
         let limits = self.quotas.read(hash, key, &guard, &mut buf);

@@ -54,7 +54,7 @@
 use crate::limiter::config::Config;
 use crate::limiter::state::AdmissionState;
 use crate::map::Value;
-use crate::reclaim::{Graveyard, Guard};
+use crate::reclaim::Guard;
 use crate::sync::{AtomicU64, Ordering};
 
 /// What every slot of one per-key limiter shares: the admission states'
@@ -97,12 +97,12 @@ impl Value for AdmissionState {
         // Incoming: the slot stays pending until `move_into` copies.
     }
 
-    fn move_into(&self, to: &Self, sh: &Shared, _: &Guard<'_>, _: &Graveyard) {
+    fn move_into(&self, to: &Self, sh: &Shared, _: &Guard<'_>) {
         let copied = self.copy_into(&sh.cfg, to);
         debug_assert!(copied, "invariant 1: a FULL slot is never pending here");
     }
 
-    fn try_retire(&self, now: u64, sh: &Shared, _: &Guard<'_>, _: &Graveyard) -> bool {
+    fn try_retire(&self, now: u64, sh: &Shared, _: &Guard<'_>) -> bool {
         let cfg = &sh.cfg;
         let t = sh.start_of(now);
         if !self.is_idle_at(cfg, t) {
