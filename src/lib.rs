@@ -36,6 +36,7 @@ mod slice;
 mod stripes;
 mod sync;
 mod thread_id;
+mod unwind;
 mod window;
 
 // Integrations, each behind its own non-default feature and named after the

@@ -166,7 +166,7 @@ fn a_panic_in_a_move_aborts() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the child finished: {stderr}");
     assert!(
-        stderr.contains("while its shard moved: aborting (the move cannot be undone)"),
+        stderr.contains("while its shard moved (the move cannot be undone): aborting"),
         "the child did not abort for the move: {stderr}"
     );
     #[cfg(unix)]

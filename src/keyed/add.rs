@@ -52,10 +52,12 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// the slice goes straight to the insert, without a second lookup, and
     /// lands with it (no CAS).
     ///
-    /// `fresh` is called on an entry this add inserts, under its shard's
-    /// lock, after the add's count is in it and before its key is
-    /// published, so it may write the entry with plain stores (the hot-key
-    /// detector's home check, `exact.rs`; `|_| {}` elsewhere).
+    /// `fresh` is called when this add inserts the key, under its shard's
+    /// lock and before anything is written: it returns the new entry's
+    /// `hot` word, stored with the add's count before the key is published
+    /// (the hot-key detector's home check, `exact.rs`; `|| 0` elsewhere).
+    /// It may run the caller's code (a key's `Eq`): a panic there leaves
+    /// the map as it was (`crate::map`, "The caller's code").
     #[inline(always)]
     pub(super) fn add_in<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
@@ -64,7 +66,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         (e, m): (u64, Option<&'g SliceMap<K, S>>),
         n: u64,
         guard: &'g Guard<'_>,
-        fresh: impl Fn(&Entry),
+        fresh: impl Fn() -> u64,
     ) -> Option<(&'g Entry, Option<u64>)> {
         if let Some(m) = m {
             match m.map.get(hash, |k| key.is(k), guard) {
@@ -97,7 +99,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         e: u64,
         n: u64,
         guard: &'g Guard<'_>,
-        fresh: impl Fn(&Entry),
+        fresh: impl Fn() -> u64,
     ) -> Option<(&'g Entry, Option<u64>)> {
         let en = match self.insert(m, hash, key, e, n, guard, &fresh)? {
             Inserted::Landed(en, after) => return Some((en, Some(after))),
@@ -118,7 +120,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         e: u64,
         n: u64,
         guard: &'g Guard<'_>,
-        fresh: impl Fn(&Entry),
+        fresh: impl Fn() -> u64,
     ) -> Option<(&'g Entry, Option<u64>)> {
         let m = self.ring.for_add(e, guard)?;
         loop {
@@ -156,8 +158,24 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         }
     }
 
-    /// Inserts the key in the map of `m` with its first add, `n`, already
-    /// in its entry (`Entry::start_with`) and `fresh` run on it, unless
+    /// Adds `c` back to `key`'s entry in `m`: a count a take removed and
+    /// could not deliver (`reads.rs`, `take_all`). The key is in `m` (a
+    /// slice map never drops a key), in the entry the take emptied or in
+    /// the one that entry moved to; an add to a watched entry clears the
+    /// newer bounds, as any slow add's does.
+    pub(super) fn add_back(&self, m: &SliceMap<K, S>, key: &K, c: u64, guard: &Guard<'_>) {
+        let hash = self.ring.hash(key);
+        while let Some(en) = m.map.get(hash, |k| k == key, guard) {
+            if let Add::Done(_) = en.add(c) {
+                self.landed(en, (hash, key), m.epoch, false, guard);
+                return;
+            }
+        }
+        debug_assert!(false, "a slice map never drops a key");
+    }
+
+    /// Inserts the key in the map of `m` with its first add, `n`, and the
+    /// hot word `fresh` returned already in its entry (`Entry::start_with`), unless
     /// another thread inserted it first (then the caller adds).
     #[cold]
     #[allow(clippy::too_many_arguments)]
@@ -169,19 +187,16 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         e: u64,
         n: u64,
         guard: &'g Guard<'_>,
-        fresh: &impl Fn(&Entry),
+        fresh: &impl Fn() -> u64,
     ) -> Option<Inserted<'g>> {
         let r = m.map.upsert(
             hash,
             |k| key.is(k),
-            || key.to_key(),
+            || (key.to_key(), fresh()),
             &(),
             e,
             guard,
-            |en| {
-                en.start_with(n);
-                fresh(en);
-            },
+            |en, hot| en.start_with(n, hot),
             |en, inserted| (en, inserted),
         );
         let Some((en, inserted)) = r else {

@@ -113,13 +113,16 @@ impl Entry {
         self.hot.store(0, Ordering::Relaxed);
     }
 
-    /// Gives a new entry its first add, `n` (saturating), after
-    /// [`init`](Self::init) and before its key is published: the control
-    /// byte's `Release` store publishes the count with the key, so the add
-    /// needs no CAS of its own.
+    /// Gives a new entry its first add, `n` (saturating), and its `hot`
+    /// word, after [`init`](Self::init) and before its key is published:
+    /// the control byte's `Release` store publishes both with the key, so
+    /// the add needs no CAS of its own.
     #[inline]
-    pub(crate) fn start_with(&self, n: u64) {
+    pub(crate) fn start_with(&self, n: u64, hot: u64) {
         self.word.store(n.min(COUNT_MAX), Ordering::Relaxed);
+        if hot != 0 {
+            self.hot.store(hot, Ordering::Relaxed);
+        }
     }
 
     #[inline]

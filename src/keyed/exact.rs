@@ -84,11 +84,11 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let made = self.homes.upsert(
             hash,
             |k| key.is(k),
-            || key.to_key(),
+            || (key.to_key(), ()),
             &self.home_cfg,
             e,
             guard,
-            |_| {},
+            |_, ()| {},
             |h, _| h.note_heavy(e),
         );
         debug_assert!(made.is_some(), "the home map is unbounded");

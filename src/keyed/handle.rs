@@ -59,15 +59,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
         }
         let w = self.windows;
         let guard = Guard::pin(w.ring.graveyard());
-        w.add_in(
-            self.hash,
-            &self.key,
-            w.locate(now, &guard),
-            n,
-            &guard,
-            |_| {},
-        )
-        .is_some()
+        w.add_in(self.hash, &self.key, w.locate(now, &guard), n, &guard, || 0)
+            .is_some()
     }
 
     /// Adds `n` now; `true` if it was counted.
@@ -83,7 +76,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
         let guard = Guard::pin(w.ring.graveyard());
         let at = w.locate(now, &guard);
         if n > 0
-            && w.add_in(self.hash, &self.key, at, n, &guard, |_| {})
+            && w.add_in(self.hash, &self.key, at, n, &guard, || 0)
                 .is_none()
         {
             return 0;

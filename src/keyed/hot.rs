@@ -213,13 +213,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let guard = Guard::pin(w.ring.graveyard());
         let at = w.locate(now, &guard);
         let e = at.0;
-        let (en, after) = w.add_in(hash, key, at, n, &guard, |en| {
+        let (en, after) = w.add_in(hash, key, at, n, &guard, || {
             // A new entry, under its shard's lock ("Why the check runs
-            // under the slice's shard lock") and not yet published: a
-            // plain store, which the publication releases.
+            // under the slice's shard lock"): its hot word, stored before
+            // the key is published.
             let has = self.homes.get(hash, |k| key.is(k), &guard).is_some();
-            en.hot()
-                .store(CHECKED | if has { HAS_HOME } else { 0 }, Ordering::Relaxed);
+            CHECKED | if has { HAS_HOME } else { 0 }
         })?;
         let flags = en.hot().load(Ordering::Acquire);
         // A heavy crossing (a count reaching `H`) still notes itself.
@@ -266,21 +265,18 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// order; a scan of every live slice, one shard at a time).
     pub fn hot_keys_at(&self, now: u64) -> Vec<K> {
         let guard = Guard::pin(self.windows.ring.graveyard());
-        let mut out: Vec<K> = self
-            .windows
-            .sums_at(now)
+        self.windows
+            .sums_at(now, &guard)
             .into_iter()
-            .filter(|(k, s)| {
-                *s >= self.threshold
+            .filter(|&(k, s)| {
+                s >= self.threshold
                     && self
                         .homes
                         .get(self.windows.ring.hash(k), |x| x == k, &guard)
                         .is_some_and(|h| h.state().is_ok_and(|s| s.0))
             })
-            .map(|(k, _)| k)
-            .collect();
-        out.shrink_to_fit();
-        out
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Drops the slices that left the window at `now` (see

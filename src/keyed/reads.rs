@@ -20,6 +20,7 @@ use super::windows::KeyedWindows;
 use crate::clock::Clock;
 use crate::key::{Key, KeyHasher, KeyRef};
 use crate::reclaim::Guard;
+use std::collections::HashMap;
 
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// The key's count in one slice's map (following it if it moves to a
@@ -80,7 +81,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         if k == 0 {
             return Vec::new();
         }
-        let mut all: Vec<(K, u64)> = self.sums_at(now).into_iter().collect();
+        let guard = Guard::pin(self.ring.graveyard());
+        let mut all: Vec<(&K, u64)> = self.sums_at(now, &guard).into_iter().collect();
         all.retain(|x| x.1 > 0);
         let k = k.min(all.len());
         if k == 0 {
@@ -89,20 +91,26 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         all.select_nth_unstable_by_key(k - 1, |x| std::cmp::Reverse(x.1));
         all.truncate(k);
         all.sort_unstable_by_key(|x| std::cmp::Reverse(x.1));
-        all
+        all.into_iter().map(|(k, c)| (k.clone(), c)).collect()
     }
 
-    /// Every key with adds in the window at `now`, and its window sum.
-    pub(super) fn sums_at(&self, now: u64) -> std::collections::HashMap<K, u64> {
-        let guard = Guard::pin(self.ring.graveyard());
-        let mut sums: std::collections::HashMap<K, u64> = std::collections::HashMap::new();
-        self.ring.for_each_live(self.epoch(now), &guard, |m| {
-            m.map.for_each(|key, en| {
+    /// Every key with adds in the window at `now`, and its window sum. The
+    /// keys are the maps' own (valid while `guard` is); the caller's code
+    /// (the key's `Hash` and `Eq`, here) runs outside every shard lock.
+    pub(super) fn sums_at<'g>(&'g self, now: u64, guard: &'g Guard<'g>) -> HashMap<&'g K, u64> {
+        let mut sums: HashMap<&'g K, u64> = HashMap::new();
+        self.ring.for_each_live(self.epoch(now), guard, |m| {
+            m.map.for_each_batch(
+                guard,
                 // Under the shard lock no move runs: never `None`.
-                let c = en.read().unwrap_or(0);
-                let s = sums.entry(key.clone()).or_insert(0);
-                *s = s.saturating_add(c);
-            });
+                |en| Some(en.read().unwrap_or(0)),
+                |batch| {
+                    for &(key, c) in batch.iter() {
+                        let s = sums.entry(key).or_insert(0);
+                        *s = s.saturating_add(c);
+                    }
+                },
+            );
         });
         sums
     }
@@ -146,18 +154,34 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// what is taken or in what stays, never both, never neither. For
     /// callers that ship counts elsewhere (a flush), one shard at a time.
     ///
-    /// `f` runs inside the per-key collector's guard: while it runs, the
-    /// memory that any per-key structure of the process retires is not
-    /// freed. Keep it quick (collect into a buffer, then ship).
+    /// `f` runs under no lock: it may call any method of this structure
+    /// (add, read, take). If it panics, the panic propagates, and the
+    /// count of that call and those of the shard's keys it was not yet
+    /// given are added back to their slices, as if never taken (the keys'
+    /// `Hash` and `Eq` find them; a panic there, during the first one,
+    /// aborts). While `f` runs, the memory that any per-key structure of
+    /// the process retires waits (`f` runs inside the collector's guard):
+    /// keep it quick (collect into a buffer, then ship).
     pub fn take_all(&self, mut f: impl FnMut(&K, u64, u64)) {
         let guard = Guard::pin(self.ring.graveyard());
         self.ring.for_each_map(&guard, |m| {
-            m.map.for_each(|key, en| {
-                let c = en.take();
-                if c > 0 {
-                    f(key, m.epoch, c);
-                }
-            });
+            m.map.for_each_batch(
+                &guard,
+                |en| Some(en.take()).filter(|&c| c > 0),
+                |batch| {
+                    let mut back = GiveBack {
+                        windows: self,
+                        map: m,
+                        batch,
+                        next: 0,
+                        guard: &guard,
+                    };
+                    while let Some(&(key, c)) = back.batch.get(back.next) {
+                        f(key, m.epoch, c);
+                        back.next += 1;
+                    }
+                },
+            );
         });
     }
 
@@ -174,5 +198,23 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                 f(m.epoch, c);
             }
         });
+    }
+}
+
+/// The counts of a [`KeyedWindows::take_all`] batch from `next` on, taken
+/// but not yet given to the callback: added back if it unwinds.
+struct GiveBack<'a, 'g, K: Key, C: Clock, S: KeyHasher> {
+    windows: &'a KeyedWindows<K, C, S>,
+    map: &'g SliceMap<K, S>,
+    batch: &'a mut Vec<(&'g K, u64)>,
+    next: usize,
+    guard: &'g Guard<'g>,
+}
+
+impl<K: Key, C: Clock, S: KeyHasher> Drop for GiveBack<'_, '_, K, C, S> {
+    fn drop(&mut self) {
+        for &(key, c) in &self.batch[self.next..] {
+            self.windows.add_back(self.map, key, c, self.guard);
+        }
     }
 }

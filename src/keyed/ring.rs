@@ -56,6 +56,7 @@ use crate::key::KeyHasher;
 use crate::map::spares::Spares;
 use crate::reclaim::{Graveyard, Guard};
 use crate::sync::{Arc, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Ordering};
+use crate::unwind::each_then_resume;
 use std::hash::Hash;
 use std::ptr;
 use strength_reduce::StrengthReducedU64;
@@ -374,14 +375,14 @@ where
 }
 
 impl<K, S> Drop for Ring<K, S> {
+    /// Frees every installed map, even if a key's `Drop` panics in one of
+    /// them (then the first panic goes on: `crate::unwind`).
     fn drop(&mut self) {
-        for s in self.slots.iter_mut() {
-            let p = s.read_mut();
-            if !p.is_null() {
-                // SAFETY: `&mut self`: no guard of this ring is alive, and an
-                // installed map was never handed to the collector.
-                drop(unsafe { Box::from_raw(p) });
-            }
-        }
+        let maps = self.slots.iter_mut().map(|s| s.read_mut());
+        each_then_resume(maps.filter(|p| !p.is_null()), |p| {
+            // SAFETY: `&mut self`: no guard of this ring is alive, and an
+            // installed map was never handed to the collector.
+            drop(unsafe { Box::from_raw(p) });
+        });
     }
 }

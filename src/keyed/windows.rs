@@ -170,7 +170,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         }
         let guard = Guard::pin(self.ring.graveyard());
         let hash = self.ring.hash(key);
-        self.add_in(hash, key, self.locate(now, &guard), n, &guard, |_| {})
+        self.add_in(hash, key, self.locate(now, &guard), n, &guard, || 0)
             .is_some()
     }
 
@@ -192,7 +192,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         let guard = Guard::pin(self.ring.graveyard());
         let hash = self.ring.hash(key);
         let at = self.locate(now, &guard);
-        if n > 0 && self.add_in(hash, key, at, n, &guard, |_| {}).is_none() {
+        if n > 0 && self.add_in(hash, key, at, n, &guard, || 0).is_none() {
             return 0;
         }
         let e = at.0;

@@ -24,6 +24,7 @@ use super::table::{Table, GROUP};
 use super::{Map, ShardState, Value};
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
+use crate::unwind::AbortOnUnwind;
 use std::hash::{BuildHasher, Hash};
 use std::ptr;
 
@@ -103,7 +104,9 @@ where
         // through the collector, `fresh` is the shard's current table.
         let (o, n) = unsafe { (&*old, &*fresh) };
         let mut moved = 0;
-        let bomb = AbortOnUnwind("a key's Clone or Hash panicked while its shard moved");
+        let bomb = AbortOnUnwind(
+            "a key's Clone or Hash panicked while its shard moved (the move cannot be undone)",
+        );
         o.for_each(|s| {
             let v = s.value();
             if v.is_dead() {
@@ -134,21 +137,5 @@ where
             return unsafe { Table::new_zeroed(groups) };
         }
         Table::new(groups, V::vacant)
-    }
-}
-
-/// Aborts the process if dropped: held across code whose unwinding would
-/// leave a state no one can repair, and forgotten once that code returns.
-/// Costs nothing unless a panic unwinds through it.
-struct AbortOnUnwind(&'static str);
-
-impl Drop for AbortOnUnwind {
-    #[cold]
-    fn drop(&mut self) {
-        eprintln!(
-            "stripecount: {}: aborting (the move cannot be undone)",
-            self.0
-        );
-        std::process::abort();
     }
 }

@@ -9,10 +9,15 @@
 //! a key is published in an `EMPTY` slot after its state is prepared
 //! ([`Value::init`]), and removed (`TOMB`) only after its state retired.
 //!
+//! # The caller's code
 //! The caller's code that runs under the lock (the key's `Eq` in a probe,
-//! its `Clone` in `make`) runs before anything is written, so a panic
-//! there leaves the shard as it was and gives back the key's place under
-//! the bound (`Reservation`).
+//! and `make`: the key's `Clone` and whatever else the caller computes
+//! for a new key) runs before anything is written, so a panic there
+//! leaves the shard as it was and gives back the key's place under the
+//! bound (`Reservation`), which the key takes only once it is published.
+//! `prepare`, which runs between a slot's [`Value::init`] and the key's
+//! publication, is the crate's own code and does not panic; what it needs
+//! from the caller's code comes from `make`.
 
 use super::{Map, Value};
 use crate::reclaim::Guard;
@@ -48,28 +53,41 @@ where
         now: u64,
         guard: &'g Guard<'g>,
     ) -> Option<&'g V> {
-        self.upsert(hash, is, make, cfg, now, guard, |_| {}, |v, _| v)
+        self.upsert(
+            hash,
+            is,
+            || (make(), ()),
+            cfg,
+            now,
+            guard,
+            |_, ()| {},
+            |v, _| v,
+        )
     }
 
     /// [`get_or_insert`](Self::get_or_insert), then `f(state, inserted)`
     /// still under the shard lock (so no move runs while `f` writes the
-    /// state). A new key's state is also written by `prepare`, after
-    /// [`Value::init`] and before the key is published, so no other thread
-    /// ever sees the key without that write (a key's first add lands with
-    /// its insert: `keyed/add.rs`; `|_| {}` elsewhere). `None`: the map is
-    /// full.
+    /// state). For a new key, `make` returns the key and what `prepare`
+    /// needs (both under the lock, before anything is written); `prepare`
+    /// then writes the new state after [`Value::init`] and before the key
+    /// is published, so no other thread ever sees the key without that
+    /// write (a key's first add lands with its insert: `keyed/add.rs`).
+    /// `prepare` must not panic (module docs). `None`: the map is full.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn upsert<'g, R>(
+    pub(crate) fn upsert<'g, P, R>(
         &'g self,
         hash: u64,
         is: impl Fn(&K) -> bool,
-        make: impl FnOnce() -> K,
+        make: impl FnOnce() -> (K, P),
         cfg: &V::Cfg,
         now: u64,
         guard: &'g Guard<'g>,
-        prepare: impl FnOnce(&V),
+        prepare: impl FnOnce(&V, P),
         f: impl FnOnce(&'g V, bool) -> R,
     ) -> Option<R> {
+        // First, outside the lock and before anything is done: freeing a
+        // ready table drops its keys, whose `Drop` may panic.
+        guard.graveyard().free_one();
         if !self.reserve(now, cfg, guard) {
             return None;
         }
@@ -89,18 +107,14 @@ where
             }
         }
         let t = self.room_for_one(i, &mut st, cur, cfg, now, guard);
-        let key = make();
-        std::mem::forget(reserved); // the key holds it from here
+        let (key, p) = make();
         let s = t.insert(hash, key, |v| {
             v.init(cfg, false);
-            prepare(v);
+            prepare(v, p);
         });
+        std::mem::forget(reserved); // the key holds it from here
         st.len += 1;
-        let r = f(s.value(), true);
-        drop(st);
-        // Outside the lock: the inserts drain the collector's ready list.
-        guard.graveyard().free_one();
-        Some(r)
+        Some(f(s.value(), true))
     }
 
     /// Removes the key if it is held and `agree(state)` (called under the

@@ -278,18 +278,42 @@ where
         self.rebuild(i, &mut st, cfg, guard);
     }
 
-    /// Calls `f(key, state)` for every key held, one shard at a time under
-    /// its lock (consistent per shard; keys of other shards may change
-    /// meanwhile).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&K, &V)) {
+    /// Visits every key held, one shard at a time: under the shard's lock
+    /// (no move or sweep runs, so `read` sees each state once and final)
+    /// `read(state)` for each key, keeping the `Some` results with the key;
+    /// then, the lock released, `f(batch)` (left empty for the next shard).
+    /// So the caller's code (the key's `Hash`, `Eq`, `Clone`, a callback)
+    /// runs in `f`, under no lock: it may call back into the map, and a
+    /// panic there leaves the map whole. The keys are valid while `guard`
+    /// is: tables are freed only through the collector, and a key is never
+    /// written or dropped while its table lives (`table/`, invariant 1).
+    pub(crate) fn for_each_batch<'g, T>(
+        &'g self,
+        guard: &'g Guard<'g>,
+        mut read: impl FnMut(&V) -> Option<T>,
+        mut f: impl FnMut(&mut Vec<(&'g K, T)>),
+    ) {
+        let _ = guard;
+        let mut batch = Vec::new();
         for i in 0..self.shards {
-            let _st = lock_whole(&self.locks[i]);
-            // SAFETY: as in `upsert` (`insert.rs`): under the lock.
-            if let Some(t) = unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() } {
-                t.for_each(|s: &Slot<K, V>| {
-                    // SAFETY: `FULL` slot, loaded with `Acquire`.
-                    f(unsafe { s.key() }, s.value())
+            {
+                let _st = lock_whole(&self.locks[i]);
+                // SAFETY: as in `upsert` (`insert.rs`): under the lock, and a
+                // table is freed only through the collector, after `guard`.
+                let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() })
+                else {
+                    continue;
+                };
+                t.for_each(|s: &'g Slot<K, V>| {
+                    if let Some(x) = read(s.value()) {
+                        // SAFETY: `FULL` slot, loaded with `Acquire`.
+                        batch.push((unsafe { s.key() }, x));
+                    }
                 });
+            }
+            if !batch.is_empty() {
+                f(&mut batch);
+                batch.clear();
             }
         }
     }

@@ -15,6 +15,7 @@ use super::spares::Spare;
 use super::Map;
 use crate::reclaim::Parts;
 use crate::sync::Exclusive;
+use crate::unwind::each_then_resume;
 use std::ptr;
 
 impl<K: Send + 'static, V: Send + 'static, S> Map<K, V, S> {
@@ -42,17 +43,18 @@ impl<K: Send + 'static, V: Send + 'static, S> Map<K, V, S> {
 }
 
 impl<K, V, S> Drop for Map<K, V, S> {
+    /// Frees every table, even if a key's `Drop` panics in one of them
+    /// (then the first panic goes on: `crate::unwind`).
     fn drop(&mut self) {
-        for p in self.ptrs.iter_mut() {
-            for t in [&mut p.current, &mut p.old] {
-                let raw = t.read_mut();
-                if !raw.is_null() {
-                    // SAFETY: `&mut self`: no lookup is running, and a
-                    // table in `current`/`old` was never handed to the
-                    // collector (that happens only after it is unlinked).
-                    drop(unsafe { Box::from_raw(raw) });
-                }
-            }
-        }
+        let tables = self
+            .ptrs
+            .iter_mut()
+            .flat_map(|p| [p.current.read_mut(), p.old.read_mut()]);
+        each_then_resume(tables.filter(|t| !t.is_null()), |raw| {
+            // SAFETY: `&mut self`: no lookup is running, and a table in
+            // `current`/`old` was never handed to the collector (that
+            // happens only after it is unlinked).
+            drop(unsafe { Box::from_raw(raw) });
+        });
     }
 }

@@ -4,10 +4,11 @@
 //! one at a time.
 //!
 //! # Freed in pieces
-//! An object no guard can reach is *ready*. A collect moves the ready
-//! objects to the `ready` list and frees [`FREE_AT_ONCE`] of them; the
-//! owner frees one more after each insert ([`Limbo::free_one`], outside its
-//! shard lock). An object that owns large parts (a slice map owns a table
+//! An object no guard can reach is *ready*. A collect (run by a
+//! retirement, which may hold a shard lock) only moves the ready objects to
+//! the `ready` list; the owner frees one at the start of each insert
+//! ([`Limbo::free_one`], outside every lock and before the insert does
+//! anything, since freeing a table drops its keys: the caller's `Drop`). An object that owns large parts (a slice map owns a table
 //! per shard) is retired with [`Limbo::retire_in_parts`]: when it is
 //! freed, it hands those parts to the `ready` list ([`Parts`]) and frees
 //! only the rest. So no request frees more than one table, where it used to
@@ -26,13 +27,15 @@
 //!   way to an insert (a shard's first table, a move to a bigger one, a
 //!   new slice's map), and each insert frees one ready object, so they are
 //!   freed about as fast as they are made (a sweep's rebuild also makes a
-//!   table, and a collect frees two). While nothing is inserted they wait.
+//!   table). While nothing is inserted they wait.
 //!
 //! The owner frees everything left when it is dropped: it then has no guard.
 //!
 //! # Invariants
 //! 1. An object is freed once: taken out of the lists under their mutex,
 //!    then freed outside it (a destructor may retire into the same list).
+//!    If its destructor panics (a key's `Drop`), the parts it handed over
+//!    go back to the ready list and the panic goes on.
 //! 2. It is freed only when its retire epoch is below what
 //!    [`Domain::safe_below`] returned after it was in the list; a part is
 //!    freed only after the object that owned it was, which was ready: no
@@ -69,11 +72,6 @@ pub(crate) const COLLECT_BYTES: usize = 1 << 20;
 /// A [`Limbo`] collects when it holds this many objects, whatever their
 /// size.
 pub(crate) const COLLECT_MAX: usize = 64;
-
-/// The most ready objects one collect frees (module docs, "Freed in
-/// pieces"): one, as an insert does. A part is one shard's table; a slice
-/// map's first tables can be megabytes (its first slice has few shards).
-pub(crate) const FREE_AT_ONCE: usize = 1;
 
 /// The retired objects of one owner: waiting for the pins, and ready.
 #[derive(Default)]
@@ -149,13 +147,11 @@ impl Limbo {
             || n >= COLLECT_MAX
         {
             self.promote(domain, &mut lists);
-            drop(lists);
-            self.free_ready(FREE_AT_ONCE);
         }
     }
 
-    /// Frees one ready object, if any (called after each insert, outside
-    /// the shard lock; one load when there is none).
+    /// Frees one ready object, if any (called at the start of each
+    /// insert, outside every lock; one load when there is none).
     #[inline]
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn free_one(&self) {
@@ -205,9 +201,14 @@ impl Limbo {
                 next
             };
             let Some(r) = next else { return };
+            // The parts an object handed over before its destructor
+            // panicked (a key's `Drop`) stay ready: `parts` goes back to the
+            // list as the panic passes.
+            let keep = KeepParts(self, &mut parts);
             // SAFETY: retired once and taken out of the lists once
             // (invariant 1); ready, so no guard can reach it (invariant 2).
-            unsafe { (r.free)(r.ptr, &mut parts) };
+            unsafe { (r.free)(r.ptr, keep.1) };
+            std::mem::forget(keep);
         }
         if !parts.0.is_empty() {
             let mut lists = lock(&self.lists);
@@ -221,6 +222,18 @@ impl Limbo {
     pub fn held(&self) -> (usize, usize) {
         let lists = lock(&self.lists);
         (lists.waiting.len(), lists.ready.len())
+    }
+}
+
+/// Hands the parts a freed object gave back to the ready list if the
+/// object's destructor unwinds (`Limbo::free_ready`).
+struct KeepParts<'a>(&'a Limbo, &'a mut Parts);
+
+impl Drop for KeepParts<'_> {
+    fn drop(&mut self) {
+        let mut lists = lock(&self.0.lists);
+        lists.ready.append(&mut self.1 .0);
+        self.0.ready.store(lists.ready.len(), Ordering::Relaxed);
     }
 }
 
@@ -243,7 +256,7 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn a_limbo_collects_by_itself_frees_a_few_at_once_and_the_rest_when_dropped() {
+    fn a_limbo_collects_by_itself_frees_one_an_insert_and_the_rest_when_dropped() {
         static D: Domain = Domain::new();
         let freed = Arc::new(AtomicUsize::new(0));
         let count = || freed.load(Ordering::SeqCst);
@@ -255,14 +268,11 @@ mod tests {
         assert_eq!(limbo.held(), (COLLECT_AT - 1, 0));
         drop(_pin);
         // Unpinned: the retirement that fills the list makes all of it
-        // ready, and frees one.
+        // ready, and frees none.
         retire(&limbo, &D, &freed);
-        assert_eq!(
-            (count(), limbo.held()),
-            (FREE_AT_ONCE, (0, COLLECT_AT - FREE_AT_ONCE))
-        );
-        // Each insert frees one more; with none ready, nothing happens.
-        for n in FREE_AT_ONCE + 1..=COLLECT_AT + 1 {
+        assert_eq!((count(), limbo.held()), (0, (0, COLLECT_AT)));
+        // Each insert frees one; with none ready, nothing happens.
+        for n in 1..=COLLECT_AT + 1 {
             limbo.free_one();
             assert_eq!(count(), n.min(COLLECT_AT));
         }
@@ -289,7 +299,7 @@ mod tests {
             assert_eq!(limbo.held(), (n, 0));
         }
         small(&limbo, 16);
-        assert_eq!(limbo.held(), (0, COLLECT_MAX - FREE_AT_ONCE));
+        assert_eq!(limbo.held(), (0, COLLECT_MAX));
         // `COLLECT_AT` objects holding `COLLECT_BYTES` between them collect.
         let limbo = Limbo::default();
         for n in 1..COLLECT_AT {
@@ -297,7 +307,7 @@ mod tests {
             assert_eq!(limbo.held(), (n, 0));
         }
         small(&limbo, COLLECT_BYTES / COLLECT_AT);
-        assert_eq!(limbo.held(), (0, COLLECT_AT - FREE_AT_ONCE));
+        assert_eq!(limbo.held(), (0, COLLECT_AT));
     }
 
     /// Owns `n` parts, each counting its drop in `parts`; counts its own
@@ -337,11 +347,14 @@ mod tests {
         assert_eq!((count(), limbo.held()), ((0, 0), (1, 0)));
         drop(pin);
         // The next one collects at once (not at `COLLECT_AT`): the first
-        // owner goes; its parts wait, ready.
+        // owner is ready; the next insert frees it, and its parts wait,
+        // ready.
         let pin = D.pin();
         // SAFETY: as above.
         unsafe { limbo.retire_in_parts(&D, owner(3, &parts, &shell)) };
         drop(pin);
+        assert_eq!((count(), limbo.held()), ((0, 0), (1, 1)));
+        limbo.free_one();
         assert_eq!((count(), limbo.held()), ((1, 0), (1, 5)));
         // Each insert frees one part.
         for n in 1..=4 {

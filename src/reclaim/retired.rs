@@ -66,16 +66,23 @@ impl Drop for Parts {
     /// Frees what is still held: nothing when the limbo has taken the
     /// parts; everything when the limbo is dropped (a panic in a destructor
     /// may leave some too).
+    ///
+    /// A destructor that panics (a key's `Drop`) does not stop the others:
+    /// everything is freed, then the first panic goes on (`crate::unwind`).
     fn drop(&mut self) {
+        let mut first = FirstPanic::default();
         while let Some(r) = self.0.pop() {
             let mut more = Parts::default();
             // SAFETY: held once, and ready: a part (the type's docs), or
             // an object of a limbo being dropped (`Limbo::drop`).
-            unsafe { (r.free)(r.ptr, &mut more) };
+            first.run(|| unsafe { (r.free)(r.ptr, &mut more) });
             self.0.append(&mut more.0);
         }
+        first.resume();
     }
 }
+
+use crate::unwind::FirstPanic;
 
 /// Frees a `T` from `Box::into_raw`.
 ///

@@ -184,11 +184,11 @@ impl<K: Key, S: BuildHasher> Quotas<K, S> {
         let set = self.overrides.upsert(
             hash,
             is,
-            || key.to_key(),
+            || (key.to_key(), ()),
             &(),
             0,
             guard,
-            |_| {},
+            |_, ()| {},
             |o, _| {
                 for (l, &v) in o.limits.iter().zip(limits) {
                     l.store(v, Ordering::Relaxed);

@@ -39,6 +39,7 @@ use std::mem::MaybeUninit;
 
 use self::ctrl::{first, h2, is_full, matches, EMPTY, TOMB};
 use super::lines::LineSlice;
+use crate::unwind::FirstPanic;
 
 mod ctrl;
 mod prefetch;
@@ -138,23 +139,31 @@ impl<K, V> Table<K, V> {
     /// Drops the key of every slot that held one (`FULL` or `TOMB`),
     /// calls `f` on its value, and makes every control byte `EMPTY`: what
     /// `clear` and `drop` share.
+    ///
+    /// A key's `Drop` that panics does not stop the others: every key is
+    /// dropped, every byte is `EMPTY`, and then the first panic goes on
+    /// (`crate::unwind`).
     fn drain_keys(&mut self, mut f: impl FnMut(&mut V)) {
+        let mut first = FirstPanic::default();
         for (g, word) in self.ctrl.iter_mut().enumerate() {
             let bytes = word.read_mut().to_ne_bytes();
-            // `EMPTY` first: if a destructor below panics, the group's
-            // remaining keys leak rather than being dropped twice.
+            // `EMPTY` first: each key below is dropped once.
             word.write_mut(u64::from_ne_bytes([EMPTY; GROUP]));
             for (b, &c) in bytes.iter().enumerate() {
-                if c != EMPTY {
-                    let s = &mut self.slots[g * GROUP + b];
+                if c == EMPTY {
+                    continue;
+                }
+                let s = &mut self.slots[g * GROUP + b];
+                f(&mut s.value);
+                if std::mem::needs_drop::<K>() {
                     // SAFETY: a `FULL` or `TOMB` slot holds an initialized
                     // key (invariant 1), dropped once: the slot is `EMPTY`
-                    // from now on.
-                    unsafe { s.key.get_mut().assume_init_drop() };
-                    f(&mut s.value);
+                    // now.
+                    first.run(|| unsafe { s.key.get_mut().assume_init_drop() });
                 }
             }
         }
+        first.resume();
     }
 
     /// Slots in the table.
@@ -254,10 +263,12 @@ impl<K, V> Table<K, V> {
             }
             let i = first(m);
             let slot = &self.slots[g * GROUP + i];
+            // The value first: if `init` unwinds, the key is still ours and
+            // is dropped, and the slot holds none.
+            init(&slot.value);
             // SAFETY: the slot is `EMPTY`, so no reader looks at its key,
             // and the shard lock makes us its only writer.
             unsafe { (*slot.key.get()).write(key) };
-            init(&slot.value);
             let mut bytes = group.to_ne_bytes();
             bytes[i] = h2(hash);
             self.ctrl[g].store(u64::from_ne_bytes(bytes), Ordering::Release);
@@ -286,7 +297,7 @@ impl<K, V> Table<K, V> {
 
     /// Calls `f` on every `FULL` slot (a weakly consistent scan: slots
     /// published or removed during it may be missed).
-    pub(crate) fn for_each(&self, f: impl FnMut(&Slot<K, V>)) {
+    pub(crate) fn for_each<'t>(&'t self, f: impl FnMut(&'t Slot<K, V>)) {
         self.for_each_in_part(0, 1, f)
     }
 
@@ -294,11 +305,11 @@ impl<K, V> Table<K, V> {
     /// parts`): the groups cut into `parts` runs, `n * part / parts ..
     /// n * (part + 1) / parts` of the table's `n`. The parts of a table
     /// cover every group once; a part may be empty.
-    pub(crate) fn for_each_in_part(
-        &self,
+    pub(crate) fn for_each_in_part<'t>(
+        &'t self,
         part: usize,
         parts: usize,
-        mut f: impl FnMut(&Slot<K, V>),
+        mut f: impl FnMut(&'t Slot<K, V>),
     ) {
         let n = self.ctrl.len();
         let (start, end) = (n * part / parts, n * (part + 1) / parts);
