@@ -1,5 +1,5 @@
 //! A key type whose `Clone` panics, against the per-key map every keyed
-//! type is built on (`src/keyed/map/`, "Panics"): a panic in an insert
+//! type is built on (`src/map/`, "Panics"): a panic in an insert
 //! leaves the map whole and gives back the key's place under the bound;
 //! a panic in the middle of a move (a shard growing to a bigger table)
 //! aborts the process, which a child process of this test shows.

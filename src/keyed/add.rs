@@ -163,9 +163,15 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// slice map never drops a key), in the entry the take emptied or in
     /// the one that entry moved to; an add to a watched entry clears the
     /// newer bounds, as any slow add's does.
-    pub(super) fn add_back(&self, m: &SliceMap<K, S>, key: &K, c: u64, guard: &Guard<'_>) {
-        let hash = self.ring.hash(key);
-        while let Some(en) = m.map.get(hash, |k| k == key, guard) {
+    pub(super) fn add_back<Q: KeyRef<K> + ?Sized>(
+        &self,
+        m: &SliceMap<K, S>,
+        hash: u64,
+        key: &Q,
+        c: u64,
+        guard: &Guard<'_>,
+    ) {
+        while let Some(en) = m.map.get(hash, |k| key.is(k), guard) {
             if let Add::Done(_) = en.add(c) {
                 self.landed(en, (hash, key), m.epoch, false, guard);
                 return;

@@ -66,6 +66,7 @@ use crate::clock::Clock;
 use crate::key::{Key, KeyHasher, KeyRef};
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
+use crate::unwind::AbortOnUnwind;
 
 /// No bound is used or installed in this entry (a late add came).
 pub(super) const STALE: u64 = 1 << 4;
@@ -140,6 +141,10 @@ pub(super) fn poison_newer<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized
     guard: &Guard<'_>,
 ) {
     let slices = w.slices() as u64;
+    // The add has landed: a newer entry left with its bound would let a
+    // crossing skip the exact step. A key's `Eq` that panics here aborts
+    // (`crate::unwind`).
+    let bomb = AbortOnUnwind("a key's Eq panicked while a late add cleared the detector's bounds");
     w.ring.for_each_map(guard, |m| {
         if m.epoch > e && m.epoch - e < slices {
             // `STALE` stays once set (a move copies it under the lock), so
@@ -155,4 +160,5 @@ pub(super) fn poison_newer<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized
             );
         }
     });
+    std::mem::forget(bomb);
 }

@@ -39,6 +39,7 @@ use crate::clock::Clock;
 use crate::key::{Key, KeyHasher, KeyRef};
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
+use crate::unwind::AbortOnUnwind;
 
 impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// The rest of an add that the flags did not settle.
@@ -93,6 +94,11 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         );
         debug_assert!(made.is_some(), "the home map is unbounded");
         let s = self.home_cfg.slices;
+        // Once the home exists, an entry left unmarked could skip the
+        // exact step of a crossing: a key's `Eq` that panics here aborts
+        // (`crate::unwind`).
+        let bomb =
+            AbortOnUnwind("a key's Eq panicked while the hot-key detector marked its entries");
         self.windows.ring.for_each_map_synced(guard, |m| {
             if m.epoch >= e && m.epoch - e < s {
                 m.map.with_locked(
@@ -102,6 +108,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
                 );
             }
         });
+        std::mem::forget(bomb);
     }
 
     /// The exact step of a heavy key (see the module docs).

@@ -185,7 +185,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         });
     }
 
-    /// [`take_all`](Self::take_all) for one key: `f(epoch, count)`.
+    /// [`take_all`](Self::take_all) for one key: `f(epoch, count)`, under
+    /// no lock. If `f` panics, the count of that call is added back.
     pub fn take<Q: KeyRef<K> + ?Sized>(&self, key: &Q, mut f: impl FnMut(u64, u64)) {
         let guard = Guard::pin(self.ring.graveyard());
         let hash = self.ring.hash(key);
@@ -195,7 +196,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                 .with_locked(hash, |k| key.is(k), |en| en.take())
                 .unwrap_or(0);
             if c > 0 {
+                let back = GiveBackOne(self, m, hash, key, c, &guard);
                 f(m.epoch, c);
+                std::mem::forget(back);
             }
         });
     }
@@ -214,7 +217,27 @@ struct GiveBack<'a, 'g, K: Key, C: Clock, S: KeyHasher> {
 impl<K: Key, C: Clock, S: KeyHasher> Drop for GiveBack<'_, '_, K, C, S> {
     fn drop(&mut self) {
         for &(key, c) in &self.batch[self.next..] {
-            self.windows.add_back(self.map, key, c, self.guard);
+            let hash = self.windows.ring.hash(key);
+            self.windows.add_back(self.map, hash, key, c, self.guard);
         }
+    }
+}
+
+/// The count a [`KeyedWindows::take`] took from one slice, added back if
+/// the callback it is given to unwinds.
+struct GiveBackOne<'a, 'g, K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized>(
+    &'a KeyedWindows<K, C, S>,
+    &'g SliceMap<K, S>,
+    u64,
+    &'a Q,
+    u64,
+    &'g Guard<'g>,
+);
+
+impl<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized> Drop
+    for GiveBackOne<'_, '_, K, C, S, Q>
+{
+    fn drop(&mut self) {
+        self.0.add_back(self.1, self.2, self.3, self.4, self.5);
     }
 }
