@@ -621,7 +621,7 @@ fn take_callbacks_may_call_back_into_the_windows() {
             return;
         }
         delivered += c;
-        assert!(w.len() >= 1);
+        assert!(!w.is_empty());
         assert_eq!(w.sum_at(&k, 0), 0, "taken before the callback");
         // A new key, and more on a key already taken.
         assert!(w.add_at(&(N + k), 0, 1));
