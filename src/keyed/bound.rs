@@ -64,14 +64,16 @@ use super::entry::Entry;
 use super::windows::KeyedWindows;
 use crate::clock::Clock;
 use crate::key::{Key, KeyHasher, KeyRef};
+use crate::pack::EntryHot;
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
 use crate::unwind::AbortOnUnwind;
 
+// The entry's hot word: `crate::pack::EntryHot`.
 /// No bound is used or installed in this entry (a late add came).
-pub(super) const STALE: u64 = 1 << 4;
-const SHIFT: u32 = 8;
-const BOUND_MAX: u64 = u64::MAX >> SHIFT;
+pub(super) const STALE: u64 = EntryHot::STALE.mask();
+const SHIFT: u32 = EntryHot::BOUND.shift();
+const BOUND_MAX: u64 = EntryHot::BOUND.max();
 
 /// The bound in an entry's hot word (0: none, or `STALE`).
 #[inline]

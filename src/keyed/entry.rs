@@ -3,7 +3,8 @@
 //! entries, one in each slice's map; nothing is shared between them.
 //!
 //! # Layout (24 bytes)
-//! - `word`: `SEALED:1 | INCOMING:1 | STRIPED:1 | WATCHED:1 | count:60`.
+//! - `word`: `SEALED:1 | INCOMING:1 | STRIPED:1 | WATCHED:1 | count:60`
+//!   (`crate::pack::EntryWord`).
 //!   `WATCHED`: the hot-key detector's bound read this count (`bound.rs`);
 //!   an add to a watched entry takes the slow path and reports it.
 //! - `stripes`: null, or a [`StripedCounter`] holding the rest of a
@@ -57,18 +58,20 @@
 //! `STRIPED` (`Acquire`) sees the pointer.
 
 use crate::counter::StripedCounter;
+use crate::pack::EntryWord;
 use crate::stripes::install_if_null;
 use crate::sync::{wait_hint, AtomicPtr, AtomicU64, Exclusive, Ordering};
 
-const SEALED: u64 = 1 << 63;
-const INCOMING: u64 = 1 << 62;
-const STRIPED: u64 = 1 << 61;
-const WATCHED: u64 = 1 << 60;
+// The word's layout is `crate::pack::EntryWord`'s.
+const SEALED: u64 = EntryWord::SEALED.mask();
+const INCOMING: u64 = EntryWord::INCOMING.mask();
+const STRIPED: u64 = EntryWord::STRIPED.mask();
+const WATCHED: u64 = EntryWord::WATCHED.mask();
 const FLAGS: u64 = SEALED | INCOMING | STRIPED | WATCHED;
 /// The flags that keep an entry from being striped.
 const UNSTRIPABLE: u64 = SEALED | INCOMING | STRIPED;
 /// The largest count an entry's word holds (2^60 - 1); adds saturate there.
-pub(crate) const COUNT_MAX: u64 = WATCHED - 1;
+pub(crate) const COUNT_MAX: u64 = EntryWord::COUNT.max();
 /// Bit 0 of `stripes`: a pointer this slot does not own.
 const LENT: usize = 1;
 

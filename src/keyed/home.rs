@@ -5,7 +5,8 @@
 //! with no heavy slice in the window needs no state beyond its counts.
 //!
 //! # The home
-//! - `hot`: `HOT:1 | DEAD:1 | INCOMING:1 | epoch:61`, the hot rule's word
+//! - `hot`: `HOT:1 | DEAD:1 | INCOMING:1 | epoch:61` (`crate::pack::HomeWord`),
+//!   the hot rule's word
 //!   ([`decide`]): whether the key is hot, and the epoch of the latest add
 //!   that saw it at or above the threshold. `DEAD`: retired or moved out
 //!   (users look the key up again). `INCOMING`: a move is filling it
@@ -32,13 +33,15 @@
 //! of two racing adds the later one reads the earlier one's count.
 
 use crate::map::Value;
+use crate::pack::HomeWord;
 use crate::reclaim::Guard;
 use crate::sync::{wait_hint, AtomicU64, Ordering};
 
-const HOT: u64 = 1 << 63;
-const DEAD: u64 = 1 << 62;
-const INCOMING: u64 = 1 << 61;
-const EPOCH: u64 = INCOMING - 1;
+// The home's word: `crate::pack::HomeWord`.
+const HOT: u64 = HomeWord::HOT.mask();
+const DEAD: u64 = HomeWord::DEAD.mask();
+const INCOMING: u64 = HomeWord::INCOMING.mask();
+const EPOCH: u64 = HomeWord::EPOCH.max();
 
 /// The home was retired or moved: look the key up again.
 #[derive(Debug)]

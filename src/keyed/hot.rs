@@ -46,16 +46,18 @@ use crate::error::ConfigError;
 use crate::key::KeyHasher;
 use crate::key::{Key, KeyRef};
 use crate::map::Map;
+use crate::pack::EntryHot;
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::time::Duration;
 
-pub(super) const CHECKED: u64 = 1;
-pub(super) const HAS_HOME: u64 = 1 << 1;
-pub(super) const HOT_HERE: u64 = 1 << 2;
-pub(super) const NOTED: u64 = 1 << 3;
+// The entry's hot word: `crate::pack::EntryHot`.
+pub(super) const CHECKED: u64 = EntryHot::CHECKED.mask();
+pub(super) const HAS_HOME: u64 = EntryHot::HAS_HOME.mask();
+pub(super) const HOT_HERE: u64 = EntryHot::HOT_HERE.mask();
+pub(super) const NOTED: u64 = EntryHot::NOTED.mask();
 
 /// Keys whose count in the last window crossed a threshold, reported once
 /// per crossing.

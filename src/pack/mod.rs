@@ -16,7 +16,15 @@
 //! overlap, and each format asserts at compile time that its top field ends
 //! at bit 64. A field of one format cannot be applied to a word of another.
 //! Everything is `const` or `#[inline(always)]`: an access is a shift and a
-//! mask, as hand-written code would be.
+//! mask, as hand-written code would be. Code whose hot path works on raw
+//! `u64`s takes its masks from the fields (`Field::mask`, a `const fn`).
+//!
+//! The formats: [`TagCount`] and [`Admission`] here (slices and limiters);
+//! the per-key engine's words in `keyed.rs`.
+
+mod keyed;
+
+pub(crate) use self::keyed::{EntryHot, EntryWord, HomeWord};
 
 use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
