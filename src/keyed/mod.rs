@@ -3,34 +3,31 @@
 //! [`HotKeyHandle`]).
 //!
 //! # Where each concept lives
+//! The engine is built on two modules of their own: `crate::map` (the
+//! sharded open-addressing map, lock-free lookups, inserts and moves under
+//! a shard lock, bounds and sweeps; it knows nothing of windows) and
+//! `crate::reclaim` (the collector that frees what a map unlinks once no
+//! reader can reach it). Here:
 //! - `ring.rs`: the engine is *slice-major*: one map of keys per live slice
 //!   of the window, slot `e mod S` holding the map of epoch `e`; a slice
 //!   that leaves the window is dropped whole. The `head` hint finds the
 //!   newest slice's map without a division. `slice_map.rs`: one slice's
-//!   map, how it is sized from the slice before, and how it is freed.
+//!   map, how it is sized from the slice before, and how it is freed (its
+//!   tables kept as spares for later slices, `crate::map::spares`).
 //! - `entry.rs`: one key's count in one slice (24 bytes inline in the map's
 //!   slot): one CAS an add, striped into a [`crate::StripedCounter`] under
 //!   contention, sealed and lent when its table moves.
-//! - `table/`: one open-addressing table, control bytes in groups of
-//!   eight (`table/ctrl.rs`), keys and their state **inline** in the slots,
-//!   and the prefetch that overlaps a lookup's two misses
-//!   (`table/prefetch.rs`).
-//! - `map/`: the sharded map over tables: lock-free lookups, inserts and
-//!   moves under a per-shard lock, the bound on keys and the sweeps.
-//!   Generic over the state it holds (`map::Value`); shared with the
-//!   per-key limiter.
-//! - `reclaim.rs`: when unlinked maps and tables may be freed (`epoch.rs`:
-//!   the collector; `limbo.rs`: an owner's retired lists; `retired.rs`: a
-//!   retired object and its parts); `spares.rs`: a retired slice map's
-//!   tables, cleared and kept for later slices.
 //! - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (construction,
 //!   eviction, sizes); `reads.rs`: its reads and takes; `handle.rs`: the
-//!   handles; `key.rs`: the bounds every per-key method shares ([`Key`],
-//!   [`KeyRef`], [`KeyHasher`]).
+//!   handles. The bounds every per-key method shares ([`crate::Key`],
+//!   [`crate::KeyRef`], [`crate::KeyHasher`]) are `crate::key`.
 //! - `home.rs` and `hot.rs`: the hot rule and [`HotKeyDetector`]; state
-//!   only for *heavy* keys (a slice at `ceil(T / S)` or more). `bound.rs`:
-//!   how many adds a heavy, cold key takes in a slice without the exact
-//!   step, and what a late add (older than the newest slice) owes it.
+//!   only for *heavy* keys (a slice at `ceil(T / S)` or more). `exact.rs`:
+//!   a heavy key's exact step. `bound.rs`: how many adds a heavy, cold key
+//!   takes in a slice without the exact step, and what a late add (older
+//!   than the newest slice) owes it.
+//! - The packed words (an entry's count and flags, its hot word, a home's
+//!   word) are laid out in `crate::pack`.
 //!
 //! # Invariants (the details are at the top of each file)
 //! - An add is counted in exactly one entry of its key, in the map of its

@@ -1,15 +1,17 @@
 //! The per-key map: shards of open-addressing [`Table`]s whose slots hold
-//! each key's state inline, with lock-free lookups.
+//! each key's state inline, with lock-free lookups. It knows nothing of
+//! windows or limits: the state in a slot is a [`Value`], and what it
+//! unlinks goes to the collector of the guard it is given
+//! (`crate::reclaim`).
 //!
 //! # Why our own map
-//! Measured on the issue-10 stream (Zipf over 1M keys, the 2-core
-//! machine; IMPLEMENTATION.md keeps the prototype numbers): a map that
-//! returns a pointer to a per-key allocation (`scc::HashIndex` of entries,
-//! the previous design) costs a second and often a third cache miss per
-//! add, and a map with a lock per shard (`DashMap`) makes every lookup of a
-//! hot key an atomic write on a line all threads share. Here a lookup reads
-//! one control group and one slot, writes nothing shared, and the slot
-//! holds the key's state.
+//! Measured on a Zipf stream over 1M keys on a 2-core machine
+//! (IMPLEMENTATION.md keeps the numbers): a map that returns a pointer to a
+//! per-key allocation (`scc::HashIndex` of entries) costs a second and
+//! often a third cache miss per add, and a map with a lock per shard
+//! (`DashMap`) makes every lookup of a hot key an atomic write on a line
+//! all threads share. Here a lookup reads one control group and one slot,
+//! writes nothing shared, and the slot holds the key's state.
 //!
 //! # Structure
 //! `SHARDS` shards, picked by bits 32.. of the key's hash. Each shard has a
@@ -37,6 +39,9 @@
 //! 4. A slot is removed (`TOMB`) only under the lock, after its value was
 //!    retired ([`Value::try_retire`]); a `FULL` slot's value is never dead
 //!    at a moment the lock is free.
+//! 5. Every guard given to a map's methods is pinned on its owner's
+//!    graveyard (`crate::reclaim`, "Ownership"): a replaced table goes
+//!    there, and is freed only once no guard can reach it.
 //!
 //! # Lookups
 //! Load `current` then `old` (`Acquire`; a move stores them in the other
@@ -45,13 +50,17 @@
 //! pointers and return "absent" only if neither changed: a lookup that
 //! raced a move starting or ending retries, so a key present throughout is
 //! never reported absent. Tables are freed only through the collector
-//! (`reclaim.rs`), so a pointer a guard has loaded stays valid.
+//! (invariant 5), so a pointer a guard has loaded stays valid.
 //!
-//! # Panics
+//! # The caller's code (`crate::unwind`)
 //! Shard locks are taken poisoned or not (`sync::lock_whole`): the caller's
 //! code under a lock (the key's `Eq`, `Clone`, `Hash`) runs in an insert
 //! before anything is written (`insert.rs`), and in a move, which cannot be
-//! undone halfway, a panic aborts (`grow.rs`). The rest does not panic.
+//! undone halfway, a panic aborts (`grow.rs`). Visits
+//! ([`Map::for_each_batch`]) run it under no lock. A key's `Drop` runs when
+//! a table is freed: at the start of an insert (`Graveyard::free_one`) or
+//! when the map is dropped, every key dropped even if one panics. The rest
+//! of the map does not panic.
 //!
 //! # Changes of structure
 //! `insert.rs`: inserts and removals of one key. `grow.rs`: moving a shard
