@@ -22,8 +22,10 @@
 //! an older slice since: no bound is used or installed in this entry).
 //!
 //! # Late adds (the protocol)
-//! - The installer raises the ring's `newest` to its epoch (`fetch_max`),
-//!   reads the ring's slots by RMW (`Ring::for_each_map_synced`) and each
+//! - The installer raises the ring's `newest` to its epoch (`fetch_max`,
+//!   or a load that finds it there already: `Ring::raise_newest`), reads
+//!   by RMW every ring slot that could still receive an older map of the
+//!   window (`Ring::for_each_map_synced`) and each
 //!   older entry's word by an RMW that sets `WATCHED` (`Entry::watch`);
 //!   it gives up if an older map lacks the key or an older entry is
 //!   striped, moving or sealed. It installs `B` by CAS, and never over
@@ -100,15 +102,20 @@ pub(super) fn install<K: Key, C: Clock, S: KeyHasher, Q: KeyRef<K> + ?Sized>(
     let slices = w.slices() as u64;
     let mut older = 0u64;
     let mut ok = true;
-    w.ring.for_each_map_synced(guard, |m| {
-        if !ok || m.epoch >= e || e - m.epoch >= slices {
-            return;
-        }
-        match m.map.get(hash, |k| key.is(k), guard).and_then(Entry::watch) {
-            Some(c) => older = older.saturating_add(c),
-            None => ok = false,
-        }
-    });
+    // The older slices of `e`'s window (none at epoch 0, or in a window
+    // of one slice).
+    let lo = (e + 1).saturating_sub(slices);
+    if let Some(hi) = e.checked_sub(1).filter(|&hi| hi >= lo) {
+        w.ring.for_each_map_synced(lo, hi, guard, |m| {
+            if !ok {
+                return;
+            }
+            match m.map.get(hash, |k| key.is(k), guard).and_then(Entry::watch) {
+                Some(c) => older = older.saturating_add(c),
+                None => ok = false,
+            }
+        });
+    }
     if !ok || older >= threshold {
         return;
     }

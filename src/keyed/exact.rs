@@ -12,8 +12,9 @@
 //! Whichever lock hold comes second sees the other's work: the home
 //! (created before the marker took the lock), or the entry to mark. A
 //! slice whose map the marker does not find yet is covered by the ring:
-//! the marker reads every slot by an RMW (`Ring::for_each_map_synced`), so
-//! a map installed later is installed by a CAS that reads from it, and
+//! the marker reads by an RMW every slot that could still receive a map of
+//! the slices it marks (`Ring::for_each_map_synced`), so a map installed
+//! later is installed by a CAS that reads from it, and
 //! whoever finds that map sees the home. The check is a lock-free lookup
 //! of the home map inside a lock the insert holds anyway, so a key's
 //! first add in a slice takes no lock of its own. An entry created by an
@@ -99,14 +100,13 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         // (`crate::unwind`).
         let bomb =
             AbortOnUnwind("a key's Eq panicked while the hot-key detector marked its entries");
-        self.windows.ring.for_each_map_synced(guard, |m| {
-            if m.epoch >= e && m.epoch - e < s {
-                m.map.with_locked(
-                    hash,
-                    |k| key.is(k),
-                    |x| x.hot().fetch_or(CHECKED | HAS_HOME, Ordering::AcqRel),
-                );
-            }
+        let hi = e.saturating_add(s - 1);
+        self.windows.ring.for_each_map_synced(e, hi, guard, |m| {
+            m.map.with_locked(
+                hash,
+                |k| key.is(k),
+                |x| x.hot().fetch_or(CHECKED | HAS_HOME, Ordering::AcqRel),
+            );
         });
         std::mem::forget(bomb);
     }

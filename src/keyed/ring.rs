@@ -154,11 +154,18 @@ where
         u128::from(e) + u128::from(self.slices) <= u128::from(self.newest())
     }
 
-    /// Raises `newest` to at least `e` (an epoch whose map is installed),
-    /// by an RMW: whoever synchronizes with the caller afterwards sees it
-    /// (the hot-key detector's bound, `bound.rs`).
+    /// Raises `newest` to at least `e` (an epoch whose map is installed):
+    /// whoever synchronizes with the caller afterwards sees it (the
+    /// hot-key detector's bound, `bound.rs`). An RMW only if it is below
+    /// `e`: a line every add reads is not taken from the other cores when
+    /// nothing changes. If the `Acquire` load reads `v >= e`, `v` was
+    /// written by an RMW (`AcqRel`, as every write of `newest`), which
+    /// therefore happens-before the caller's next steps: a thread that
+    /// synchronizes with them reads `v` or later.
     pub(crate) fn raise_newest(&self, e: u64) {
-        self.newest.fetch_max(e, Ordering::AcqRel);
+        if self.newest.load(Ordering::Acquire) < e {
+            self.newest.fetch_max(e, Ordering::AcqRel);
+        }
     }
 
     /// The newest epoch installed.
@@ -307,27 +314,44 @@ where
         }
     }
 
-    /// [`for_each_map`](Self::for_each_map), reading each slot by an RMW
-    /// (a CAS of its value to itself): a map installed after that RMW is
-    /// installed by a CAS that reads from it, so its installer, and every
-    /// thread that finds the map through the slot, sees what the caller did
-    /// before the call. The hot-key detector's marking needs it (`hot.rs`,
-    /// "Why the check runs under the slice's shard lock"): a key's home,
+    /// Calls `f` on every installed map of an epoch in `lo..=hi` (fewer
+    /// than `S` epochs), reading by an RMW (a CAS of its value to itself)
+    /// every slot that could still receive a map of that range: a map
+    /// installed after that RMW is installed by a CAS that reads from it,
+    /// so its installer, and every thread that finds the map through the
+    /// slot, sees what the caller did before the call. The hot-key
+    /// detector's marking and bound need it (`exact.rs`, "Why the check
+    /// runs under the slice's shard lock"; `bound.rs`): a key's home,
     /// published before the call, is seen by a new slice's first add, or
     /// the new slice is seen here.
+    ///
+    /// A slot that holds a map of epoch `lo` or later needs no RMW: a later
+    /// map there is of its epoch plus `S` or more, past `hi` (slot epochs
+    /// only increase, invariant 1). So the slot of the newest slice, which
+    /// every add reads, is not written when the range holds it.
     pub(crate) fn for_each_map_synced<'g>(
         &self,
+        lo: u64,
+        hi: u64,
         _guard: &'g Guard<'_>,
         mut f: impl FnMut(&'g SliceMap<K, S>),
     ) {
+        debug_assert!(lo <= hi && hi - lo < self.slices);
         for s in self.slots.iter() {
             let mut p = s.load(Ordering::Acquire);
-            while let Err(actual) = s.compare_exchange(p, p, Ordering::AcqRel, Ordering::Acquire) {
-                p = actual;
+            // SAFETY: as in `load`.
+            if !unsafe { p.as_ref() }.is_some_and(|m| m.epoch >= lo) {
+                while let Err(actual) =
+                    s.compare_exchange(p, p, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    p = actual;
+                }
             }
             // SAFETY: as in `load`.
             if let Some(m) = unsafe { p.as_ref() } {
-                f(m);
+                if (lo..=hi).contains(&m.epoch) {
+                    f(m);
+                }
             }
         }
     }

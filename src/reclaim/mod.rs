@@ -78,6 +78,8 @@ use self::epoch::Pin;
 #[cfg(not(loom))]
 use self::epoch::DOMAIN;
 use self::limbo::Limbo;
+#[cfg(not(loom))]
+use crossbeam_utils::CachePadded;
 
 /// A pinned section on one owner's [`Graveyard`]: memory unlinked while
 /// it is alive is not freed.
@@ -153,8 +155,10 @@ impl<'a> Guard<'a> {
 /// Where an owner's unlinked memory waits until no guard can reach it:
 /// its [`Limbo`], in the process's collector domain (module docs).
 pub(crate) struct Graveyard {
+    /// On a line of its own: an owner holds its graveyard inline, beside
+    /// the words every add reads, and a retirement writes the lists.
     #[cfg(not(loom))]
-    limbo: Limbo,
+    limbo: CachePadded<Limbo>,
     #[cfg(loom)]
     yard: Yard,
 }
@@ -164,7 +168,7 @@ impl Default for Graveyard {
     fn default() -> Graveyard {
         barrier::init();
         Graveyard {
-            limbo: Limbo::default(),
+            limbo: CachePadded::new(Limbo::default()),
         }
     }
 }
