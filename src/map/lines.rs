@@ -179,9 +179,11 @@ mod tests {
     #[test]
     fn zeroed_is_zero_and_aligned() {
         // Large enough for the allocator to map fresh pages.
+        // SAFETY: all-zero bytes are a valid `[u64; 4]`.
         let s = unsafe { LineSlice::<[u64; 4]>::zeroed(1 << 16) };
         assert_eq!(s.as_ptr() as usize % LINE, 0);
         assert!(s.iter().all(|x| *x == [0; 4]));
+        // SAFETY: `()` has no bytes.
         let z = unsafe { LineSlice::<()>::zeroed(3) };
         assert_eq!(z.len(), 3);
     }

@@ -343,6 +343,7 @@ mod tests {
         let hashes: Vec<u64> = (0..t.max_used() as u64).map(|i| (i << 57) | 1).collect();
         for (i, &h) in hashes.iter().enumerate().take(t.max_used()) {
             let s = t.insert(h, i as u64, |v| v.store(i as u64 * 10, Ordering::Relaxed));
+            // SAFETY: just inserted: `FULL`.
             assert_eq!(unsafe { *s.key() }, i as u64);
         }
         for (i, &h) in hashes.iter().enumerate().take(t.max_used()) {
