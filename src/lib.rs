@@ -75,6 +75,13 @@ pub mod __loom_epoch {
     pub use crate::reclaim::limbo::{InParts, Limbo, Parts};
 }
 
+/// Loom models only: the per-key map with the real collector behind its
+/// guards, and keys and values that show a freed table
+/// (`src/map/model.rs`).
+#[cfg(loom)]
+#[doc(hidden)]
+pub use map::model as __loom_map;
+
 /// The admission state the limiters are built on, for the loom models of
 /// its owner protocol (seal, copy, idle); built only with `--cfg loom`.
 #[cfg(loom)]

@@ -67,10 +67,14 @@
 //! to a bigger table. `sweep.rs`: the bound on keys, and sweeps of idle
 //! keys. All run under the shard lock. `teardown.rs`: how a map's own
 //! tables are freed, with it or a table at a time.
+//! `model.rs` (loom only): the map behind the real collector, for the
+//! models that race lookups against the frees of its tables.
 
 mod grow;
 mod insert;
 pub(crate) mod lines;
+#[cfg(loom)]
+pub mod model;
 pub(crate) mod spares;
 mod sweep;
 pub(crate) mod table;

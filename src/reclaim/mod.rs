@@ -194,7 +194,6 @@ unsafe impl<T: Send> Send for SendPtr<T> {}
 /// A model's graveyard: frees kept until the drop, or the real collector
 /// in a domain of the model's own.
 #[cfg(loom)]
-#[allow(dead_code)] // `Collect`: until a model of the map uses it
 enum Yard {
     Keep(std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>>),
     Collect { domain: Box<Domain>, limbo: Limbo },
@@ -212,7 +211,6 @@ impl Default for Graveyard {
 #[cfg(loom)]
 impl Graveyard {
     /// A graveyard that runs the real collector, in a domain of its own.
-    #[allow(dead_code)] // until a model of the map uses it
     pub(crate) fn collecting() -> Graveyard {
         Graveyard {
             yard: Yard::Collect {
@@ -279,6 +277,16 @@ impl Graveyard {
     pub(crate) fn free_one(&self) {
         if let Yard::Collect { limbo, .. } = &self.yard {
             limbo.free_one();
+        }
+    }
+
+    /// A collect now, as a retirement runs one, then every ready object
+    /// freed ([`Limbo::collect`]): what a model's thread calls once its
+    /// guards have ended, in place of the retirements and inserts that
+    /// would free the same objects later.
+    pub(crate) fn collect(&self) {
+        if let Yard::Collect { domain, limbo } = &self.yard {
+            limbo.collect(domain);
         }
     }
 }
