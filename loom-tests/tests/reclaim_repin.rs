@@ -26,11 +26,11 @@
 //! The object's payload is a loom `UnsafeCell`, read by the reader and
 //! written by its destructor: loom reports a free that is not ordered
 //! after the read. The pin the real code stores outside loom (`Release`,
-//! then the barrier) is out of loom's reach. Miri's data-race detector
-//! runs it, in `readers_never_see_a_freed_object_under_churn`
-//! (`epoch.rs`), but that test needs a rare schedule to show a `Relaxed`
-//! pin (it passed with one under `-Zmiri-many-seeds=0..16`): this model
-//! is what checks the rule.
+//! then the barrier) is out of loom's reach; Miri's data-race detector
+//! runs it, in `readers_never_see_a_freed_object_under_churn` (`epoch.rs`),
+//! which reports a `Relaxed` pin under some schedules only (one seed of
+//! `-Zmiri-many-seeds=0..16` in one run): `scripts/miri.sh` runs it over
+//! those sixteen seeds, and this model checks the rule on every schedule.
 //!
 //! Models: the `Relaxed` re-pin, caught (loom's counter-example: the
 //! reader's first section loads the old object, it re-pins at the newer

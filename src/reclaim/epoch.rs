@@ -326,10 +326,13 @@ pub(super) mod tests {
             let rounds = if cfg!(miri) { 300 } else { 20_000 };
             for _ in 0..rounds {
                 let fresh = Box::into_raw(Box::new(Obj(AtomicU64::new(MAGIC))));
-                let _pin = D.pin();
+                let pin = D.pin();
                 let old = shared.swap(fresh, Ordering::AcqRel);
                 // SAFETY: unlinked by the swap, retired once.
                 unsafe { limbo.retire(&D, old, COLLECT_BYTES) };
+                drop(pin);
+                // As an owner's next insert does: free what is ready.
+                limbo.free_one();
             }
             stop.store(true, Ordering::Relaxed);
         });
