@@ -7,6 +7,8 @@
 //!   `a_late_add_into_a_new_slice_is_never_skipped_past`: the real code,
 //!   one thread installing a bound while another adds late (into an
 //!   existing entry, or installing the older slice's map).
+//! - `a_stale_bound_is_replaced_never_used`: after a late add, the next
+//!   exact step installs a new bound while another add races it.
 //! - `bound_protocol_sketch` and its naive counter-example
 //!   (`naive_bound_with_plain_reads_is_caught`): the protocol on bare
 //!   atomics; the naive installer reads the older count with a plain load
@@ -17,7 +19,10 @@
 //! Mutations of the real code these models catch: the older words read by
 //! a plain load that sets no `WATCHED` (`Entry::watch`), a `WATCHED` add
 //! that clears no bound, a late first add into a slice that clears none,
-//! and a bound read that ignores `STALE` (the commit messages list them).
+//! a bound read that ignores `STALE`, a late add that skips a word an
+//! installer holds (`INSTALLING`), an install whose final CAS clears a
+//! `STALE` set during its reads, and an install that takes the word
+//! without dropping the stale bound (`a_stale_bound_is_replaced_never_used`).
 //!
 //! Windows are 2 slices of 1 ns, so the time in nanoseconds is the epoch.
 //! A threshold of 8 in 2 slices makes a slice heavy at 4.
@@ -83,6 +88,38 @@ fn a_late_add_is_never_skipped_past() {
 #[test]
 fn a_late_add_into_a_new_slice_is_never_skipped_past() {
     stripecount_loom_tests::model_at_bound(1, || late_add_race(true));
+}
+
+/// A bound made stale by a late add is installed again by the next exact
+/// step, and never used meanwhile. Threshold 10 in 2 slices (heavy at 5):
+/// epoch 1's entry holds 5 and a bound of 9 (epoch 0 held 1); a late add
+/// brings epoch 0 to 3 (the window holds 8) and makes that bound stale.
+/// Two adds of 1 at epoch 1 race: the first to land brings the window to
+/// 9 (cold, so its exact step installs a new bound), the second to 10,
+/// which must report, whether it lands before, during or after that
+/// install: exactly one of them reports. (An install that took the word
+/// without dropping the stale bound would let the second skip.)
+#[test]
+fn a_stale_bound_is_replaced_never_used() {
+    stripecount_loom_tests::model(|| {
+        let d = Arc::new(detector(10));
+        assert!(!d.add_at(&7, 0, 1));
+        assert!(!d.add_at(&7, 1, 5));
+        assert!(!d.add_at(&7, 0, 2));
+        let adds: Vec<_> = (0..2)
+            .map(|_| {
+                let d = d.clone();
+                thread::spawn(move || d.add_at(&7, 1, 1))
+            })
+            .collect();
+        let reports = adds.into_iter().map(|h| h.join().unwrap());
+        assert_eq!(
+            reports.filter(|&r| r).count(),
+            1,
+            "one report for the crossing"
+        );
+        assert_eq!(d.windows().sum_at(&7, 1), 10);
+    });
 }
 
 /// The protocol on bare atomics (`bound.rs`, "Late adds"): `older` is the

@@ -40,7 +40,7 @@
 //!    marked `LENT` in the old one. Writers that loaded `STRIPED` before the
 //!    seal still add to the same `StripedCounter`, which now belongs to the
 //!    new slot, so nothing is lost;
-//! 3. the hot word is copied;
+//! 3. the hot word is copied (but an installer's `INSTALLING`, `bound.rs`);
 //! 4. one CAS loop on the new word adds the old count, clears `INCOMING`
 //!    and sets `STRIPED` and `WATCHED` if the old word had them (adds that
 //!    raced into the new slot meanwhile kept `INCOMING` and are kept).
@@ -58,7 +58,7 @@
 //! `STRIPED` (`Acquire`) sees the pointer.
 
 use crate::counter::StripedCounter;
-use crate::pack::EntryWord;
+use crate::pack::{EntryHot, EntryWord};
 use crate::stripes::install_if_null;
 use crate::sync::{wait_hint, AtomicPtr, AtomicU64, Exclusive, Ordering};
 
@@ -292,8 +292,10 @@ impl Entry {
                 Ordering::Release,
             );
         }
-        to.hot
-            .store(self.hot.load(Ordering::Acquire), Ordering::Release);
+        // Without `INSTALLING`: an installer holding the old word installs
+        // nothing here (`bound.rs`).
+        let hot = self.hot.load(Ordering::Acquire) & !EntryHot::INSTALLING.mask();
+        to.hot.store(hot, Ordering::Release);
         let mut t = to.word.load(Ordering::Acquire);
         loop {
             let new = count(t).saturating_add(count(w)).min(COUNT_MAX)
