@@ -242,10 +242,11 @@ pub fn sweep(name: &str, sites: &[Site], scenario: impl Fn(Option<(Site, u32)>) 
         assert!(n > 0, "{name}: no {site:?} call to break");
         // Under Miri, a sample of the calls (each run is slow there).
         let step = if cfg!(miri) { (n / 6).max(1) } else { 1 };
-        let runs = (0..n)
-            .step_by(step as usize)
-            .map(|i| scenario(Some((site, i))))
-            .count();
+        let mut runs = 0;
+        for i in (0..n).step_by(step as usize) {
+            scenario(Some((site, i)));
+            runs += 1;
+        }
         let fired = FIRED.get() as usize;
         assert!(
             2 * fired >= runs,
