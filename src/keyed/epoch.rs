@@ -313,7 +313,7 @@ pub(super) mod tests {
                     }
                 });
             }
-            for _ in 0..20_000 {
+            for _ in 0..crate::sized(20_000, 100) {
                 let fresh = Box::into_raw(Box::new(Obj(AtomicU64::new(MAGIC))));
                 let _pin = D.pin();
                 let old = shared.swap(fresh, Ordering::AcqRel);

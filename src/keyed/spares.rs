@@ -232,7 +232,7 @@ mod tests {
         use crate::keyed::reclaim::Guard;
         use crate::keyed::ring::Ring;
         use std::collections::hash_map::RandomState;
-        const KEYS: u64 = 1000;
+        const KEYS: u64 = crate::sized(1000, 20);
         let ring = Ring::new(2, 1, RandomState::new());
         let mut e = 0u64;
         while ring.spares.taken.load(Ordering::Relaxed) < 20 {
