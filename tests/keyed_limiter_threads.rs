@@ -11,6 +11,17 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use stripecount::{Clock, Denied, FloodPolicy, KeyedLimiter, ManualClock};
 
+/// A test's size (slices run, demand, keys): `full` natively, `miri` under
+/// Miri, which interprets a test thousands of times slower. A test asserts
+/// the same things at either size.
+const fn sized<T: Copy>(full: T, miri: T) -> T {
+    if cfg!(miri) {
+        miri
+    } else {
+        full
+    }
+}
+
 /// Grants `(key, epoch, n)`; every window of every key within its limit.
 fn check_windows(grants: &[(u64, u64, u64)], slices: u64, limit_of: impl Fn(u64) -> u64) {
     let mut per: HashMap<u64, HashMap<u64, u64>> = HashMap::new();
@@ -43,10 +54,11 @@ fn check_windows(grants: &[(u64, u64, u64)], slices: u64, limit_of: impl Fn(u64)
 /// window of the hot keys must get >= 90% of their limit.
 fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
     const SLICES: u64 = 4;
-    const HOT_LIMIT: u64 = 40;
+    const HOT_LIMIT: u64 = sized(40, 10);
     const COLD_LIMIT: u64 = 3;
-    const RUN: u64 = 100;
-    const HOT_DEMAND: u64 = 8 * HOT_LIMIT; // hot requests per slice, both hot keys
+    const RUN: u64 = sized(100, 5);
+    // Hot requests per slice, both hot keys.
+    const HOT_DEMAND: u64 = sized(8, 3) * HOT_LIMIT;
     let clock = ManualClock::new();
     let lim = Arc::new(
         KeyedLimiter::with_clock(
@@ -169,20 +181,20 @@ fn threads_on_hot_and_cold_keys_never_over_admit_and_hot_keys_fill_their_windows
     hammer(40, 4096, true);
 }
 
-/// The same under a flood: 3000 cold keys for 256 places. A hot key whose
-/// window empties (its whole limit granted in one slice, S slices ago) is
-/// idle, may be evicted and then refused as a new key (`TooManyKeys`):
-/// strictness and the bound hold, fullness does not.
+/// The same under a flood: 3000 cold keys for 256 places (100 for 16 under
+/// Miri). A hot key whose window empties (its whole limit granted in one
+/// slice, S slices ago) is idle, may be evicted and then refused as a new
+/// key (`TooManyKeys`): strictness and the bound hold, fullness does not.
 #[test]
 fn threads_under_a_key_flood_never_over_admit() {
-    hammer(3000, 256, false);
+    hammer(sized(3000, 100), sized(256, 16), false);
 }
 
 #[test]
 fn a_flood_of_distinct_keys_stays_within_max_keys() {
     for policy in [FloodPolicy::Refuse, FloodPolicy::AdmitUntracked] {
-        const MAX: usize = 1000;
-        const KEYS: u64 = 5000;
+        const MAX: usize = sized(1000, 20);
+        const KEYS: u64 = sized(5000, 60);
         let clock = ManualClock::new();
         let lim = Arc::new(
             KeyedLimiter::with_clock(2, Duration::from_secs(1), 10, clock.clone())
