@@ -26,7 +26,7 @@ use stripecount::{ManualClock, SlidingWindow};
 /// epochs and more) and running into `u64::MAX`.
 #[test]
 fn windows_match_the_ring_model() {
-    for seed in 0..sized(120u64, 7) {
+    for seed in 0..sized(120u64, 4) {
         let mut rng = StdRng::seed_from_u64(seed);
         let (slice_ns, slices) = CONFIGS[seed as usize % CONFIGS.len()];
         let max_keys = if rng.random_bool(0.3) {

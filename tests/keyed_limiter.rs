@@ -173,7 +173,7 @@ fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bo
 
 #[test]
 fn one_limit_matches_a_sliding_limiter_per_key() {
-    for seed in 0..sized(20, 2) {
+    for seed in 0..sized(20, 1) {
         let levels = [(6, Duration::from_millis(4), 4)];
         against_references(seed, &levels, false, sized(3000, 10));
     }
@@ -189,7 +189,7 @@ fn a_fixed_window_per_key_matches_too() {
 
 #[test]
 fn several_limits_match_a_multi_limiter_per_key() {
-    for seed in 200..sized(215, 202) {
+    for seed in 200..sized(215, 201) {
         let levels = [
             (4, Duration::from_millis(2), 2),
             (9, Duration::from_millis(12), 3),
@@ -403,9 +403,9 @@ fn every_configuration_error() {
 
 #[test]
 fn keys_moved_to_bigger_tables_keep_their_windows() {
-    // 20k keys force every shard to rebuild several times (400 under
-    // Miri, some of them); each key's first grant must survive the moves.
-    const KEYS: u32 = sized(20_000, 400);
+    // 20k keys force every shard to rebuild several times (200 under
+    // Miri: few or none); each key's first grant must survive the moves.
+    const KEYS: u32 = sized(20_000, 200);
     let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new()).unwrap();
     for k in 0..KEYS {
         assert!(lim.try_acquire_n(&k, 2));

@@ -23,7 +23,7 @@ use std::sync::{Arc, Barrier};
 fn rotation_racing_adds_keeps_windows_exact() {
     const THREADS: usize = 3;
     const KEYS: u32 = sized(8, 4);
-    const PER: u32 = sized(3_000, 6);
+    const PER: u32 = sized(3_000, 4);
     const PHASES: u64 = sized(24, 5);
     for slices in [1usize, 4] {
         let s = slices as u64;
@@ -148,7 +148,7 @@ fn free_running_rotation_follows_the_ring_rule() {
     const THREADS: u64 = 3;
     const KEYS: u32 = 6;
     const EPOCHS: u64 = sized(60, 7);
-    const PER: u64 = sized(400, 3);
+    const PER: u64 = sized(400, 2);
     for slices in [2usize, 5] {
         let s = slices as u64;
         let w = Arc::new(windows_of(SLICE, slices));
