@@ -45,7 +45,7 @@ fn windows_match_the_ring_model() {
             1 => rng.random_range(0..1 << 40),
             _ => u64::MAX - rng.random_range(0..40 * window),
         };
-        for i in 0..sized(500, 5) {
+        for i in 0..sized(500, 4) {
             let ctx = format!("seed {seed} step {i} (S={slices}, L={slice_ns}, max {max_keys})");
             let k = rng.random_range(0..8u32);
             // Reads and evictions around `now` or around the newest slice.

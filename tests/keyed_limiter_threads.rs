@@ -182,20 +182,20 @@ fn threads_on_hot_and_cold_keys_never_over_admit_and_hot_keys_fill_their_windows
     hammer(40, 4096, true);
 }
 
-/// The same under a flood: 3000 cold keys for 256 places (100 for 16 under
+/// The same under a flood: 3000 cold keys for 256 places (40 for 16 under
 /// Miri). A hot key whose window empties (its whole limit granted in one
 /// slice, S slices ago) is idle, may be evicted and then refused as a new
 /// key (`TooManyKeys`): strictness and the bound hold, fullness does not.
 #[test]
 fn threads_under_a_key_flood_never_over_admit() {
-    hammer(sized(3000, 100), sized(256, 16), false);
+    hammer(sized(3000, 40), sized(256, 16), false);
 }
 
 #[test]
 fn a_flood_of_distinct_keys_stays_within_max_keys() {
     for policy in [FloodPolicy::Refuse, FloodPolicy::AdmitUntracked] {
         const MAX: usize = sized(1000, 10);
-        const KEYS: u64 = sized(5000, 30);
+        const KEYS: u64 = sized(5000, 20);
         let clock = ManualClock::new();
         let lim = Arc::new(
             KeyedLimiter::with_clock(2, Duration::from_secs(1), 10, clock.clone())

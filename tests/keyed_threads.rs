@@ -21,7 +21,7 @@ use stripecount::{Clock, KeyedWindows, ManualClock};
 fn key_flood_from_threads_is_bounded_per_slice() {
     const THREADS: u32 = 4;
     const MAX: usize = sized(64, 16);
-    const PER: u32 = sized(2_000, 8);
+    const PER: u32 = sized(2_000, 5);
     const PHASES: u64 = sized(8, 6);
     let w = Arc::new(windows().with_max_keys(MAX));
     let barrier = Arc::new(Barrier::new(THREADS as usize + 1));
@@ -77,7 +77,7 @@ fn key_flood_from_threads_is_bounded_per_slice() {
 #[test]
 fn concurrent_adds_are_all_counted() {
     const THREADS: u32 = 4;
-    const ADDS: u64 = sized(40_000, 60);
+    const ADDS: u64 = sized(40_000, 30);
     let mut striped_rounds = 0;
     for round in 0..sized(8u64, 1) {
         let clock = ManualClock::starting_at(3 * SLICE + 17);
@@ -167,7 +167,7 @@ fn concurrent_adds_are_all_counted() {
 /// slice leaves the window read, so it only grows), whatever the moves.
 #[test]
 fn table_moves_under_concurrent_adds_lose_nothing() {
-    const KEYS: u32 = sized(64, 16);
+    const KEYS: u32 = sized(64, 8);
     const ADDS: u64 = sized(40_000, 20);
     const FLOOD: u32 = sized(30_000, 40);
     for round in 0..sized(3u64, 1) {
@@ -318,7 +318,7 @@ fn take_all_racing_adds_is_exact() {
 #[test]
 fn late_adds_from_threads_leave_no_crossing_unreported() {
     const T: u64 = 40;
-    const KEYS: u32 = sized(6, 3);
+    const KEYS: u32 = sized(6, 2);
     let t = |e: u64| e * SLICE;
     for round in 0..sized(40u64, 2) {
         let d = Arc::new(detector(SLICE, 4, T));
