@@ -102,6 +102,18 @@ pub use clock::clamp as __loom_clamp;
 #[doc(hidden)]
 pub use thread_id::exit_thread as __loom_exit_thread;
 
+/// A unit test's size (loop counts, keys, threads): `full` natively,
+/// `miri` under Miri, which interprets a test thousands of times slower.
+/// A test asserts the same things at either size.
+#[cfg(test)]
+pub(crate) const fn sized<T: Copy>(full: T, miri: T) -> T {
+    if cfg!(miri) {
+        miri
+    } else {
+        full
+    }
+}
+
 /// The README's examples, compiled and run as doc tests. Its "Using it in a
 /// service" snippets need the integration features, so the README is tested
 /// with all of them on (`scripts/test.sh` runs it under `--all-features`; an

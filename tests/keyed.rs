@@ -26,7 +26,7 @@ use stripecount::{ManualClock, SlidingWindow};
 /// epochs and more) and running into `u64::MAX`.
 #[test]
 fn windows_match_the_ring_model() {
-    for seed in 0..120u64 {
+    for seed in 0..sized(120u64, 4) {
         let mut rng = StdRng::seed_from_u64(seed);
         let (slice_ns, slices) = CONFIGS[seed as usize % CONFIGS.len()];
         let max_keys = if rng.random_bool(0.3) {
@@ -45,7 +45,7 @@ fn windows_match_the_ring_model() {
             1 => rng.random_range(0..1 << 40),
             _ => u64::MAX - rng.random_range(0..40 * window),
         };
-        for i in 0..500 {
+        for i in 0..sized(500, 4) {
             let ctx = format!("seed {seed} step {i} (S={slices}, L={slice_ns}, max {max_keys})");
             let k = rng.random_range(0..8u32);
             // Reads and evictions around `now` or around the newest slice.
@@ -115,8 +115,9 @@ fn windows_match_the_ring_model() {
 /// (by any key). Long gaps (2^16 epochs and their multiples) included.
 #[test]
 fn sums_at_or_after_the_newest_add_are_every_add_in_the_window() {
-    for (ci, &(slice_ns, slices)) in CONFIGS.iter().enumerate() {
-        for seed in 0..6u64 {
+    let configs = CONFIGS.iter().take(sized(CONFIGS.len(), 4));
+    for (ci, &(slice_ns, slices)) in configs.enumerate() {
+        for seed in 0..sized(6u64, 1) {
             let mut rng = StdRng::seed_from_u64(1_000 + 10 * ci as u64 + seed);
             let w = windows_of(slice_ns, slices);
             let window = Duration::from_nanos(slice_ns * slices as u64);
@@ -130,7 +131,7 @@ fn sums_at_or_after_the_newest_add_are_every_add_in_the_window() {
             let mut max_t = 0u64;
             let s = slices as u128;
             let mut now = if seed % 3 == 2 { 1 << 50 } else { 0 };
-            for i in 0..600 {
+            for i in 0..sized(600, 4) {
                 now = step(&mut rng, now, slice_ns, slices).min(u64::MAX / 2);
                 let k = rng.random_range(0..4u32);
                 let t = time_near(&mut rng, now, slice_ns, slices);
@@ -179,40 +180,46 @@ fn sums_at_or_after_the_newest_add_are_every_add_in_the_window() {
 /// `slices * max_keys` entries.
 #[test]
 fn key_flood_is_bounded_per_slice() {
-    let w = windows().with_max_keys(100);
-    for k in 0..10_000u32 {
-        assert_eq!(w.add_at(&k, 0, 1), k < 100, "key {k}");
-        assert!(w.len() <= 100);
+    // The bound, and the distinct keys flooding the first slice.
+    const MAX: u32 = sized(100, 10);
+    const FLOOD: u32 = sized(10_000, 30);
+    let w = windows().with_max_keys(MAX as usize);
+    for k in 0..FLOOD {
+        assert_eq!(w.add_at(&k, 0, 1), k < MAX, "key {k}");
+        assert!(w.len() <= MAX as usize);
     }
-    assert_eq!(w.len(), 100);
-    assert_eq!(w.untracked_adds(), 9_900);
+    assert_eq!(w.len(), MAX as usize);
+    let mut untracked = u64::from(FLOOD - MAX);
+    assert_eq!(w.untracked_adds(), untracked);
     // Tracked keys keep counting, untracked ones read 0.
     assert_eq!(w.add_and_sum_at(&5, 0, 1), 2);
-    assert_eq!(w.sum_at(&5_000, 0), 0);
-    assert_eq!(w.add_and_sum_at(&5_000, 0, 1), 0);
-    assert_eq!(w.untracked_adds(), 9_901);
-    // The next slice has room for 100 keys of its own.
-    for k in 20_000..20_150u32 {
-        assert_eq!(w.add_at(&k, SLICE, 1), k < 20_100);
+    assert_eq!(w.sum_at(&(FLOOD / 2), 0), 0);
+    assert_eq!(w.add_and_sum_at(&(FLOOD / 2), 0, 1), 0);
+    untracked += 1;
+    assert_eq!(w.untracked_adds(), untracked);
+    // The next slice has room for MAX keys of its own.
+    for k in 20_000..20_000 + MAX * 3 / 2 {
+        assert_eq!(w.add_at(&k, SLICE, 1), k < 20_000 + MAX);
     }
-    assert_eq!(w.len(), 200);
-    assert_eq!(w.untracked_adds(), 9_901 + 50);
+    assert_eq!(w.len(), 2 * MAX as usize);
+    untracked += u64::from(MAX / 2);
+    assert_eq!(w.untracked_adds(), untracked);
     assert_eq!(w.sum_at(&20_000, SLICE), 1);
     // Slice 1 is full: even a key slice 0 holds is not tracked there, and
     // its count in slice 0 still reads.
     assert!(!w.add_at(&5, SLICE, 1));
     assert_eq!(w.sum_at(&5, SLICE), 2);
-    // Every slice of the ring full, then the ring wraps: still 5 * 100.
-    let mut untracked = 9_901 + 51;
+    // Every slice of the ring full, then the ring wraps: still 5 * MAX.
+    untracked += 1;
     for s in 2..12u64 {
-        for k in 0..150u32 {
-            assert_eq!(w.add_at(&(k + 1_000 * s as u32), s * SLICE, 1), k < 100);
+        for k in 0..MAX * 3 / 2 {
+            assert_eq!(w.add_at(&(k + 1_000 * s as u32), s * SLICE, 1), k < MAX);
         }
-        untracked += 50;
-        assert_eq!(w.len(), 100 * (s as usize + 1).min(SLICES));
+        untracked += u64::from(MAX / 2);
+        assert_eq!(w.len(), MAX as usize * (s as usize + 1).min(SLICES));
         assert_eq!(w.untracked_adds(), untracked);
     }
-    assert_eq!(w.evict_idle_at(100 * SLICE), 500);
+    assert_eq!(w.evict_idle_at(100 * SLICE), 5 * MAX as usize);
     assert!(w.is_empty());
     // A bound of 0 tracks nothing.
     let none = windows().with_max_keys(0);
@@ -269,7 +276,7 @@ fn same_slot_after_a_gap_is_not_aliased() {
         (4, 1 << 40),
         (1, 9),
     ] {
-        for k in 1..=6u64 {
+        for k in 1..=sized(6u64, 1) {
             let w = windows_of(1, slices);
             let s = slices as u64;
             assert_eq!(w.add_and_sum_at(&1, start, 5), 5);
@@ -349,16 +356,17 @@ fn epochs_near_the_ends_of_the_range() {
 /// slices are also dropped by the adds that replace them.
 #[test]
 fn evict_idle_at_is_exact_and_invisible_at_or_after_now() {
-    for seed in 0..40u64 {
+    const KEYS: u32 = sized(20, 4);
+    for seed in 0..sized(40u64, 3) {
         let mut rng = StdRng::seed_from_u64(9_000 + seed);
         let slices = [1usize, 2, 3, 5, 8][seed as usize % 5];
         let w = windows_of(SLICE, slices);
         let mut m = RingModel::new(SLICE, slices, usize::MAX);
         let mut now = 0u64;
-        for i in 0..300 {
+        for i in 0..sized(300, 2) {
             now = step(&mut rng, now, SLICE, slices).min(1 << 62);
             for _ in 0..rng.random_range(0..6) {
-                let k = rng.random_range(0..20u32);
+                let k = rng.random_range(0..KEYS);
                 let t = time_near(&mut rng, now, SLICE, slices);
                 assert_eq!(w.add_at(&k, t, 1), m.add(&k, t, 1), "seed {seed} step {i}");
             }
@@ -372,7 +380,7 @@ fn evict_idle_at_is_exact_and_invisible_at_or_after_now() {
                 .collect();
             let before: Vec<Vec<u64>> = reads
                 .iter()
-                .map(|&q| (0..20u32).map(|k| w.sum_at(&k, q)).collect())
+                .map(|&q| (0..KEYS).map(|k| w.sum_at(&k, q)).collect())
                 .collect();
             let len = w.len();
             let evicted = w.evict_idle_at(at);
@@ -380,7 +388,7 @@ fn evict_idle_at_is_exact_and_invisible_at_or_after_now() {
             assert_eq!(w.len(), len - evicted);
             assert_eq!(w.len(), m.len());
             for (q, b) in reads.iter().zip(before) {
-                let after: Vec<u64> = (0..20u32).map(|k| w.sum_at(&k, *q)).collect();
+                let after: Vec<u64> = (0..KEYS).map(|k| w.sum_at(&k, *q)).collect();
                 assert_eq!(
                     after, b,
                     "seed {seed} step {i}: sums at {q} after evicting at {at}"

@@ -184,6 +184,11 @@ fn borrowed_lookups() {
 /// shard; 42.7 when it had four); asserted at most 96, which also holds for
 /// tables that grow by doubling from half full (66). Keys that were never
 /// contended hold nothing outside their slots.
+///
+/// Not under Miri: the bounds hold for a large count of keys (at a few
+/// hundred the fixed cost of the first slice's 128 shards dominates), and
+/// 200k adds would take Miri hours.
+#[cfg(not(miri))]
 #[test]
 fn memory_per_key() {
     const KEYS: u64 = 100_000;

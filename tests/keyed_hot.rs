@@ -22,7 +22,7 @@ use stripecount::{HotKeyDetector, ManualClock};
 /// does, and must agree).
 #[test]
 fn hot_rule_matches_the_model() {
-    for seed in 0..150u64 {
+    for seed in 0..sized(150u64, 5) {
         let mut rng = StdRng::seed_from_u64(500 + seed);
         let slices = [1usize, 2, 3, 4, 5, 8][seed as usize % 6];
         // Odd seeds: key 0 is a steadily hot key of many small adds, a
@@ -46,7 +46,7 @@ fn hot_rule_matches_the_model() {
         let mut m = HotModel::new(SLICE, slices, threshold, max_keys);
         let mut now = 0u64;
         let mut newest_t = 0u64;
-        for i in 0..600 {
+        for i in 0..sized(600, 3) {
             let ctx = format!("seed {seed} step {i} (S={slices}, T={threshold}, max {max_keys})");
             match rng.random_range(0..100) {
                 0..=69 => {
@@ -289,7 +289,7 @@ fn became_hot_at_returns_the_sum_including_the_add() {
 /// and the next racing crossing reports exactly once again.
 #[test]
 fn racing_crossing_reports_once() {
-    for round in 0..150u64 {
+    for round in 0..sized(150u64, 1) {
         let d = Arc::new(
             HotKeyDetector::with_clock(Duration::from_secs(1), 10, 40, ManualClock::new()).unwrap(),
         );
@@ -359,16 +359,17 @@ fn hot_handle_follows_the_rule() {
 /// were heavy recently (it is dropped by the detector's `evict_idle_at`).
 #[test]
 fn detector_eviction_drops_idle_hot_state() {
+    const KEYS: u32 = sized(100, 20);
     let d = detector(SLICE, 4, 8);
-    for k in 0..100u32 {
+    for k in 0..KEYS {
         assert!(d.add_at(&k, 0, 8));
     }
-    assert_eq!(d.heavy_keys(), 100);
-    assert_eq!(d.hot_keys_at(0).len(), 100);
+    assert_eq!(d.heavy_keys(), KEYS as usize);
+    assert_eq!(d.hot_keys_at(0).len(), KEYS as usize);
     // Two windows later the slices go; the hot state stays while no add
     // has moved the ring past epoch 0 (an add at 0 would still decide).
-    assert_eq!(d.evict_idle_at(8 * SLICE), 100);
-    assert_eq!(d.heavy_keys(), 100);
+    assert_eq!(d.evict_idle_at(8 * SLICE), KEYS as usize);
+    assert_eq!(d.heavy_keys(), KEYS as usize);
     assert!(d.hot_keys_at(8 * SLICE).is_empty());
     // The keys cross again as the rule says (cooled, then crossed), and
     // once the ring is at epoch 8 the idle keys' hot state goes.

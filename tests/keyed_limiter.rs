@@ -19,6 +19,17 @@ static_assertions::assert_impl_all!(FloodPolicy: std::fmt::Debug, Copy, Eq, Defa
 
 const MS: u64 = 1_000_000;
 
+/// A test's size (seeds, steps, keys): `full` natively, `miri` under Miri,
+/// which interprets a test thousands of times slower. A test asserts the
+/// same things at either size.
+const fn sized<T: Copy>(full: T, miri: T) -> T {
+    if cfg!(miri) {
+        miri
+    } else {
+        full
+    }
+}
+
 /// A key's reference: its own direct limiter, given the key's limits
 /// before every call.
 enum Reference {
@@ -162,39 +173,41 @@ fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bo
 
 #[test]
 fn one_limit_matches_a_sliding_limiter_per_key() {
-    for seed in 0..20 {
+    for seed in 0..sized(20, 1) {
         let levels = [(6, Duration::from_millis(4), 4)];
-        against_references(seed, &levels, false, 3000);
+        against_references(seed, &levels, false, sized(3000, 10));
     }
 }
 
 #[test]
 fn a_fixed_window_per_key_matches_too() {
-    for seed in 100..110 {
-        against_references(seed, &[(3, Duration::from_millis(2), 1)], false, 2000);
+    for seed in 100..sized(110, 101) {
+        let steps = sized(2000, 10);
+        against_references(seed, &[(3, Duration::from_millis(2), 1)], false, steps);
     }
 }
 
 #[test]
 fn several_limits_match_a_multi_limiter_per_key() {
-    for seed in 200..215 {
+    for seed in 200..sized(215, 201) {
         let levels = [
             (4, Duration::from_millis(2), 2),
             (9, Duration::from_millis(12), 3),
         ];
-        against_references(seed, &levels, false, 3000);
+        against_references(seed, &levels, false, sized(3000, 10));
     }
 }
 
 #[test]
 fn eviction_is_invisible_while_time_moves_forward() {
-    for seed in 300..315 {
-        against_references(seed, &[(5, Duration::from_millis(3), 3)], true, 3000);
+    for seed in 300..sized(315, 301) {
+        let steps = sized(3000, 5);
+        against_references(seed, &[(5, Duration::from_millis(3), 3)], true, steps);
         let levels = [
             (3, Duration::from_millis(1), 1),
             (7, Duration::from_millis(6), 3),
         ];
-        against_references(seed + 1000, &levels, true, 3000);
+        against_references(seed + 1000, &levels, true, steps);
     }
 }
 
@@ -268,7 +281,8 @@ fn the_automatic_sweep_removes_idle_keys_within_one_more_window() {
         KeyedLimiter::with_clock(100, Duration::from_secs(1), 10, ManualClock::new()).unwrap();
     // Far from time 0, where a sweep step scheduled too late would show.
     let e0 = 10_000u64;
-    for k in 0..10_000u64 {
+    const KEYS: u64 = sized(10_000, 20);
+    for k in 0..KEYS {
         assert!(lim.try_acquire_at(&k, e0 * slice, 1));
     }
     // One busy key, one request a slice; the others go idle after e0's
@@ -279,7 +293,7 @@ fn the_automatic_sweep_removes_idle_keys_within_one_more_window() {
         if e < e0 + 10 {
             assert_eq!(
                 lim.len(),
-                10_001,
+                KEYS as usize + 1,
                 "epoch {e}: a key was evicted inside its window"
             );
         }
@@ -287,6 +301,10 @@ fn the_automatic_sweep_removes_idle_keys_within_one_more_window() {
     assert_eq!(lim.len(), 1, "idle keys left after two windows");
 }
 
+/// Not under Miri: two windows of requests a millisecond apart (2,000, and
+/// a length read after most) are what it checks, and they would take Miri
+/// several minutes.
+#[cfg(not(miri))]
 #[test]
 fn the_sweep_paced_a_shard_a_step_still_removes_idle_keys() {
     // 1 s in 10 slices: a sweep step is 100 ms / 13 and sweeps one shard.
@@ -385,14 +403,15 @@ fn every_configuration_error() {
 
 #[test]
 fn keys_moved_to_bigger_tables_keep_their_windows() {
-    // 20k keys force every shard to rebuild several times; each key's
-    // first grant must survive the moves.
+    // 20k keys force every shard to rebuild several times (100 under
+    // Miri: none); each key's first grant must survive the moves.
+    const KEYS: u32 = sized(20_000, 100);
     let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new()).unwrap();
-    for k in 0..20_000u32 {
+    for k in 0..KEYS {
         assert!(lim.try_acquire_n(&k, 2));
     }
-    assert_eq!(lim.len(), 20_000);
-    for k in 0..20_000u32 {
+    assert_eq!(lim.len(), KEYS as usize);
+    for k in 0..KEYS {
         assert!(!lim.try_acquire(&k), "key {k} lost its grant in a move");
     }
 }

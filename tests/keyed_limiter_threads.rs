@@ -11,6 +11,17 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use stripecount::{Clock, Denied, FloodPolicy, KeyedLimiter, ManualClock};
 
+/// A test's size (slices run, demand, keys): `full` natively, `miri` under
+/// Miri, which interprets a test thousands of times slower. A test asserts
+/// the same things at either size.
+const fn sized<T: Copy>(full: T, miri: T) -> T {
+    if cfg!(miri) {
+        miri
+    } else {
+        full
+    }
+}
+
 /// Grants `(key, epoch, n)`; every window of every key within its limit.
 fn check_windows(grants: &[(u64, u64, u64)], slices: u64, limit_of: impl Fn(u64) -> u64) {
     let mut per: HashMap<u64, HashMap<u64, u64>> = HashMap::new();
@@ -43,10 +54,12 @@ fn check_windows(grants: &[(u64, u64, u64)], slices: u64, limit_of: impl Fn(u64)
 /// window of the hot keys must get >= 90% of their limit.
 fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
     const SLICES: u64 = 4;
-    const HOT_LIMIT: u64 = 40;
+    const HOT_LIMIT: u64 = sized(40, 10);
     const COLD_LIMIT: u64 = 3;
-    const RUN: u64 = 100;
-    const HOT_DEMAND: u64 = 8 * HOT_LIMIT; // hot requests per slice, both hot keys
+    const RUN: u64 = sized(100, 4);
+    // Hot requests per slice, both hot keys (when the windows need not
+    // fill, fewer under Miri).
+    let hot_demand = HOT_LIMIT * if fill { sized(8, 3) } else { sized(8, 1) };
     let clock = ManualClock::new();
     let lim = Arc::new(
         KeyedLimiter::with_clock(
@@ -120,7 +133,7 @@ fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
     for _ in 0..RUN {
         // Enough demand in every slice before time moves on (no sleeps).
         let base = hot_done.load(Ordering::Acquire);
-        while hot_done.load(Ordering::Acquire) < base + HOT_DEMAND {
+        while hot_done.load(Ordering::Acquire) < base + hot_demand {
             std::thread::yield_now();
         }
         assert!(lim.len() <= max_keys);
@@ -169,20 +182,20 @@ fn threads_on_hot_and_cold_keys_never_over_admit_and_hot_keys_fill_their_windows
     hammer(40, 4096, true);
 }
 
-/// The same under a flood: 3000 cold keys for 256 places. A hot key whose
-/// window empties (its whole limit granted in one slice, S slices ago) is
-/// idle, may be evicted and then refused as a new key (`TooManyKeys`):
-/// strictness and the bound hold, fullness does not.
+/// The same under a flood: 3000 cold keys for 256 places (40 for 16 under
+/// Miri). A hot key whose window empties (its whole limit granted in one
+/// slice, S slices ago) is idle, may be evicted and then refused as a new
+/// key (`TooManyKeys`): strictness and the bound hold, fullness does not.
 #[test]
 fn threads_under_a_key_flood_never_over_admit() {
-    hammer(3000, 256, false);
+    hammer(sized(3000, 40), sized(256, 16), false);
 }
 
 #[test]
 fn a_flood_of_distinct_keys_stays_within_max_keys() {
     for policy in [FloodPolicy::Refuse, FloodPolicy::AdmitUntracked] {
-        const MAX: usize = 1000;
-        const KEYS: u64 = 5000;
+        const MAX: usize = sized(1000, 10);
+        const KEYS: u64 = sized(5000, 20);
         let clock = ManualClock::new();
         let lim = Arc::new(
             KeyedLimiter::with_clock(2, Duration::from_secs(1), 10, clock.clone())

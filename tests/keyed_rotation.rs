@@ -22,9 +22,9 @@ use std::sync::{Arc, Barrier};
 #[test]
 fn rotation_racing_adds_keeps_windows_exact() {
     const THREADS: usize = 3;
-    const KEYS: u32 = 8;
-    const PER: u32 = 3_000;
-    const PHASES: u64 = 24;
+    const KEYS: u32 = sized(8, 4);
+    const PER: u32 = sized(3_000, 4);
+    const PHASES: u64 = sized(24, 5);
     for slices in [1usize, 4] {
         let s = slices as u64;
         // Where each add of thread `t`, phase `p`, index `i` goes:
@@ -147,8 +147,8 @@ fn rotation_racing_adds_keeps_windows_exact() {
 fn free_running_rotation_follows_the_ring_rule() {
     const THREADS: u64 = 3;
     const KEYS: u32 = 6;
-    const EPOCHS: u64 = 60;
-    const PER: u64 = 400;
+    const EPOCHS: u64 = sized(60, 7);
+    const PER: u64 = sized(400, 2);
     for slices in [2usize, 5] {
         let s = slices as u64;
         let w = Arc::new(windows_of(SLICE, slices));
@@ -248,9 +248,12 @@ fn free_running_rotation_follows_the_ring_rule() {
 /// the stale slice is dropped exactly once (by one of the evictions).
 #[test]
 fn eviction_racing_adds_loses_nothing() {
-    for round in 0..20u64 {
+    const KEYS: u32 = sized(50, 10);
+    const ADDS: u32 = sized(2_000, 20);
+    const EVICTIONS: usize = sized(20, 5);
+    for round in 0..sized(20u64, 2) {
         let w = Arc::new(windows());
-        for k in 0..50u32 {
+        for k in 0..KEYS {
             w.add_at(&k, 0, 1);
         }
         // An epoch a window or more later, not in slot 0: only an eviction
@@ -259,15 +262,19 @@ fn eviction_racing_adds_loses_nothing() {
         let evictors: Vec<_> = (0..2)
             .map(|_| {
                 let w = w.clone();
-                std::thread::spawn(move || (0..20).map(|_| w.evict_idle_at(later)).sum::<usize>())
+                std::thread::spawn(move || {
+                    (0..EVICTIONS)
+                        .map(|_| w.evict_idle_at(later))
+                        .sum::<usize>()
+                })
             })
             .collect();
         let adders: Vec<_> = (0..2u32)
             .map(|t| {
                 let w = w.clone();
                 std::thread::spawn(move || {
-                    for i in 0..2_000u32 {
-                        assert!(w.add_at(&((i + t) % 50), later, 1));
+                    for i in 0..ADDS {
+                        assert!(w.add_at(&((i + t) % KEYS), later, 1));
                     }
                 })
             })
@@ -276,9 +283,9 @@ fn eviction_racing_adds_loses_nothing() {
             a.join().unwrap();
         }
         let evicted: usize = evictors.into_iter().map(|e| e.join().unwrap()).sum();
-        assert_eq!(evicted, 50, "round {round}");
-        let total: u64 = (0..50u32).map(|k| w.sum_at(&k, later)).sum();
-        assert_eq!(total, 4_000);
-        assert_eq!(w.len(), 50);
+        assert_eq!(evicted, KEYS as usize, "round {round}");
+        let total: u64 = (0..KEYS).map(|k| w.sum_at(&k, later)).sum();
+        assert_eq!(total, 2 * u64::from(ADDS));
+        assert_eq!(w.len(), KEYS as usize);
     }
 }

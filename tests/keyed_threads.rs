@@ -20,9 +20,10 @@ use stripecount::{Clock, KeyedWindows, ManualClock};
 #[test]
 fn key_flood_from_threads_is_bounded_per_slice() {
     const THREADS: u32 = 4;
-    const PER: u32 = 2_000;
-    const PHASES: u64 = 8;
-    let w = Arc::new(windows().with_max_keys(64));
+    const MAX: usize = sized(64, 16);
+    const PER: u32 = sized(2_000, 5);
+    const PHASES: u64 = sized(8, 6);
+    let w = Arc::new(windows().with_max_keys(MAX));
     let barrier = Arc::new(Barrier::new(THREADS as usize + 1));
     let hs: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -37,7 +38,7 @@ fn key_flood_from_threads_is_bounded_per_slice() {
                         if w.add_at(&k, p * SLICE, 1) {
                             mine += 1;
                         }
-                        assert!(w.len() <= SLICES * 64);
+                        assert!(w.len() <= SLICES * MAX);
                     }
                     tracked.push(mine);
                     barrier.wait();
@@ -49,8 +50,8 @@ fn key_flood_from_threads_is_bounded_per_slice() {
     for p in 0..PHASES {
         barrier.wait();
         barrier.wait();
-        assert_eq!(w.len(), 64 * (p as usize + 1).min(SLICES), "phase {p}");
-        let untracked = (p + 1) * (THREADS as u64 * PER as u64 - 64);
+        assert_eq!(w.len(), MAX * (p as usize + 1).min(SLICES), "phase {p}");
+        let untracked = (p + 1) * (THREADS as u64 * PER as u64 - MAX as u64);
         assert_eq!(w.untracked_adds(), untracked, "phase {p}");
     }
     let mut per_phase = vec![0u64; PHASES as usize];
@@ -59,10 +60,10 @@ fn key_flood_from_threads_is_bounded_per_slice() {
             per_phase[p] += n;
         }
     }
-    assert_eq!(per_phase, vec![64; PHASES as usize]);
-    // The slices in the window at the last phase hold 64 keys each, 1 each.
+    assert_eq!(per_phase, vec![MAX as u64; PHASES as usize]);
+    // The slices in the window at the last phase hold MAX keys each, 1 each.
     let sums = w.top_at((PHASES - 1) * SLICE, usize::MAX);
-    assert_eq!(sums.len(), 64 * SLICES);
+    assert_eq!(sums.len(), MAX * SLICES);
     assert!(sums.iter().all(|x| x.1 == 1));
 }
 
@@ -72,12 +73,13 @@ fn key_flood_from_threads_is_bounded_per_slice() {
 /// Contention changes nothing observable but `is_striped_at` and memory: a
 /// key's out-of-slot bytes are non-zero exactly when its entry is striped.
 /// Rounds repeat (fresh windows each) until the hot key's entry striped, at
-/// most 8, so that the striped path is what most runs check.
+/// most 8 (1 under Miri), so that the striped path is what most runs check.
 #[test]
 fn concurrent_adds_are_all_counted() {
     const THREADS: u32 = 4;
+    const ADDS: u64 = sized(40_000, 30);
     let mut striped_rounds = 0;
-    for round in 0..8u64 {
+    for round in 0..sized(8u64, 1) {
         let clock = ManualClock::starting_at(3 * SLICE + 17);
         let w = Arc::new(
             KeyedWindows::with_clock(
@@ -97,7 +99,7 @@ fn concurrent_adds_are_all_counted() {
                     let mut mine = vec![0u64; 8];
                     let h0 = w.handle(&0u32);
                     start.wait();
-                    for i in 0..40_000u64 {
+                    for i in 0..ADDS {
                         let k = if rng.random_bool(0.7) {
                             0
                         } else {
@@ -165,7 +167,10 @@ fn concurrent_adds_are_all_counted() {
 /// slice leaves the window read, so it only grows), whatever the moves.
 #[test]
 fn table_moves_under_concurrent_adds_lose_nothing() {
-    for round in 0..3u64 {
+    const KEYS: u32 = sized(64, 8);
+    const ADDS: u64 = sized(40_000, 20);
+    const FLOOD: u32 = sized(30_000, 40);
+    for round in 0..sized(3u64, 1) {
         let w = Arc::new(windows());
         let stop = Arc::new(AtomicBool::new(false));
         let q = 4 * SLICE; // the window at epoch 4 holds epochs 0..=4
@@ -174,9 +179,9 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
                 let w = w.clone();
                 std::thread::spawn(move || {
                     let mut mine = HashMap::new();
-                    for i in 0..40_000u64 {
-                        let k = ((i * 7 + t * 13 + round) % 64) as u32;
-                        let e = i / 10_000;
+                    for i in 0..ADDS {
+                        let k = ((i * 7 + t * 13 + round) % KEYS as u64) as u32;
+                        let e = i / (ADDS / 4);
                         assert!(w.add_at(&k, e * SLICE + i % SLICE, 1));
                         *mine.entry((k, e)).or_insert(0u64) += 1;
                     }
@@ -187,9 +192,9 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
         let reader = {
             let (w, stop) = (w.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut last = [0u64; 64];
+                let mut last = [0u64; KEYS as usize];
                 while !stop.load(Ordering::Relaxed) {
-                    for k in 0..64u32 {
+                    for k in 0..KEYS {
                         let s = w.sum_at(&k, q);
                         assert!(
                             s >= last[k as usize],
@@ -207,7 +212,7 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
             .map(|(e, base)| {
                 let w = w.clone();
                 std::thread::spawn(move || {
-                    for k in base..base + 30_000 {
+                    for k in base..base + FLOOD {
                         assert!(w.add_at(&k, e * SLICE, 1));
                     }
                 })
@@ -224,18 +229,18 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
         }
         stop.store(true, Ordering::Relaxed);
         reader.join().unwrap();
-        for k in 0..64u32 {
+        for k in 0..KEYS {
             let want: u64 = (0..4)
                 .map(|e| added.get(&(k, e)).copied().unwrap_or(0))
                 .sum();
             assert_eq!(w.sum_at(&k, q), want, "round {round} key {k}");
         }
-        for k in (1_000..31_000u32).chain(100_000..130_000) {
+        for k in (1_000..1_000 + FLOOD).chain(100_000..100_000 + FLOOD) {
             assert_eq!(w.sum_at(&k, q), 1, "round {round} key {k}");
         }
-        assert_eq!(w.len(), 60_000 + added.len());
+        assert_eq!(w.len(), 2 * FLOOD as usize + added.len());
         let mut taken = take_all_of(&w);
-        taken.retain(|(k, _), _| *k < 64);
+        taken.retain(|(k, _), _| *k < KEYS);
         let added: BTreeMap<(u32, u64), u64> = added.into_iter().collect();
         assert_eq!(taken, added, "round {round}: per key and epoch");
     }
@@ -246,6 +251,8 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
 /// count leaves the ring before it is taken.)
 #[test]
 fn take_all_racing_adds_is_exact() {
+    const KEYS: u32 = sized(40, 10);
+    const ADDS: u64 = sized(30_000, 40);
     let w = Arc::new(windows());
     let done = Arc::new(AtomicUsize::new(0));
     let adders: Vec<_> = (0..2u32)
@@ -253,9 +260,9 @@ fn take_all_racing_adds_is_exact() {
             let (w, done) = (w.clone(), done.clone());
             std::thread::spawn(move || {
                 let mut added = BTreeMap::new();
-                for i in 0..30_000u64 {
-                    let k = ((i as u32) * 3 + t) % 40;
-                    let now = (i / 7_500) * SLICE;
+                for i in 0..ADDS {
+                    let k = ((i as u32) * 3 + t) % KEYS;
+                    let now = (i / (ADDS / 4)) * SLICE;
                     assert!(w.add_at(&k, now, 1));
                     *added.entry((k, now / SLICE)).or_insert(0u64) += 1;
                 }
@@ -270,7 +277,7 @@ fn take_all_racing_adds_is_exact() {
     let mut i = 0u32;
     while done.load(Ordering::Acquire) < 2 {
         if i % 4 == 0 {
-            let k = (i / 4) % 40;
+            let k = (i / 4) % KEYS;
             w.take(&k, |e, c| {
                 *taken.entry((k, e)).or_default() += c;
                 take_one += c;
@@ -286,16 +293,16 @@ fn take_all_racing_adds_is_exact() {
             *added.entry(k).or_default() += v;
         }
     }
-    let remaining: u64 = (0..40u32).map(|k| w.sum_at(&k, 4 * SLICE)).sum();
+    let remaining: u64 = (0..KEYS).map(|k| w.sum_at(&k, 4 * SLICE)).sum();
     let taken_so_far: u64 = taken.values().sum();
-    assert_eq!(taken_so_far + remaining, 60_000);
+    assert_eq!(taken_so_far + remaining, 2 * ADDS);
     w.take_all(|k, e, c| *taken.entry((*k, e)).or_default() += c);
     assert_eq!(taken, added);
-    for k in 0..40u32 {
+    for k in 0..KEYS {
         assert_eq!(w.sum_at(&k, 4 * SLICE), 0);
     }
     // The entries stay (at zero) until their slices leave the window.
-    assert_eq!(w.len(), 4 * 40);
+    assert_eq!(w.len(), 4 * KEYS as usize);
     println!("{i} takes while adding; {take_one} taken by `take`");
 }
 
@@ -311,8 +318,9 @@ fn take_all_racing_adds_is_exact() {
 #[test]
 fn late_adds_from_threads_leave_no_crossing_unreported() {
     const T: u64 = 40;
+    const KEYS: u32 = sized(6, 2);
     let t = |e: u64| e * SLICE;
-    for round in 0..40u64 {
+    for round in 0..sized(40u64, 2) {
         let d = Arc::new(detector(SLICE, 4, T));
         // The newest slice first, so that the other thread's adds are late.
         assert!(!d.add_at(&99, t(3), 1));
@@ -321,7 +329,7 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
             let (d, done) = (d.clone(), newest_done.clone());
             std::thread::spawn(move || {
                 for _ in 0..12 {
-                    for key in 0..6u32 {
+                    for key in 0..KEYS {
                         // Racing late adds can make one of these report.
                         d.add_at(&key, t(3), 1);
                     }
@@ -337,7 +345,7 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
                 }
                 let mut rng = StdRng::seed_from_u64(round);
                 for _ in 0..35 {
-                    for key in 0..6u32 {
+                    for key in 0..KEYS {
                         d.add_at(&key, t(rng.random_range(1..3)), 1);
                     }
                 }
@@ -345,7 +353,7 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
         };
         newest.join().unwrap();
         late.join().unwrap();
-        for key in 0..6u32 {
+        for key in 0..KEYS {
             assert_eq!(d.windows().sum_at(&key, t(3)), 47);
             assert!(
                 d.is_hot_at(&key, t(3)) || d.add_at(&key, t(3), 1),
@@ -361,8 +369,10 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
 /// counted is in the final window's sums, exactly.
 #[test]
 fn many_threads_adding_through_slice_turnover_lose_nothing() {
-    const THREADS: usize = 96;
-    const EPOCHS: u64 = 20;
+    const THREADS: usize = sized(96, 65);
+    const EPOCHS: u64 = sized(20, 6);
+    const PER: u64 = sized(200, 1);
+    const KEYS: u64 = sized(500, 20);
     let w = Arc::new(windows());
     let start = Arc::new(Barrier::new(THREADS));
     let threads: Vec<_> = (0..THREADS as u64)
@@ -372,8 +382,8 @@ fn many_threads_adding_through_slice_turnover_lose_nothing() {
                 start.wait();
                 let mut counted = HashMap::new();
                 for e in 0..EPOCHS {
-                    for i in 0..200u64 {
-                        let k = ((t * 7 + i * 13 + e) % 500) as u32;
+                    for i in 0..PER {
+                        let k = ((t * 7 + i * 13 + e) % KEYS) as u32;
                         if w.add_at(&k, e * SLICE + i % SLICE, 1) {
                             *counted.entry((k, e)).or_insert(0u64) += 1;
                         }
@@ -391,7 +401,7 @@ fn many_threads_adding_through_slice_turnover_lose_nothing() {
     }
     let last = EPOCHS - 1;
     let window = last + 1 - SLICES as u64..=last;
-    for k in 0..500u32 {
+    for k in 0..KEYS as u32 {
         let want: u64 = window
             .clone()
             .map(|e| counted.get(&(k, e)).copied().unwrap_or(0))
@@ -405,5 +415,5 @@ fn many_threads_adding_through_slice_turnover_lose_nothing() {
         .filter(|((_, e), _)| *e == last)
         .map(|(_, n)| n)
         .sum();
-    assert_eq!(in_last, THREADS as u64 * 200);
+    assert_eq!(in_last, THREADS as u64 * PER);
 }

@@ -209,7 +209,7 @@ mod tests {
         let b = t.now();
         assert!(a <= mid && mid <= b, "{a} {mid} {b}");
         let mut last = b;
-        for _ in 0..10_000 {
+        for _ in 0..crate::sized(10_000, 100) {
             let now = t.now();
             assert!(now >= last);
             last = now;
@@ -224,7 +224,7 @@ mod tests {
         // GRANULE on a machine whose counters disagree).
         let process = Timeline::get();
         let os = Timeline::os(process.origin);
-        for _ in 0..1_000 {
+        for _ in 0..crate::sized(1_000, 50) {
             let a = os.now();
             let p = process.now();
             let b = os.now();

@@ -14,7 +14,9 @@
 //!   that the kernel does not trust, we do not read.
 //! - Other x86_64 systems: if CPUID reports an invariant TSC (constant rate
 //!   in every power state), as `quanta` checks.
-//! - Everywhere else (other architectures, `--cfg loom`), never.
+//! - Everywhere else (other architectures, `--cfg loom`, Miri: its isolated
+//!   program cannot read the kernel's clocksource, and its time is
+//!   `Instant`'s), never.
 //!
 //! Even a trusted counter can step back (a core whose counter is offset
 //! from the others', as in quanta issue #111; a counter reset by a
@@ -134,7 +136,7 @@ fn pair(origin: Instant) -> Option<(u64, u64)> {
 
 /// The counter now (`rdtsc`: not ordered against earlier loads, which is
 /// what keeps it cheap; see "Across threads" in `super::monotonic`).
-#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
 #[inline]
 pub(crate) fn read() -> u64 {
     // SAFETY: `rdtsc` exists on every x86_64 CPU and has no memory
@@ -144,7 +146,7 @@ pub(crate) fn read() -> u64 {
 }
 
 /// No counter here: never trusted, so never read.
-#[cfg(not(all(target_arch = "x86_64", not(loom))))]
+#[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
 #[inline]
 pub(crate) fn read() -> u64 {
     0
@@ -152,23 +154,23 @@ pub(crate) fn read() -> u64 {
 
 /// Whether the counter is one machine-wide clock here (module docs).
 fn trusted() -> bool {
-    #[cfg(all(target_arch = "x86_64", not(loom), target_os = "linux"))]
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri), target_os = "linux"))]
     {
         const SOURCE: &str = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
         std::fs::read_to_string(SOURCE).is_ok_and(|s| s.trim() == "tsc")
     }
-    #[cfg(all(target_arch = "x86_64", not(loom), not(target_os = "linux")))]
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri), not(target_os = "linux")))]
     {
         invariant()
     }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
     {
         false
     }
 }
 
 /// CPUID's "invariant TSC" bit (leaf 0x8000_0007, EDX bit 8).
-#[cfg(all(target_arch = "x86_64", not(loom), not(target_os = "linux")))]
+#[cfg(all(target_arch = "x86_64", not(loom), not(miri), not(target_os = "linux")))]
 fn invariant() -> bool {
     use core::arch::x86_64::__cpuid;
     // SAFETY: `cpuid` exists on every x86_64 CPU; leaf 0x8000_0000 gives

@@ -140,7 +140,7 @@ mod tests {
         let spares = Arc::new(Spares::new(Entry::vacant));
         let graveyard = crate::reclaim::Graveyard::default();
         let hasher = RandomState::new();
-        let keys: Vec<Arc<u64>> = (0..5000).map(Arc::new).collect();
+        let keys: Vec<Arc<u64>> = (0..crate::sized(5000, 1500)).map(Arc::new).collect();
         let guard = Guard::pin(&graveyard);
         let mut m = SliceMap::new(0, 1, None, hasher.clone(), &spares, usize::MAX);
         // Room from the start (twice a shard's even share): no move leaves
@@ -156,7 +156,7 @@ mod tests {
         assert!(keys.iter().all(|k| Arc::strong_count(k) == 2));
         let mut parts = Parts::default();
         m.take_parts(&mut parts);
-        // 5000 keys reach every shard: a table each.
+        // The keys reach every shard: a table each.
         assert_eq!(parts.len(), m.map.shards());
         drop(m);
         assert!(
@@ -179,7 +179,7 @@ mod tests {
     fn a_ring_reuses_its_retired_maps_tables_and_every_count_stays_exact() {
         use crate::keyed::ring::Ring;
         use crate::reclaim::Guard;
-        const KEYS: u64 = 1000;
+        const KEYS: u64 = crate::sized(1000, 20);
         let ring = Ring::new(2, 1, RandomState::new());
         let mut e = 0u64;
         while ring.spares.taken() < 20 {

@@ -357,7 +357,7 @@ mod tests {
             let mut w = Inline::EMPTY;
             let mut list = vec![0; slices as usize - 1];
             let mut e = 0u64;
-            for _ in 0..2000 {
+            for _ in 0..crate::sized(2000, 8) {
                 let d = rng.random_range(1..slices + 3);
                 let count = if rng.random_bool(0.9) {
                     rng.random_range(0..=max)
@@ -398,7 +398,7 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(12);
         for width in 1..=COUNT_BITS {
             let fields = COUNT_BITS / width;
-            for round in 0..500 {
+            for round in 0..crate::sized(500, 2) {
                 let mut counts = 0u64;
                 let mut want = 0;
                 for i in 0..fields {

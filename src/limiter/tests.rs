@@ -6,6 +6,7 @@
 use super::config::{Config, MAX_BUDGET};
 use super::state::{AdmissionState, Refused};
 use super::{Decision, Denied};
+use crate::sized;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
@@ -271,9 +272,9 @@ fn run(seed: u64, levels: &[(u64, u64)], steps: usize) {
 
 #[test]
 fn one_level_matches_the_reference() {
-    for seed in 0..300 {
+    for seed in 0..sized(300, 6) {
         let slices = 1 + seed % 6;
-        run(seed, &[(1, slices)], 400);
+        run(seed, &[(1, slices)], sized(400, 8));
     }
 }
 
@@ -282,16 +283,16 @@ fn one_level_matches_the_reference() {
 /// spill and the block all meet the reference.
 #[test]
 fn one_level_spilling_and_blocked_match_the_reference() {
-    for seed in 0..120 {
+    for seed in 0..sized(120, 5) {
         let slices = [16, 24, 47, 48, 60][seed as usize % 5];
-        run(5000 + seed, &[(1, slices)], 600);
+        run(5000 + seed, &[(1, slices)], sized(600, 8));
     }
 }
 
 #[test]
 fn several_levels_match_the_reference() {
     let mut rng = StdRng::seed_from_u64(11);
-    for seed in 0..300 {
+    for seed in 0..sized(300, 4) {
         let k = rng.random_range(2..=3);
         let mut levels = vec![(1, rng.random_range(1..=4))];
         for _ in 1..k {
@@ -300,7 +301,7 @@ fn several_levels_match_the_reference() {
         // The fold level need not come first.
         let at = rng.random_range(0..k);
         levels.swap(0, at);
-        run(1000 + seed, &levels, 400);
+        run(1000 + seed, &levels, sized(400, 8));
     }
 }
 

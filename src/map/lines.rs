@@ -164,7 +164,7 @@ mod tests {
     #[test]
     fn starts_a_line_and_drops_every_element_once() {
         let marker = Arc::new(());
-        for len in [0, 1, 7, 100_000] {
+        for len in [0, 1, 7, crate::sized(100_000, 1_000)] {
             let s = LineSlice::from_fn(len, |i| (i as u64, Arc::clone(&marker)));
             assert_eq!(s.len(), len);
             // (An empty slice allocates nothing: its pointer is dangling.)
@@ -180,7 +180,7 @@ mod tests {
     fn zeroed_is_zero_and_aligned() {
         // Large enough for the allocator to map fresh pages.
         // SAFETY: all-zero bytes are a valid `[u64; 4]`.
-        let s = unsafe { LineSlice::<[u64; 4]>::zeroed(1 << 16) };
+        let s = unsafe { LineSlice::<[u64; 4]>::zeroed(crate::sized(1 << 16, 1 << 10)) };
         assert_eq!(s.as_ptr() as usize % LINE, 0);
         assert!(s.iter().all(|x| *x == [0; 4]));
         // SAFETY: `()` has no bytes.

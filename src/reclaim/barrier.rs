@@ -21,9 +21,10 @@
 //! # Strategies
 //! - **Linux, membarrier registered** (decided once, by [`init`], before
 //!   any collector of this process exists): the above.
-//! - **Elsewhere, or if registration fails:** a `SeqCst` fence on both
-//!   sides (C++'s store-buffering litmus test with `seq_cst` fences: both
-//!   loads cannot read the old values).
+//! - **Elsewhere, under Miri (which cannot run the system call), or if
+//!   registration fails:** a `SeqCst` fence on both sides (C++'s
+//!   store-buffering litmus test with `seq_cst` fences: both loads cannot
+//!   read the old values).
 //! - **A membarrier that fails after registration** (it should not): the
 //!   collector treats the pins as unknown and frees nothing ([`heavy`]
 //!   returns `false`); nothing is freed early, memory waits for the next
@@ -76,6 +77,10 @@ pub(crate) fn init() {
     // Miri cannot make the system call: it runs the fence strategy.
     #[cfg(all(target_os = "linux", not(miri)))]
     {
+        // Miri cannot run the system call: the fences (module docs).
+        if cfg!(miri) {
+            return;
+        }
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(membarrier::register);
     }

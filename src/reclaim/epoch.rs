@@ -323,8 +323,7 @@ pub(super) mod tests {
                     }
                 });
             }
-            let rounds = if cfg!(miri) { 300 } else { 20_000 };
-            for _ in 0..rounds {
+            for _ in 0..crate::sized(20_000, 300) {
                 let fresh = Box::into_raw(Box::new(Obj(AtomicU64::new(MAGIC))));
                 let pin = D.pin();
                 let old = shared.swap(fresh, Ordering::AcqRel);

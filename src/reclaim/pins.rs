@@ -199,7 +199,9 @@ mod tests {
     #[test]
     fn every_token_below_the_cap_has_its_own_slot_and_the_scan_sees_it() {
         let slots = Slots::new();
-        let tokens = [1, 2, 63, 64, 65, 66, 127, 128, 1000, MAX_PINNED - 1];
+        // Under Miri the last token of a small bucket, not of the largest.
+        let last = crate::sized(MAX_PINNED - 1, 255);
+        let tokens = [1, 2, 63, 64, 65, 66, 127, 128, 1000, last];
         for (i, &t) in tokens.iter().enumerate() {
             let s = slots.get(t).expect("a token below the cap has a slot");
             assert!(

@@ -11,6 +11,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use stripecount::{Clock, HotKeyDetector, KeyedWindows, ManualClock};
 
+/// A test's size (loop counts, keys, threads, seeds): `full` natively,
+/// `miri` under Miri, which interprets a test thousands of times slower.
+/// A test asserts the same things at either size.
+pub const fn sized<T: Copy>(full: T, miri: T) -> T {
+    if cfg!(miri) {
+        miri
+    } else {
+        full
+    }
+}
+
 pub const SLICE: u64 = 1_000; // ns
 pub const SLICES: usize = 5;
 

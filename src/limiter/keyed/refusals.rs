@@ -120,12 +120,13 @@ mod tests {
         // One cell: at most one of these threads has a token that fits it
         // (the test harness's threads hold the others), so most go to
         // `rest`.
+        const ADDS: u64 = crate::sized(1000, 20);
         let r = Arc::new(Refusals::new(1));
         let hs: Vec<_> = (0..8)
             .map(|t| {
                 let r = r.clone();
                 std::thread::spawn(move || {
-                    for _ in 0..1000 + t {
+                    for _ in 0..ADDS + t {
                         r.add_one();
                     }
                 })
@@ -134,7 +135,7 @@ mod tests {
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(r.sum(), 8 * 1000 + (0..8).sum::<u64>());
+        assert_eq!(r.sum(), 8 * ADDS + (0..8).sum::<u64>());
     }
 
     #[test]

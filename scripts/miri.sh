@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Miri over the library's unit tests and the per-key tests: undefined
+# behaviour, data races, and the aliasing rules of unsafe code (Stacked
+# Borrows, then Tree Borrows).
+#
+#   bash scripts/miri.sh              # MIRI_SEEDS=2 by default
+#   MIRI_SEEDS=8 bash scripts/miri.sh # more thread schedules
+#
+# 0. The nightly toolchain's miri and rust-src components, installed when
+#    missing; the script stops if they cannot be (it never skips Miri).
+#    Then Miri's sysroot, and every test binary below, built once.
+# Then, two lanes side by side (the machines have 2 cores), each stage timed:
+#    lane one: 1. Stacked Borrows (Miri's default) over the library's unit
+#                 tests;
+#              2. Tree Borrows over the multi-threaded per-key tests
+#                 (keyed_threads, keyed_rotation, keyed_limiter_threads);
+#    lane two: 3. Tree Borrows over the per-key unit tests (the modules
+#                 under src/keyed/ and src/limiter/keyed/: test names
+#                 containing "keyed::");
+#              4. Tree Borrows over the other tests/keyed*.rs.
+# 5. Then Stacked Borrows over the multi-threaded per-key tests, once per
+#    seed of -Zmiri-many-seeds=0..MIRI_SEEDS (the seeds run in parallel):
+#    each seed makes Miri schedule the threads and place the allocations
+#    differently.
+# Every stage runs to the end (--no-fail-fast), so that one report does
+# not hide another; the script fails if any stage did.
+#
+# Under cfg(miri) the library takes the paths Miri can follow: no
+# membarrier(2) (the collector's SeqCst fences instead, src/keyed/barrier.rs)
+# and no TSC (MonotonicClock reads Instant, src/clock/tsc.rs). So the
+# default features are kept (the `tsc` feature then changes nothing), and
+# every stage runs the same build.
+#
+# Flags: isolation stays on (no test needs the host: Instant is Miri's own
+# clock). -Zmiri-permissive-provenance: the library tags pointers through
+# integer casts (src/keyed/entry.rs, src/limiter/inline.rs,
+# src/multi/window.rs), which Miri accepts with a warning and checks with
+# less precision; the flag only silences that warning, printed once per
+# cast per test binary.
+#
+# The tests are sized down under cfg(miri) (`sized(full, miri)` in each
+# test file): Miri interprets them thousands of times slower.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seeds="${MIRI_SEEDS:-2}"
+export CARGO_TERM_COLOR=never
+
+fail() {
+    echo "error: $*" >&2
+    exit 1
+}
+
+if ! rustup toolchain list | grep -q '^nightly'; then
+    echo "== installing the nightly toolchain with miri and rust-src"
+    rustup toolchain install nightly --profile minimal --component miri,rust-src ||
+        fail "could not install the nightly toolchain with Miri; install it by hand:
+    rustup toolchain install nightly --component miri,rust-src"
+fi
+if ! cargo +nightly miri --version >/dev/null 2>&1 ||
+    ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
+    echo "== installing the miri and rust-src components of the nightly toolchain"
+    rustup component add --toolchain nightly miri rust-src ||
+        fail "could not add miri and rust-src to the nightly toolchain (this nightly may
+have no Miri: rustup toolchain install nightly --component miri,rust-src
+picks the newest one that has it)"
+fi
+cargo +nightly miri --version
+
+base="-Zmiri-permissive-provenance"
+logs=target/miri-logs
+mkdir -p "$logs"
+
+# stage NAME MIRIFLAGS CARGO-ARGS...: one timed `cargo miri test`.
+stage() {
+    local name=$1 flags=$2
+    shift 2
+    local start=$SECONDS rc=0
+    echo "== $name"
+    echo "   MIRIFLAGS=\"$flags\" cargo +nightly miri test -p stripecount $*"
+    MIRIFLAGS="$flags" cargo +nightly miri test -p stripecount "$@" || rc=$?
+    echo "== $name: $((SECONDS - start))s, $([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)")"
+    return "$rc"
+}
+
+start=$SECONDS
+stage "setup: Miri's sysroot and the test binaries" "$base" --no-run \
+    --lib --test 'keyed*' || fail "the Miri build failed"
+
+threaded=(--test keyed_threads --test keyed_rotation --test keyed_limiter_threads)
+single=(--test keyed --test keyed_edges --test keyed_hot --test keyed_limiter --test keyed_panics)
+tb="$base -Zmiri-tree-borrows"
+
+lane_one() {
+    local rc=0
+    stage "1. Stacked Borrows: unit tests" "$base" --lib || rc=1
+    stage "2. Tree Borrows: threaded per-key tests" "$tb" --no-fail-fast "${threaded[@]}" || rc=1
+    return "$rc"
+}
+
+lane_two() {
+    local rc=0
+    stage "3. Tree Borrows: per-key unit tests" "$tb" --lib -- keyed:: || rc=1
+    stage "4. Tree Borrows: the other per-key tests" "$tb" --no-fail-fast "${single[@]}" || rc=1
+    return "$rc"
+}
+
+lane_one >"$logs/lane1.log" 2>&1 &
+one=$!
+lane_two >"$logs/lane2.log" 2>&1 &
+two=$!
+rc=0
+wait "$one" || rc=1
+wait "$two" || rc=1
+cat "$logs/lane1.log" "$logs/lane2.log"
+stage "5. Stacked Borrows: threaded per-key tests, seeds 0..$seeds" \
+    "$base -Zmiri-many-seeds=0..$seeds" --no-fail-fast "${threaded[@]}" 2>&1 |
+    tee "$logs/seeds.log" || rc=1
+
+echo
+echo "== Miri stage times"
+grep -h '^== [0-9]\..*: [0-9]*s, ' "$logs/lane1.log" "$logs/lane2.log" "$logs/seeds.log"
+echo "== Miri: $((SECONDS - start))s in all"
+[ "$rc" = 0 ] || fail "Miri found a problem (see the stages above)"
