@@ -3,8 +3,8 @@
 # behaviour, data races, and the aliasing rules of unsafe code (Stacked
 # Borrows, then Tree Borrows).
 #
-#   bash scripts/miri.sh              # MIRI_SEEDS=2 by default
-#   MIRI_SEEDS=8 bash scripts/miri.sh # more thread schedules
+#   bash scripts/miri.sh              # MIRI_SEEDS=2, CHURN_SEEDS=16 by default
+#   MIRI_SEEDS=8 CHURN_SEEDS=64 bash scripts/miri.sh # more thread schedules
 #
 # 0. The nightly toolchain's miri and rust-src components, installed when
 #    missing; the script stops if they cannot be (it never skips Miri).
@@ -12,21 +12,26 @@
 # Then, two lanes side by side (the machines have 2 cores), each stage timed:
 #    lane one: 1. Stacked Borrows (Miri's default) over the library's unit
 #                 tests;
-#              2. Tree Borrows over the multi-threaded per-key tests
-#                 (keyed_threads, keyed_rotation, keyed_limiter_threads);
-#    lane two: 3. Tree Borrows over the per-key unit tests (the modules
-#                 under src/keyed/ and src/limiter/keyed/: test names
-#                 containing "keyed::");
-#              4. Tree Borrows over the other tests/keyed*.rs.
+#              2. Stacked Borrows over the single-threaded per-key tests,
+#                 user code that panics and re-enters included;
+#    lane two: 3. Tree Borrows over the unit tests of the per-key engine,
+#                 its map and its collector (modules keyed::, map::,
+#                 reclaim::);
+#              4. Tree Borrows over the moves of per-key values (the
+#                 pointers that must survive them) and the multi-threaded
+#                 per-key tests.
 # 5. Then Stacked Borrows over the multi-threaded per-key tests, once per
-#    seed of -Zmiri-many-seeds=0..MIRI_SEEDS (the seeds run in parallel):
+#    seed of -Zmiri-many-seeds=0..MIRI_SEEDS, and the collector's churn
+#    test once per seed of 0..CHURN_SEEDS (the seeds run in parallel):
 #    each seed makes Miri schedule the threads and place the allocations
-#    differently.
+#    differently. The churn test is where a reader's pin that does not
+#    order its previous section's loads (a `Relaxed` pin store) shows up as
+#    a data race; it takes a rare schedule to, hence the many seeds.
 # Every stage runs to the end (--no-fail-fast), so that one report does
 # not hide another; the script fails if any stage did.
 #
 # Under cfg(miri) the library takes the paths Miri can follow: no
-# membarrier(2) (the collector's SeqCst fences instead, src/keyed/barrier.rs)
+# membarrier(2) (the collector's SeqCst fences instead, src/reclaim/barrier.rs)
 # and no TSC (MonotonicClock reads Instant, src/clock/tsc.rs). So the
 # default features are kept (the `tsc` feature then changes nothing), and
 # every stage runs the same build.
@@ -44,6 +49,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seeds="${MIRI_SEEDS:-2}"
+churn_seeds="${CHURN_SEEDS:-16}"
 export CARGO_TERM_COLOR=never
 
 fail() {
@@ -88,20 +94,24 @@ stage "setup: Miri's sysroot and the test binaries" "$base" --no-run \
     --lib --test 'keyed*' || fail "the Miri build failed"
 
 threaded=(--test keyed_threads --test keyed_rotation --test keyed_limiter_threads)
-single=(--test keyed --test keyed_edges --test keyed_hot --test keyed_limiter --test keyed_panics)
+single=(--test keyed --test keyed_edges --test keyed_hot --test keyed_limiter --test keyed_panics
+    --test keyed_user_code --test keyed_callbacks)
 tb="$base -Zmiri-tree-borrows"
 
 lane_one() {
     local rc=0
     stage "1. Stacked Borrows: unit tests" "$base" --lib || rc=1
-    stage "2. Tree Borrows: threaded per-key tests" "$tb" --no-fail-fast "${threaded[@]}" || rc=1
+    stage "2. Stacked Borrows: single-threaded per-key tests" "$base" --no-fail-fast \
+        "${single[@]}" || rc=1
     return "$rc"
 }
 
 lane_two() {
     local rc=0
-    stage "3. Tree Borrows: per-key unit tests" "$tb" --lib -- keyed:: || rc=1
-    stage "4. Tree Borrows: the other per-key tests" "$tb" --no-fail-fast "${single[@]}" || rc=1
+    stage "3. Tree Borrows: unit tests of keyed::, map::, reclaim::" "$tb" --lib -- \
+        keyed:: map:: reclaim:: || rc=1
+    stage "4. Tree Borrows: moves and threaded per-key tests" "$tb" --no-fail-fast \
+        --test keyed_moves "${threaded[@]}" || rc=1
     return "$rc"
 }
 
@@ -116,9 +126,13 @@ cat "$logs/lane1.log" "$logs/lane2.log"
 stage "5. Stacked Borrows: threaded per-key tests, seeds 0..$seeds" \
     "$base -Zmiri-many-seeds=0..$seeds" --no-fail-fast "${threaded[@]}" 2>&1 |
     tee "$logs/seeds.log" || rc=1
+stage "5b. Stacked Borrows: the collector's churn test, seeds 0..$churn_seeds" \
+    "$base -Zmiri-many-seeds=0..$churn_seeds" --lib -- --exact \
+    reclaim::epoch::tests::readers_never_see_a_freed_object_under_churn 2>&1 |
+    tee -a "$logs/seeds.log" || rc=1
 
 echo
 echo "== Miri stage times"
-grep -h '^== [0-9]\..*: [0-9]*s, ' "$logs/lane1.log" "$logs/lane2.log" "$logs/seeds.log"
+grep -h '^== [0-9][a-z]*\. .*: [0-9]*s, ' "$logs/lane1.log" "$logs/lane2.log" "$logs/seeds.log"
 echo "== Miri: $((SECONDS - start))s in all"
 [ "$rc" = 0 ] || fail "Miri found a problem (see the stages above)"

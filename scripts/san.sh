@@ -22,7 +22,7 @@
 #
 # ThreadSanitizer models neither standalone fences (atomic::fence) nor
 # membarrier(2), on which the per-key collector's reader side relies
-# (src/keyed/barrier.rs): what it orders is invisible to TSan. That gives
+# (src/reclaim/barrier.rs): what it orders is invisible to TSan. That gives
 # no false report here (a reader that loaded a retired object is always
 # one whose pin the collector read, so the object is not freed), but TSan
 # cannot check that part of the protocol either: Miri's data-race

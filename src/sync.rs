@@ -7,7 +7,7 @@
 //! Nothing else in the crate may `use std::sync::atomic` directly.
 
 /// Fences: the two halves of the per-key collector's barrier
-/// (`keyed/barrier.rs`; under loom it models them with RMWs instead).
+/// (`reclaim/barrier.rs`; under loom it models them with RMWs instead).
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{compiler_fence, fence};
 #[cfg(not(loom))]

@@ -301,6 +301,7 @@ fn a_panicking_eq_in_a_new_entrys_home_check_leaks_nothing() {
 
 /// In a child process (`keyed_user_code` run again with this variable set
 /// to `n`): the detector scenario with its `n`-th `Eq` panicking.
+#[cfg(not(miri))]
 const EQ_CHILD: &str = "STRIPECOUNT_USER_CODE_EQ_CHILD";
 
 /// The detector's `Eq` calls, each made to panic in a child process: the

@@ -1,4 +1,4 @@
-//! The per-key map's collector (`src/keyed/epoch.rs`, `barrier.rs`): a
+//! The per-key map's collector (`src/reclaim/epoch.rs`, `barrier.rs`): a
 //! reader that loads a pointer while pinned never reads an object after a
 //! writer that swapped it out has freed it.
 //!

@@ -37,7 +37,7 @@
 
 use crate::sync::{AtomicU64, Ordering};
 
-#[cfg(all(not(loom), target_os = "linux"))]
+#[cfg(all(not(loom), not(miri), target_os = "linux"))]
 mod membarrier {
     use crate::sync::{AtomicBool, Ordering};
 
@@ -77,22 +77,18 @@ pub(crate) fn init() {
     // Miri cannot make the system call: it runs the fence strategy.
     #[cfg(all(target_os = "linux", not(miri)))]
     {
-        // Miri cannot run the system call: the fences (module docs).
-        if cfg!(miri) {
-            return;
-        }
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(membarrier::register);
     }
 }
 
-#[cfg(all(not(loom), target_os = "linux"))]
+#[cfg(all(not(loom), not(miri), target_os = "linux"))]
 #[inline(always)]
 fn fast() -> bool {
     membarrier::ON.load(Ordering::Relaxed)
 }
 
-#[cfg(all(not(loom), not(target_os = "linux")))]
+#[cfg(all(not(loom), any(miri, not(target_os = "linux"))))]
 #[inline(always)]
 fn fast() -> bool {
     false
@@ -125,7 +121,7 @@ pub(crate) fn pin(slot: &AtomicU64, e: u64) {
 /// before [`scan`]. `false`: the barrier could not be made, and the pins
 /// must be treated as unknown.
 pub(crate) fn heavy() -> bool {
-    #[cfg(all(not(loom), target_os = "linux"))]
+    #[cfg(all(not(loom), not(miri), target_os = "linux"))]
     if fast() {
         return membarrier::barrier();
     }

@@ -1,6 +1,6 @@
 //! The pace of the automatic sweep of idle keys: how long a sweep step is
 //! and how much of the map it sweeps. The sweep itself is the map's
-//! (`src/keyed/map/sweep.rs`); requests meet it through `sweep_due`
+//! (`src/map/sweep.rs`); requests meet it through `sweep_due`
 //! (`acquire.rs`).
 //!
 //! # Why a step is small

@@ -6,7 +6,7 @@
 //!
 //! # The slot's life
 //! - **Vacant** (every slot of a new table): `pending()`; it is never reused
-//!   after its key is removed (`keyed/table/`, invariant 1).
+//!   after its key is removed (`map/table/`, invariant 1).
 //! - **New key** (`init`, not incoming): under the shard lock and before the
 //!   slot is published, `start` at the *floor* epoch (below); the control
 //!   byte's release store publishes it.
