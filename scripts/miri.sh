@@ -14,19 +14,18 @@
 #                 tests;
 #              2. Stacked Borrows over the single-threaded per-key tests,
 #                 user code that panics and re-enters included;
-#    lane two: 3. Tree Borrows over the unit tests of the per-key engine,
-#                 its map and its collector (modules keyed::, map::,
-#                 reclaim::);
-#              4. Tree Borrows over the moves of per-key values (the
+#    lane two: 3. Tree Borrows over the moves of per-key values (the
 #                 pointers that must survive them) and the multi-threaded
-#                 per-key tests.
+#                 per-key tests;
+#              4. Stacked Borrows over the collector's churn test, once per
+#                 seed of -Zmiri-many-seeds=0..CHURN_SEEDS: that test is
+#                 where a reader's pin that does not order its previous
+#                 section's loads (a `Relaxed` pin store) shows up as a data
+#                 race, on a rare schedule, hence the many seeds.
 # 5. Then Stacked Borrows over the multi-threaded per-key tests, once per
-#    seed of -Zmiri-many-seeds=0..MIRI_SEEDS, and the collector's churn
-#    test once per seed of 0..CHURN_SEEDS (the seeds run in parallel):
-#    each seed makes Miri schedule the threads and place the allocations
-#    differently. The churn test is where a reader's pin that does not
-#    order its previous section's loads (a `Relaxed` pin store) shows up as
-#    a data race; it takes a rare schedule to, hence the many seeds.
+#    seed of -Zmiri-many-seeds=0..MIRI_SEEDS (the seeds run in parallel).
+#    Each seed makes Miri schedule the threads and place the allocations
+#    differently.
 # Every stage runs to the end (--no-fail-fast), so that one report does
 # not hide another; the script fails if any stage did.
 #
@@ -108,10 +107,11 @@ lane_one() {
 
 lane_two() {
     local rc=0
-    stage "3. Tree Borrows: unit tests of keyed::, map::, reclaim::" "$tb" --lib -- \
-        keyed:: map:: reclaim:: || rc=1
-    stage "4. Tree Borrows: moves and threaded per-key tests" "$tb" --no-fail-fast \
+    stage "3. Tree Borrows: moves and threaded per-key tests" "$tb" --no-fail-fast \
         --test keyed_moves "${threaded[@]}" || rc=1
+    stage "4. Stacked Borrows: the collector's churn test, seeds 0..$churn_seeds" \
+        "$base -Zmiri-many-seeds=0..$churn_seeds" --lib -- --exact \
+        reclaim::epoch::tests::readers_never_see_a_freed_object_under_churn || rc=1
     return "$rc"
 }
 
@@ -126,10 +126,6 @@ cat "$logs/lane1.log" "$logs/lane2.log"
 stage "5. Stacked Borrows: threaded per-key tests, seeds 0..$seeds" \
     "$base -Zmiri-many-seeds=0..$seeds" --no-fail-fast "${threaded[@]}" 2>&1 |
     tee "$logs/seeds.log" || rc=1
-stage "5b. Stacked Borrows: the collector's churn test, seeds 0..$churn_seeds" \
-    "$base -Zmiri-many-seeds=0..$churn_seeds" --lib -- --exact \
-    reclaim::epoch::tests::readers_never_see_a_freed_object_under_churn 2>&1 |
-    tee -a "$logs/seeds.log" || rc=1
 
 echo
 echo "== Miri stage times"
