@@ -6,8 +6,37 @@
 //! call that ran it unwinds; nothing it did is half done, nothing is
 //! leaked, every bound holds) or aborts the process where no state could
 //! be repaired ([`AbortOnUnwind`]); each place says which, and the
-//! per-key tests (`tests/keyed_panics.rs`) drive every one with keys that
-//! panic on their N-th call.
+//! per-key tests (`tests/keyed_user_code.rs`, `tests/keyed_panics.rs`,
+//! `tests/keyed_callbacks.rs`) drive every one with keys and callbacks
+//! that panic on their N-th call, or call back.
+//!
+//! # Where the caller's code runs, and what a panic there does
+//! - **A hasher and a key's `Hash`** (`keyed/ring.rs`, `map/mod.rs`):
+//!   first, on every add, read, take and limiter request, before anything
+//!   changes. The call unwinds.
+//! - **A key's `Eq`** in a probe (`map/table/`): before the probe writes.
+//!   In an insert's new-entry check (`map/insert.rs`, the detector's home
+//!   check in `keyed/exact.rs`): before the slot's key is written; the
+//!   reservation (and its `with_max_keys` place) is given back.
+//! - **A key's `Clone`** at its first add in a slice (`map/insert.rs`):
+//!   before the slot is written; the reservation is given back. In reads
+//!   that return owned keys (`keyed/reads.rs`): the read changed nothing.
+//! - **Aborts** ([`AbortOnUnwind`], the message says which): a `Clone` or
+//!   `Hash` while a shard moves to a bigger table (`map/grow.rs`: half the
+//!   keys would be in each table); an `Eq` while the detector marks a new
+//!   heavy key's slices (`keyed/exact.rs`) or clears a late add's bounds
+//!   (`keyed/bound.rs`): a half-marked key would stay uncounted.
+//! - **A key's `Drop`**, wherever keys are dropped: a table dropped
+//!   (`map/table/`), a retired table freed (`reclaim/retired.rs`), a map
+//!   or a ring dropped (`map/teardown.rs`, `keyed/ring.rs`). Every other
+//!   key is still dropped, then the first panic goes on.
+//! - **A clock's `now()`**: before anything changes.
+//! - **`take`/`take_all` callbacks** (`keyed/reads.rs`): after the counts
+//!   are taken out, under no lock
+//!   ([`Map::for_each_batch`](crate::map::Map::for_each_batch)), so a
+//!   callback may call back into the structure; a count not yet delivered
+//!   when one panics is added back (the key holds it again), never lost
+//!   or doubled.
 //!
 //! Where the caller's code runs in a loop that must finish (dropping the
 //! keys of a table, freeing the objects of a list), [`each_then_resume`]
