@@ -3,7 +3,7 @@
 # behaviour, data races, and the aliasing rules of unsafe code (Stacked
 # Borrows, then Tree Borrows).
 #
-#   bash scripts/miri.sh              # MIRI_SEEDS=2, CHURN_SEEDS=16 by default
+#   bash scripts/miri.sh              # MIRI_SEEDS=2, CHURN_SEEDS=4 by default
 #   MIRI_SEEDS=8 CHURN_SEEDS=64 bash scripts/miri.sh # more thread schedules
 #
 # 0. The nightly toolchain's miri and rust-src components, installed when
@@ -11,21 +11,22 @@
 #    Then Miri's sysroot, and every test binary below, built once.
 # Then, two lanes side by side (the machines have 2 cores), each stage timed:
 #    lane one: 1. Stacked Borrows (Miri's default) over the library's unit
-#                 tests;
+#                 tests (but the churn test: stage 4 runs it);
 #              2. Stacked Borrows over the single-threaded per-key tests,
 #                 user code that panics and re-enters included;
 #    lane two: 3. Tree Borrows over the moves of per-key values (the
-#                 pointers that must survive them) and the multi-threaded
-#                 per-key tests;
+#                 pointers that must survive them), then over the
+#                 multi-threaded per-key tests once per seed of
+#                 -Zmiri-many-seeds=0..MIRI_SEEDS (the seeds run in
+#                 parallel): each seed makes Miri schedule the threads and
+#                 place the allocations differently;
 #              4. Stacked Borrows over the collector's churn test, once per
-#                 seed of -Zmiri-many-seeds=0..CHURN_SEEDS: that test is
-#                 where a reader's pin that does not order its previous
-#                 section's loads (a `Relaxed` pin store) shows up as a data
-#                 race, on a rare schedule, hence the many seeds.
-# 5. Then Stacked Borrows over the multi-threaded per-key tests, once per
-#    seed of -Zmiri-many-seeds=0..MIRI_SEEDS (the seeds run in parallel).
-#    Each seed makes Miri schedule the threads and place the allocations
-#    differently.
+#                 seed of 0..CHURN_SEEDS: that test is where a reader's pin
+#                 that does not order its previous section's loads (a
+#                 `Relaxed` pin store) shows up as a data race, but only on
+#                 a rare schedule (about one seed in sixteen): the loom
+#                 model loom-tests/tests/reclaim_repin.rs is what catches
+#                 it every time. To hunt further: CHURN_SEEDS=64.
 # Every stage runs to the end (--no-fail-fast), so that one report does
 # not hide another; the script fails if any stage did.
 #
@@ -48,7 +49,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seeds="${MIRI_SEEDS:-2}"
-churn_seeds="${CHURN_SEEDS:-16}"
+churn_seeds="${CHURN_SEEDS:-4}"
 export CARGO_TERM_COLOR=never
 
 fail() {
@@ -96,10 +97,11 @@ threaded=(--test keyed_threads --test keyed_rotation --test keyed_limiter_thread
 single=(--test keyed --test keyed_edges --test keyed_hot --test keyed_limiter --test keyed_panics
     --test keyed_user_code --test keyed_callbacks)
 tb="$base -Zmiri-tree-borrows"
+churn=reclaim::epoch::tests::readers_never_see_a_freed_object_under_churn
 
 lane_one() {
     local rc=0
-    stage "1. Stacked Borrows: unit tests" "$base" --lib || rc=1
+    stage "1. Stacked Borrows: unit tests" "$base" --lib -- --skip "$churn" || rc=1
     stage "2. Stacked Borrows: single-threaded per-key tests" "$base" --no-fail-fast \
         "${single[@]}" || rc=1
     return "$rc"
@@ -107,11 +109,11 @@ lane_one() {
 
 lane_two() {
     local rc=0
-    stage "3. Tree Borrows: moves and threaded per-key tests" "$tb" --no-fail-fast \
-        --test keyed_moves "${threaded[@]}" || rc=1
+    stage "3. Tree Borrows: moves" "$tb" --test keyed_moves || rc=1
+    stage "3b. Tree Borrows: threaded per-key tests, seeds 0..$seeds" \
+        "$tb -Zmiri-many-seeds=0..$seeds" --no-fail-fast "${threaded[@]}" || rc=1
     stage "4. Stacked Borrows: the collector's churn test, seeds 0..$churn_seeds" \
-        "$base -Zmiri-many-seeds=0..$churn_seeds" --lib -- --exact \
-        reclaim::epoch::tests::readers_never_see_a_freed_object_under_churn || rc=1
+        "$base -Zmiri-many-seeds=0..$churn_seeds" --lib -- --exact "$churn" || rc=1
     return "$rc"
 }
 
@@ -123,12 +125,9 @@ rc=0
 wait "$one" || rc=1
 wait "$two" || rc=1
 cat "$logs/lane1.log" "$logs/lane2.log"
-stage "5. Stacked Borrows: threaded per-key tests, seeds 0..$seeds" \
-    "$base -Zmiri-many-seeds=0..$seeds" --no-fail-fast "${threaded[@]}" 2>&1 |
-    tee "$logs/seeds.log" || rc=1
 
 echo
 echo "== Miri stage times"
-grep -h '^== [0-9][a-z]*\. .*: [0-9]*s, ' "$logs/lane1.log" "$logs/lane2.log" "$logs/seeds.log"
+grep -h '^== [0-9][a-z]*\. .*: [0-9]*s, ' "$logs/lane1.log" "$logs/lane2.log"
 echo "== Miri: $((SECONDS - start))s in all"
 [ "$rc" = 0 ] || fail "Miri found a problem (see the stages above)"
