@@ -9,30 +9,34 @@
 # 0. The nightly toolchain's miri and rust-src components, installed when
 #    missing; the script stops if they cannot be (it never skips Miri).
 #    Then Miri's sysroot, and every test binary below, built once.
-# Then, two lanes side by side (the machines have 2 cores), each stage timed:
+# Then, two lanes side by side (the machines have 2 cores), each stage timed
+# (on the 2-core development machine each lane takes about ten minutes):
 #    lane one: 1. Stacked Borrows (Miri's default) over the library's unit
-#                 tests (but the churn test: stage 4 runs it);
+#                 tests (but the churn test: stage 3 runs it);
 #              2. Stacked Borrows over the single-threaded per-key tests,
 #                 user code that panics and re-enters included;
-#    lane two: 3. Tree Borrows over the moves of per-key values (the
-#                 pointers that must survive them), then over the
-#                 multi-threaded per-key tests once per seed of
-#                 -Zmiri-many-seeds=0..MIRI_SEEDS (the seeds run in
-#                 parallel): each seed makes Miri schedule the threads and
-#                 place the allocations differently;
-#              4. Stacked Borrows over the collector's churn test, once per
-#                 seed of 0..CHURN_SEEDS: that test is where a reader's pin
-#                 that does not order its previous section's loads (a
-#                 `Relaxed` pin store) shows up as a data race, but only on
-#                 a rare schedule (about one seed in sixteen): the loom
-#                 model loom-tests/tests/reclaim_repin.rs is what catches
-#                 it every time. To hunt further: CHURN_SEEDS=64.
+#              3. Stacked Borrows over the collector's churn test, once per
+#                 seed of -Zmiri-many-seeds=0..CHURN_SEEDS: that test is
+#                 where a reader's pin that does not order its previous
+#                 section's loads (a `Relaxed` pin store) shows up as a data
+#                 race, but only on a rare schedule (about one seed in
+#                 sixteen): the loom model loom-tests/tests/reclaim_repin.rs
+#                 is what catches it every time. To hunt further:
+#                 CHURN_SEEDS=64.
+#    lane two: 4. Tree Borrows over the moves of per-key values (the
+#                 pointers that must survive them);
+#              5. Tree Borrows over the multi-threaded per-key tests, once
+#                 per seed of -Zmiri-many-seeds=0..MIRI_SEEDS (the seeds run
+#                 in parallel): each seed makes Miri schedule the threads
+#                 and place the allocations differently.
 # Every stage runs to the end (--no-fail-fast), so that one report does
 # not hide another; the script fails if any stage did.
 #
 # Under cfg(miri) the library takes the paths Miri can follow: no
 # membarrier(2) (the collector's SeqCst fences instead, src/reclaim/barrier.rs)
-# and no TSC (MonotonicClock reads Instant, src/clock/tsc.rs). So the
+# and no TSC (MonotonicClock reads Instant, src/clock/tsc.rs); a map has 8
+# shards instead of 128 (src/map/mod.rs: the same paths, a sixteenth of the
+# shards to visit on every sweep, len and drop). So the
 # default features are kept (the `tsc` feature then changes nothing), and
 # every stage runs the same build.
 #
@@ -104,16 +108,16 @@ lane_one() {
     stage "1. Stacked Borrows: unit tests" "$base" --lib -- --skip "$churn" || rc=1
     stage "2. Stacked Borrows: single-threaded per-key tests" "$base" --no-fail-fast \
         "${single[@]}" || rc=1
+    stage "3. Stacked Borrows: the collector's churn test, seeds 0..$churn_seeds" \
+        "$base -Zmiri-many-seeds=0..$churn_seeds" --lib -- --exact "$churn" || rc=1
     return "$rc"
 }
 
 lane_two() {
     local rc=0
-    stage "3. Tree Borrows: moves" "$tb" --test keyed_moves || rc=1
-    stage "3b. Tree Borrows: threaded per-key tests, seeds 0..$seeds" \
+    stage "4. Tree Borrows: moves" "$tb" --test keyed_moves || rc=1
+    stage "5. Tree Borrows: threaded per-key tests, seeds 0..$seeds" \
         "$tb -Zmiri-many-seeds=0..$seeds" --no-fail-fast "${threaded[@]}" || rc=1
-    stage "4. Stacked Borrows: the collector's churn test, seeds 0..$churn_seeds" \
-        "$base -Zmiri-many-seeds=0..$churn_seeds" --lib -- --exact "$churn" || rc=1
     return "$rc"
 }
 
