@@ -56,25 +56,8 @@ seeds="${MIRI_SEEDS:-2}"
 churn_seeds="${CHURN_SEEDS:-4}"
 export CARGO_TERM_COLOR=never
 
-fail() {
-    echo "error: $*" >&2
-    exit 1
-}
-
-if ! rustup toolchain list | grep -q '^nightly'; then
-    echo "== installing the nightly toolchain with miri and rust-src"
-    rustup toolchain install nightly --profile minimal --component miri,rust-src ||
-        fail "could not install the nightly toolchain with Miri; install it by hand:
-    rustup toolchain install nightly --component miri,rust-src"
-fi
-if ! cargo +nightly miri --version >/dev/null 2>&1 ||
-    ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
-    echo "== installing the miri and rust-src components of the nightly toolchain"
-    rustup component add --toolchain nightly miri rust-src ||
-        fail "could not add miri and rust-src to the nightly toolchain (this nightly may
-have no Miri: rustup toolchain install nightly --component miri,rust-src
-picks the newest one that has it)"
-fi
+source scripts/nightly.sh
+need_nightly miri rust-src
 cargo +nightly miri --version
 
 base="-Zmiri-permissive-provenance"

@@ -31,22 +31,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
-fail() {
-    echo "error: $*" >&2
-    exit 1
-}
-
-if ! rustup toolchain list | grep -q '^nightly'; then
-    echo "== installing the nightly toolchain with rust-src"
-    rustup toolchain install nightly --profile minimal --component rust-src ||
-        fail "could not install the nightly toolchain; install it by hand:
-    rustup toolchain install nightly --component rust-src"
-fi
-if ! rustup component list --toolchain nightly --installed | grep -q '^rust-src'; then
-    echo "== installing the rust-src component of the nightly toolchain"
-    rustup component add --toolchain nightly rust-src ||
-        fail "could not add rust-src to the nightly toolchain"
-fi
+source scripts/nightly.sh
+need_nightly rust-src
 
 host=x86_64-unknown-linux-gnu
 [ "$(rustc +nightly -vV | sed -n 's/^host: //p')" = "$host" ] ||
