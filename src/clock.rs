@@ -1,7 +1,8 @@
 //! Clocks: where "now" comes from.
 //!
-//! Time is `u64` nanoseconds on a clock's own monotonic timeline. Every
-//! structure takes a [`Clock`] and also offers `*_at(now)` methods, because
+//! Time is a [`Timestamp`]: nanoseconds on a clock's own monotonic
+//! timeline. Every structure takes a [`Clock`] and also offers `*_at(now)`
+//! methods, because
 //! reading a clock can cost more than the add it stamps (`Instant::now` is
 //! ~25 ns on the development machines, an uncontended atomic add ~2.5 ns).
 //!
@@ -18,28 +19,47 @@
 //! or, if that slice has been recycled, is dropped and reported; limiters
 //! never let their time run backwards.
 
+#[doc(hidden)]
 pub mod clamp;
 mod coarse;
 mod manual;
 mod monotonic;
+mod timestamp;
 mod tsc;
 
 pub use coarse::CoarseClock;
 pub use manual::ManualClock;
 pub use monotonic::MonotonicClock;
+pub use timestamp::Timestamp;
 
 use crate::sync::Arc;
 use std::time::Duration;
 
-/// A source of monotonic time in nanoseconds.
+/// A source of monotonic time.
+///
+/// Implement it to drive the structures from a time of your own (a
+/// simulation, a clock shared with other systems): `now` must not go
+/// backwards by much, and readings of one clock must share one origin.
+///
+/// ```
+/// use stripecount::{Clock, Timestamp};
+///
+/// struct Fixed(u64);
+/// impl Clock for Fixed {
+///     fn now(&self) -> Timestamp {
+///         Timestamp::from_nanos(self.0)
+///     }
+/// }
+/// assert_eq!(Fixed(7).now().as_nanos(), 7);
+/// ```
 pub trait Clock: Send + Sync + 'static {
-    /// Nanoseconds since this clock's origin.
-    fn now(&self) -> u64;
+    /// The time since this clock's origin.
+    fn now(&self) -> Timestamp;
 }
 
 impl<C: Clock + ?Sized> Clock for Arc<C> {
     #[inline]
-    fn now(&self) -> u64 {
+    fn now(&self) -> Timestamp {
         (**self).now()
     }
 }
@@ -47,21 +67,21 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 #[cfg(loom)]
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     #[inline]
-    fn now(&self) -> u64 {
+    fn now(&self) -> Timestamp {
         (**self).now()
     }
 }
 
 impl<C: Clock + ?Sized> Clock for Box<C> {
     #[inline]
-    fn now(&self) -> u64 {
+    fn now(&self) -> Timestamp {
         (**self).now()
     }
 }
 
 impl<C: Clock + ?Sized> Clock for &'static C {
     #[inline]
-    fn now(&self) -> u64 {
+    fn now(&self) -> Timestamp {
         (**self).now()
     }
 }

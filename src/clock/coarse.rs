@@ -1,6 +1,6 @@
 //! [`CoarseClock`]: the process timeline, cached by one ticker thread.
 
-use super::Clock;
+use super::{Clock, Timestamp};
 use std::time::Duration;
 
 /// A clock of about 1 ms resolution whose `now()` is one atomic load.
@@ -57,8 +57,8 @@ impl Clone for CoarseClock {
 
 impl Clock for CoarseClock {
     #[inline]
-    fn now(&self) -> u64 {
-        ticker::now()
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(ticker::now())
     }
 }
 
@@ -100,7 +100,7 @@ mod ticker {
         pub(super) fn acquire() -> Live {
             LIVE.fetch_add(1, Ordering::AcqRel);
             // Publish a fresh time before the first `now()` can run.
-            SHARED.now.fetch_max(MonotonicClock.now(), Ordering::AcqRel);
+            SHARED.now.fetch_max(MonotonicClock.now().as_nanos(), Ordering::AcqRel);
             let mut running = TICKER.lock().unwrap_or_else(|e| e.into_inner());
             if !*running {
                 *running = true;
@@ -127,7 +127,7 @@ mod ticker {
         loop {
             SHARED
                 .now
-                .fetch_max(MonotonicClock.now(), Ordering::Release);
+                .fetch_max(MonotonicClock.now().as_nanos(), Ordering::Release);
             std::thread::sleep(super::CoarseClock::TICK);
             if LIVE.load(Ordering::Acquire) == 0 {
                 idle_ticks += 1;
@@ -160,7 +160,7 @@ mod ticker {
     /// the process cannot start the ticker thread).
     #[cold]
     fn precise() -> u64 {
-        let t = MonotonicClock.now();
+        let t = MonotonicClock.now().as_nanos();
         SHARED.now.fetch_max(t, Ordering::AcqRel).max(t)
     }
 

@@ -1,21 +1,22 @@
 //! [`ManualClock`]: time moved by hand, for tests and simulations.
 
-use super::{duration_nanos, Clock};
+use super::{duration_nanos, Clock, Timestamp};
 use crate::sync::{Arc, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A clock moved by hand, starting at 0. Clones share one time.
 ///
 /// ```
-/// use stripecount::{Clock, ManualClock};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{Clock, Timestamp};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
 /// let view = clock.clone();
 /// clock.advance(Duration::from_millis(5));
-/// assert_eq!(view.now(), 5_000_000);
-/// clock.set(7);
-/// assert_eq!(view.now(), 7);
+/// assert_eq!(view.now().as_nanos(), 5_000_000);
+/// clock.set(Timestamp::from_nanos(7));
+/// assert_eq!(view.now(), Timestamp::from_nanos(7));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ManualClock {
@@ -36,16 +37,16 @@ impl ManualClock {
         Self::default()
     }
 
-    /// A clock at `nanos`.
-    pub fn starting_at(nanos: u64) -> Self {
+    /// A clock at `now`.
+    pub fn starting_at(now: Timestamp) -> Self {
         let c = Self::new();
-        c.set(nanos);
+        c.set(now);
         c
     }
 
     /// Sets the time (it may move backwards: that is what tests need).
-    pub fn set(&self, nanos: u64) {
-        self.nanos.store(nanos, Ordering::Release);
+    pub fn set(&self, now: Timestamp) {
+        self.nanos.store(now.as_nanos(), Ordering::Release);
     }
 
     /// Moves the time forward by `by`, saturating at `u64::MAX`.
@@ -68,7 +69,7 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     #[inline]
-    fn now(&self) -> u64 {
-        self.nanos.load(Ordering::Acquire)
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.nanos.load(Ordering::Acquire))
     }
 }

@@ -26,7 +26,7 @@
 
 use super::clamp::GRANULE;
 use super::tsc::{self, Tsc};
-use super::{duration_nanos, Clock};
+use super::{duration_nanos, Clock, Timestamp};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -101,8 +101,8 @@ impl Default for MonotonicClock {
 
 impl Clock for MonotonicClock {
     #[inline]
-    fn now(&self) -> u64 {
-        Timeline::get().now()
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(Timeline::get().now())
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::windows::KeyedWindows;
 use super::HotKeyDetector;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::key::Key;
 use crate::key::KeyHasher;
 use crate::reclaim::Guard;
@@ -53,7 +53,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
     /// Adds `n` at `now`; `true` if it was counted (as
     /// [`KeyedWindows::add_at`]).
     #[inline]
-    pub fn add_at(&self, now: u64, n: u64) -> bool {
+    pub fn add_at(&self, now: Timestamp, n: u64) -> bool {
+        let now = now.as_nanos();
         if n == 0 {
             return true;
         }
@@ -71,7 +72,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
 
     /// Adds `n` at `now` and returns the key's window sum after it (as
     /// [`KeyedWindows::add_and_sum_at`], with its cost).
-    pub fn add_and_sum_at(&self, now: u64, n: u64) -> u64 {
+    pub fn add_and_sum_at(&self, now: Timestamp, n: u64) -> u64 {
+        let now = now.as_nanos();
         let w = self.windows;
         let guard = Guard::pin(w.ring.graveyard());
         let at = w.locate(now, &guard);
@@ -86,7 +88,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
     }
 
     /// The key's window sum at `now`.
-    pub fn sum_at(&self, now: u64) -> u64 {
+    pub fn sum_at(&self, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         let w = self.windows;
         let guard = Guard::pin(w.ring.graveyard());
         w.read_in(self.hash, &self.key, w.epoch(now), &guard)
@@ -133,14 +136,15 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyHandle<'_, K, C, S> {
     /// Adds `n` at `now`; `Some(window sum after this add)` if this add
     /// made the key hot.
     #[inline]
-    pub fn became_hot_at(&self, now: u64, n: u64) -> Option<u64> {
+    pub fn became_hot_at(&self, now: Timestamp, n: u64) -> Option<u64> {
+        let now = now.as_nanos();
         let d = self.detector;
         d.became_hot_in(self.hash, &self.key, now, n)
     }
 
     /// Adds `n` at `now`; `true` if this add made the key hot.
     #[inline]
-    pub fn add_at(&self, now: u64, n: u64) -> bool {
+    pub fn add_at(&self, now: Timestamp, n: u64) -> bool {
         self.became_hot_at(now, n).is_some()
     }
 
@@ -152,7 +156,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyHandle<'_, K, C, S> {
 
     /// Whether the key is hot by the rule and its window sum at `now` is at
     /// least the threshold.
-    pub fn is_hot_at(&self, now: u64) -> bool {
+    pub fn is_hot_at(&self, now: Timestamp) -> bool {
+        let now = now.as_nanos();
         self.detector.is_hot_in(self.hash, &self.key, now)
     }
 }

@@ -41,7 +41,7 @@
 use super::bound;
 use super::home::{Home, HomeCfg};
 use super::windows::KeyedWindows;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
 use crate::key::KeyHasher;
 use crate::key::{Key, KeyRef};
@@ -187,14 +187,15 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// An add of 0, an add older than the ring and an untracked add return
     /// `false`.
     #[inline]
-    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
+    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> bool {
         self.became_hot_at(key, now, n).is_some()
     }
 
     /// As [`add_at`](Self::add_at), returning the key's window sum after
     /// this add (as the add saw it) when this add made the key hot.
     #[inline]
-    pub fn became_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> Option<u64> {
+    pub fn became_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> Option<u64> {
+        let now = now.as_nanos();
         let hash = self.windows.ring.hash(key);
         self.became_hot_in(hash, key, now, n)
     }
@@ -242,7 +243,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at
     /// least the threshold.
-    pub fn is_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
+    pub fn is_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> bool {
+        let now = now.as_nanos();
         let hash = self.windows.ring.hash(key);
         self.is_hot_in(hash, key, now)
     }
@@ -265,7 +267,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
 
     /// Every key that [`is_hot_at`](Self::is_hot_at) `now` (in unspecified
     /// order; a scan of every live slice, one shard at a time).
-    pub fn hot_keys_at(&self, now: u64) -> Vec<K> {
+    pub fn hot_keys_at(&self, now: Timestamp) -> Vec<K> {
+        let now = now.as_nanos();
         let guard = Guard::pin(self.windows.ring.graveyard());
         self.windows
             .sums_at(now, &guard)
@@ -284,7 +287,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// Drops the slices that left the window at `now` (see
     /// [`KeyedWindows::evict_idle_at`]) and the hot state of keys with no
     /// heavy slice left; returns the slice entries dropped.
-    pub fn evict_idle_at(&self, now: u64) -> usize {
+    pub fn evict_idle_at(&self, now: Timestamp) -> usize {
+        let now = now.as_nanos();
         // Homes are retired against the newest slice at most (home.rs,
         // "Lifetime": adds up to a window older than the newest still
         // decide).
@@ -292,7 +296,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let guard = Guard::pin(self.windows.ring.graveyard());
         self.homes.evict_idle(e, &self.home_cfg, &guard);
         drop(guard);
-        self.windows.evict_idle_at(now)
+        self.windows.evict_idle_at(Timestamp::from_nanos(now))
     }
 
     /// Heavy keys holding hot state now (keys with a slice at

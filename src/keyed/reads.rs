@@ -17,7 +17,7 @@
 use super::entry::Entry;
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
-use crate::clock::Clock;
+use crate::clock::{Clock, Timestamp};
 use crate::key::{Key, KeyHasher, KeyRef};
 use crate::reclaim::Guard;
 use std::collections::HashMap;
@@ -69,7 +69,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// newest add (as [`SlidingWindow::sum_at`](crate::SlidingWindow::sum_at)).
     /// A lookup in each live slice's map; waits, briefly, while the key is
     /// moving to a bigger table in one of them.
-    pub fn sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> u64 {
+    pub fn sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         let guard = Guard::pin(self.ring.graveyard());
         self.read_in(self.ring.hash(key), key, self.epoch(now), &guard)
     }
@@ -77,7 +78,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// The `k` keys with the largest non-zero window sums at `now`,
     /// largest first (ties in unspecified order). A scan of every live
     /// slice, one shard at a time: adds racing it may or may not be seen.
-    pub fn top_at(&self, now: u64, k: usize) -> Vec<(K, u64)> {
+    pub fn top_at(&self, now: Timestamp, k: usize) -> Vec<(K, u64)> {
+        let now = now.as_nanos();
         if k == 0 {
             return Vec::new();
         }
@@ -130,7 +132,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
 
     /// Whether `key`'s entry in the slice of `now` is striped (several
     /// threads added to it at once).
-    pub fn is_striped_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
+    pub fn is_striped_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> bool {
+        let now = now.as_nanos();
         let guard = Guard::pin(self.ring.graveyard());
         self.entry_at(key, now, &guard)
             .is_some_and(|en| en.is_striped())
@@ -141,7 +144,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// if absent.
     #[cfg(loom)]
     #[doc(hidden)]
-    pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> bool {
+    pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> bool {
+        let now = now.as_nanos();
         let guard = Guard::pin(self.ring.graveyard());
         self.entry_at(key, now, &guard)
             .map(|en| en.stripe())

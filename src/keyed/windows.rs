@@ -10,7 +10,7 @@
 //! window looks the key up in each live slice's map (`reads.rs`).
 
 use super::ring::Ring;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
 use crate::key::KeyHasher;
 use crate::key::{Key, KeyRef};
@@ -164,7 +164,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// slice's map and one CAS on the key's entry, which nothing else
     /// shares.
     #[inline]
-    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
+    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> bool {
+        let now = now.as_nanos();
         if n == 0 {
             return true;
         }
@@ -188,7 +189,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// slice's map, and on a key that several threads add to at once
     /// (striped), the lines those threads are writing. Use
     /// [`add_at`](Self::add_at) on hot paths.
-    pub fn add_and_sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> u64 {
+    pub fn add_and_sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> u64 {
+        let now = now.as_nanos();
         let guard = Guard::pin(self.ring.graveyard());
         let hash = self.ring.hash(key);
         let at = self.locate(now, &guard);
@@ -216,7 +218,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// a slice replaces the map of the slice a window before it); this
     /// frees the rest when adds stop. Adds racing it are never lost: an
     /// add is dropped only if its own slice is out of the window.
-    pub fn evict_idle_at(&self, now: u64) -> usize {
+    pub fn evict_idle_at(&self, now: Timestamp) -> usize {
+        let now = now.as_nanos();
         let guard = Guard::pin(self.ring.graveyard());
         self.ring.retire_before(self.epoch(now), &guard)
     }
@@ -271,7 +274,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     }
 
     /// The epoch (slice number) of time `now`.
-    pub fn epoch_at(&self, now: u64) -> u64 {
+    pub fn epoch_at(&self, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         self.epoch(now)
     }
 }

@@ -22,7 +22,7 @@ use super::config::{Config, MAX_LIMITS};
 use super::decision::Decision;
 use super::state::{AdmissionState, Refused};
 use super::Denied;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -138,7 +138,7 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// clock). A `now` before the newest time the limiter has seen is judged
     /// at that newest time.
     #[inline]
-    pub fn try_acquire_at(&self, now: u64, n: u64) -> bool {
+    pub fn try_acquire_at(&self, now: Timestamp, n: u64) -> bool {
         self.try_acquire_verbose_at(now, n).is_ok()
     }
 
@@ -155,7 +155,8 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// which is at least `epoch_at(now)` (later when the limiter had already
     /// seen a later time).
     #[inline]
-    pub fn try_acquire_verbose_at(&self, now: u64, n: u64) -> Result<u64, Denied> {
+    pub fn try_acquire_verbose_at(&self, now: Timestamp, n: u64) -> Result<u64, Denied> {
+        let now = now.as_nanos();
         let r = if S::ONE {
             let limit = self.hot.limits[0].load(Ordering::Relaxed);
             self.hot.state.acquire_one(&self.cfg, now, n, limit)
@@ -176,7 +177,8 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     }
 
     /// [`try_acquire_decision`](Self::try_acquire_decision) at time `now`.
-    pub fn try_acquire_decision_at(&self, now: u64, n: u64) -> Decision {
+    pub fn try_acquire_decision_at(&self, now: Timestamp, n: u64) -> Decision {
+        let now = now.as_nanos();
         self.with_limits(|l| {
             let d = if S::ONE {
                 self.hot.state.decide_with::<true>(&self.cfg, now, n, l)
@@ -209,7 +211,8 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
 
     /// [`peek`](Self::peek) at time `now`. A read: it does not move the
     /// limiter's time.
-    pub fn peek_at(&self, now: u64, n: u64) -> Decision {
+    pub fn peek_at(&self, now: Timestamp, n: u64) -> Decision {
+        let now = now.as_nanos();
         self.with_limits(|l| {
             let d = self.hot.state.peek(&self.cfg, now, n, l);
             d.unwrap_or_else(|| Decision::unavailable(l[0]))
@@ -218,7 +221,8 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
 
     /// The most permits one request at `now` could get (the limit in an
     /// empty window). A read: it does not move the limiter's time.
-    pub fn available_at(&self, now: u64) -> u64 {
+    pub fn available_at(&self, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         self.with_limits(|l| self.hot.state.available(&self.cfg, now, l))
             .unwrap_or(0)
     }
@@ -231,7 +235,7 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// How long after `now` a request for `n` permits would first fit if
     /// nothing else were granted: `Some(ZERO)` if it fits now, `None` if it
     /// never can (`n > limit`).
-    pub fn retry_after_at(&self, now: u64, n: u64) -> Option<Duration> {
+    pub fn retry_after_at(&self, now: Timestamp, n: u64) -> Option<Duration> {
         self.peek_at(now, n).retry_after()
     }
 
@@ -241,7 +245,8 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     }
 
     /// The epoch (slice number, of the shortest slice length) of time `now`.
-    pub fn epoch_at(&self, now: u64) -> u64 {
+    pub fn epoch_at(&self, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         self.cfg.epoch_of(now)
     }
 

@@ -29,7 +29,7 @@
 
 use super::layout::{Layout, Level, RingSpec, Row};
 use super::{fold, read};
-use crate::clock::{duration_nanos, Clock, MonotonicClock};
+use crate::clock::{duration_nanos, Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
 use crate::slice::CellRow;
 use crate::stripes::{default_cap, Stripes, Writer};
@@ -158,7 +158,8 @@ impl<C: Clock> MultiWindow<C> {
     // Always: the fast path is a few loads and a store (the slow path is
     // out of line), and a call would cost as much as the add.
     #[inline(always)]
-    pub fn add_at(&self, now: u64, n: u64) -> bool {
+    pub fn add_at(&self, now: Timestamp, n: u64) -> bool {
+        let now = now.as_nanos();
         if n == 0 {
             return true;
         }
@@ -218,7 +219,8 @@ impl<C: Clock> MultiWindow<C> {
     /// `k = ceil(span / L)`. A span of zero is 0; a span longer than the
     /// largest window is clamped to it. See the type's docs for the time
     /// this covers. Exact for any `now` at or after the newest add.
-    pub fn sum_over_at(&self, now: u64, span: Duration) -> u64 {
+    pub fn sum_over_at(&self, now: Timestamp, span: Duration) -> u64 {
+        let now = now.as_nanos();
         let span = duration_nanos(span);
         if span == 0 {
             return 0;

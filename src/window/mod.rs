@@ -28,7 +28,7 @@ mod ring;
 
 use ring::Ring;
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
 use std::fmt;
 use std::time::Duration;
@@ -151,7 +151,8 @@ impl<C: Clock> SlidingWindow<C> {
     // Always: the fast path is a few loads and a store (the slow path is
     // out of line), and a call would cost as much as the add.
     #[inline(always)]
-    pub fn add_at(&self, now: u64, n: u64) -> bool {
+    pub fn add_at(&self, now: Timestamp, n: u64) -> bool {
+        let now = now.as_nanos();
         self.ring.add(now, n)
     }
 
@@ -162,19 +163,21 @@ impl<C: Clock> SlidingWindow<C> {
 
     /// The total of the adds whose epoch is within the `slices` epochs ending
     /// at `epoch(now)`. Exact for any `now` at or after the newest add.
-    pub fn sum_at(&self, now: u64) -> u64 {
+    pub fn sum_at(&self, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         self.ring.sum_last(self.ring.epoch(now), self.ring.slices())
     }
 
     /// The total of the last `k` slices ending with now's (partial) slice;
     /// `k` is clamped to `slices`.
-    pub fn sum_last_at(&self, now: u64, k: usize) -> u64 {
+    pub fn sum_last_at(&self, now: Timestamp, k: usize) -> u64 {
+        let now = now.as_nanos();
         self.ring.sum_last(self.ring.epoch(now), k)
     }
 
     /// The window's total per second at `now`: `sum_at(now) / window`.
     /// (The current slice is partial, so this slightly under-reads.)
-    pub fn rate_per_sec_at(&self, now: u64) -> f64 {
+    pub fn rate_per_sec_at(&self, now: Timestamp) -> f64 {
         self.sum_at(now) as f64 / self.window.as_secs_f64()
     }
 
@@ -185,7 +188,8 @@ impl<C: Clock> SlidingWindow<C> {
 
     /// The count of each of the `slices` epochs ending at `epoch(now)`,
     /// oldest first; the last entry is now's slice.
-    pub fn slice_counts_at(&self, now: u64) -> Vec<u64> {
+    pub fn slice_counts_at(&self, now: Timestamp) -> Vec<u64> {
+        let now = now.as_nanos();
         self.ring.slice_counts(self.ring.epoch(now))
     }
 
@@ -205,7 +209,8 @@ impl<C: Clock> SlidingWindow<C> {
     }
 
     /// The epoch (slice number) of time `now`.
-    pub fn epoch_at(&self, now: u64) -> u64 {
+    pub fn epoch_at(&self, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         self.ring.epoch(now)
     }
 

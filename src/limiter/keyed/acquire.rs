@@ -33,7 +33,7 @@
 //! a flood of refusals on one hot key shares no word).
 
 use super::{FloodPolicy, KeyedLimiter};
-use crate::clock::Clock;
+use crate::clock::{Clock, Timestamp};
 use crate::key::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
 use crate::limiter::decision::Decision;
@@ -103,7 +103,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     #[inline]
-    pub fn try_acquire_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
+    pub fn try_acquire_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> bool {
         self.try_acquire_verbose_at(key, now, n).is_ok()
     }
 
@@ -125,9 +125,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     pub fn try_acquire_verbose_at<Q: KeyRef<K> + ?Sized>(
         &self,
         key: &Q,
-        now: u64,
+        now: Timestamp,
         n: u64,
     ) -> Result<u64, Denied> {
+        let now = now.as_nanos();
         let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let cfg = &self.shared.cfg;
@@ -197,9 +198,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     pub fn try_acquire_decision_at<Q: KeyRef<K> + ?Sized>(
         &self,
         key: &Q,
-        now: u64,
+        now: Timestamp,
         n: u64,
     ) -> Decision {
+        let now = now.as_nanos();
         let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];

@@ -6,7 +6,7 @@
 
 use super::pace::{SweepPace, PARTS};
 use super::{FloodPolicy, KeyedLimiter};
-use crate::clock::Clock;
+use crate::clock::{Clock, Timestamp};
 use crate::key::Key;
 use crate::reclaim::Guard;
 use crate::sync::{Exclusive, Ordering};
@@ -129,7 +129,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert!(lim.is_empty());
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn evict_idle_at(&self, now: u64) -> usize {
+    pub fn evict_idle_at(&self, now: Timestamp) -> usize {
+        let now = now.as_nanos();
         let guard = Guard::pin(&self.graveyard);
         self.map.evict_idle(self.epoch(now), &self.shared, &guard)
     }

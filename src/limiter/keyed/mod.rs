@@ -46,7 +46,7 @@ use self::pace::{SweepPace, PARTS};
 use self::quota::Quotas;
 use self::refusals::Refusals;
 use self::slot::Shared;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
 use crate::key::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
@@ -338,7 +338,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert_eq!(lim.epoch_at(250_000_000), 2); // slices of 100 ms
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn epoch_at(&self, now: u64) -> u64 {
+    pub fn epoch_at(&self, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         self.shared.cfg.epoch_of(now)
     }
 

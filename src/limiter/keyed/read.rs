@@ -5,7 +5,7 @@
 //! sealed state is final, so a read of it is exact.
 
 use super::KeyedLimiter;
-use crate::clock::Clock;
+use crate::clock::{Clock, Timestamp};
 use crate::key::{Key, KeyRef};
 use crate::limiter::config::MAX_LIMITS;
 use crate::limiter::decision::Decision;
@@ -46,7 +46,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert!(lim.peek_at(&"k", 1_000_000_000, 1).is_granted());
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn peek_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> Decision {
+    pub fn peek_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> Decision {
+        let now = now.as_nanos();
         let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];
@@ -84,7 +85,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert_eq!(lim.available_at(&1, 2_000_000_000), 4); // the 2 expired
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn available_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64) -> u64 {
+    pub fn available_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> u64 {
+        let now = now.as_nanos();
         let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let mut buf = [0u64; MAX_LIMITS];
@@ -126,7 +128,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     pub fn retry_after_at<Q: KeyRef<K> + ?Sized>(
         &self,
         key: &Q,
-        now: u64,
+        now: Timestamp,
         n: u64,
     ) -> Option<Duration> {
         self.peek_at(key, now, n).retry_after()
