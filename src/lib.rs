@@ -22,12 +22,13 @@
 //! Time is `u64` nanoseconds on a clock's own monotonic timeline.
 #![warn(missing_docs)]
 
-mod clock;
-mod counter;
+pub mod clock;
+pub mod counter;
 mod error;
+pub mod guide;
 mod key;
-mod keyed;
-mod limiter;
+pub mod keyed;
+pub mod limiter;
 mod map;
 mod multi;
 mod pack;
@@ -37,7 +38,7 @@ mod stripes;
 mod sync;
 mod thread_id;
 mod unwind;
-mod window;
+pub mod window;
 
 // Integrations, each behind its own non-default feature and named after the
 // crate it integrates.
@@ -46,25 +47,22 @@ pub mod metrics;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 
-// The public names, listed (no glob re-exports): each lives in the module
+// The public names, listed (no glob re-exports). The root holds the types
+// users construct and the errors; the modules below hold the rest, each
 // named after its concept.
-pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
+pub use clock::{Clock, Timestamp};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
-pub use key::{Key, KeyHasher, KeyRef};
+pub use keyed::{HotKeyDetector, KeyedWindows};
+pub use limiter::{Decision, Denied, KeyedLimiter, MultiLimiter, Quota, RateLimiter};
+pub use multi::MultiWindow;
+pub use window::SlidingWindow;
+
 /// Loom models only (`--cfg loom`): one key's entry in one slice, one call
 /// per protocol step (see `loom-tests/`).
 #[cfg(loom)]
 #[doc(hidden)]
 pub use keyed::model as __loom_keyed;
-pub use keyed::{HotKeyDetector, HotKeyHandle, KeyHandle, KeyedWindows};
-pub use limiter::{
-    Decision, Denied, Fixed, FixedWindowLimiter, FloodPolicy, KeyedLimiter, Limiter, Multi,
-    MultiLimiter, OneLimit, Shape, Sliding, SlidingWindowLimiter, MAX_EXACT_LIMIT, MAX_LIMITS,
-};
-pub use multi::{MultiWindow, MAX_LEVELS};
-pub use slice::MAX_SLICE_COUNT;
-pub use window::{SlidingWindow, MAX_SLICES};
 
 /// Loom models only: the per-key map's collector (`src/reclaim/epoch.rs`,
 /// `src/reclaim/limbo.rs`).

@@ -21,6 +21,7 @@
 //! counts exact permits (`shift = 0`) and clamps each limit to
 //! `MAX_EXACT_LIMIT` units (see [`Config::budget`]).
 
+use super::quota::Quota;
 use super::state::MAX_EPOCH;
 use crate::error::ConfigError;
 use crate::window::slice_nanos;
@@ -87,15 +88,12 @@ impl Config {
     /// the one passed with each call.
     ///
     /// Errors: zero window, zero slices, more than
-    /// [`MAX_SLICES`](crate::MAX_SLICES), a window whose nanoseconds are
+    /// [`MAX_SLICES`](crate::window::MAX_SLICES), a window whose nanoseconds are
     /// not a whole multiple of `slices`, or one longer than `u64::MAX` ns.
+    #[allow(dead_code)] // the loom models and unit tests build configs directly
     pub fn single(limit: u64, window: Duration, slices: usize) -> Result<Config, ConfigError> {
         let nanos = slice_nanos(window, slices)?;
-        let mut shift = (64 - limit.leading_zeros()).saturating_sub(Self::used_bits());
-        if limit >> shift > MAX_BUDGET {
-            shift += 1; // only a limit of 2^47 - 1 times a power of two
-        }
-        Ok(Config::build(nanos, shift, &[(nanos, slices as u64)]))
+        Ok(Config::with_units(limit, nanos, slices))
     }
 
     /// Several limits enforced together; `windows[i]` is limit `i`'s
@@ -105,6 +103,7 @@ impl Config {
     /// ([`ConfigError::NoLevels`]); more than [`MAX_LIMITS`]
     /// ([`ConfigError::Invalid`]); a slice length that is not a whole
     /// multiple of the shortest one ([`ConfigError::LevelSliceMismatch`]).
+    #[allow(dead_code)] // the loom models and unit tests build configs directly
     pub fn multi(windows: &[(Duration, usize)]) -> Result<Config, ConfigError> {
         if windows.is_empty() {
             return Err(ConfigError::NoLevels);
@@ -116,7 +115,45 @@ impl Config {
         for (i, &(window, slices)) in windows.iter().enumerate() {
             lens[i] = (slice_nanos(window, slices)?, slices as u64);
         }
-        let lens = &lens[..windows.len()];
+        Config::from_levels(&lens[..windows.len()])
+    }
+
+    /// The configuration of a limiter of `quotas` (one: its units follow
+    /// the limit; several: levels of one state). A strict quota's level
+    /// has one slice more (see `quota.rs`).
+    ///
+    /// Errors: as [`Quota::validate`] for each quota, and as
+    /// [`multi`](Self::multi) for several.
+    pub(crate) fn for_quotas(quotas: &[Quota]) -> Result<Config, ConfigError> {
+        match quotas {
+            [] => Err(ConfigError::NoLevels),
+            [q] => {
+                let (nanos, slices) = q.judged()?;
+                Ok(Config::with_units(q.limit(), nanos, slices))
+            }
+            _ => {
+                if quotas.len() > MAX_LIMITS {
+                    return Err(ConfigError::Invalid("a multi-limit takes at most 8 limits"));
+                }
+                let mut lens = [(0u64, 0u64); MAX_LIMITS];
+                for (l, q) in lens.iter_mut().zip(quotas) {
+                    let (nanos, slices) = q.judged()?;
+                    *l = (nanos, slices as u64);
+                }
+                Config::from_levels(&lens[..quotas.len()])
+            }
+        }
+    }
+
+    fn with_units(limit: u64, nanos: u64, slices: usize) -> Config {
+        let mut shift = (64 - limit.leading_zeros()).saturating_sub(Self::used_bits());
+        if limit >> shift > MAX_BUDGET {
+            shift += 1; // only a limit of 2^47 - 1 times a power of two
+        }
+        Config::build(nanos, shift, &[(nanos, slices as u64)])
+    }
+
+    fn from_levels(lens: &[(u64, u64)]) -> Result<Config, ConfigError> {
         let finest = lens.iter().map(|l| l.0).min().unwrap_or(1);
         if let Some(level) = lens.iter().position(|l| l.0 % finest != 0) {
             return Err(ConfigError::LevelSliceMismatch { level });

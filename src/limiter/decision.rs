@@ -92,10 +92,16 @@ impl Decision {
         self.verdict.err()
     }
 
-    /// The verdict as `try_acquire_verbose_at` gives it: `Ok(epoch)`, the
-    /// slice (`time / slice length`) the request was (would be) counted in.
-    pub fn result(&self) -> Result<u64, Denied> {
-        self.verdict
+    /// The verdict as a `Result`: `Err` says why it was refused.
+    pub fn result(&self) -> Result<(), Denied> {
+        self.verdict.map(|_| ())
+    }
+
+    /// Tests and loom models only: the slice (`time / slice length`) a
+    /// granted request was counted in.
+    #[doc(hidden)]
+    pub fn __slice(&self) -> Option<u64> {
+        self.verdict.ok()
     }
 
     /// The limit (permits per window) the request was judged against.

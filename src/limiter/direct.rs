@@ -1,11 +1,10 @@
 //! The direct limiters: one [`AdmissionState`] shared by every caller,
 //! with its limits in atomics beside it and its own clock.
 //!
-//! [`Limiter<S, C>`] is one generic type; the shape `S` ([`Sliding`],
-//! [`Fixed`], [`Multi`]) only chooses the constructors, the accessors and
-//! the name, so every shared method is written once, on real code. The
-//! names users know are aliases: [`SlidingWindowLimiter`](crate::SlidingWindowLimiter),
-//! [`FixedWindowLimiter`](crate::FixedWindowLimiter), [`MultiLimiter`](crate::MultiLimiter).
+//! [`Limiter<S, C>`] is one generic type; the shape `S` ([`One`] or
+//! [`Multi`]) only chooses the accessors and the name, so every shared
+//! method is written once, on real code. The names users know are aliases:
+//! [`RateLimiter`](super::RateLimiter) and [`MultiLimiter`](super::MultiLimiter).
 //!
 //! # Limits that change at run time
 //! Each request reads the limits (`Relaxed`: a limit is an independent
@@ -19,9 +18,9 @@
 //! suite checks both, with the swap as its counter-example.
 
 use super::config::{Config, MAX_LIMITS};
+use super::quota::Quota;
 use super::decision::Decision;
-use super::state::{AdmissionState, Refused};
-use super::Denied;
+use super::state::AdmissionState;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
@@ -33,7 +32,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The shape of a [`Limiter`]: [`Sliding`], [`Fixed`] or [`Multi`].
+/// The shape of a [`Limiter`]: [`One`] or [`Multi`]. Sealed: the shapes
+/// are this crate's.
 pub trait Shape: sealed::Sealed + Send + Sync + 'static {
     /// The name its `Debug` output uses.
     const NAME: &'static str;
@@ -42,26 +42,19 @@ pub trait Shape: sealed::Sealed + Send + Sync + 'static {
     const ONE: bool;
 }
 
-/// The shape of a [`SlidingWindowLimiter`](crate::SlidingWindowLimiter): one limit over a sliding window.
+/// The shape of a [`RateLimiter`](super::RateLimiter): one quota.
 #[derive(Debug)]
-pub enum Sliding {}
-/// The shape of a [`FixedWindowLimiter`](crate::FixedWindowLimiter): one limit per fixed window.
-#[derive(Debug)]
-pub enum Fixed {}
-/// The shape of a [`MultiLimiter`](crate::MultiLimiter): several limits, all or nothing.
+pub enum One {}
+/// The shape of a [`MultiLimiter`](super::MultiLimiter): several quotas,
+/// all or nothing.
 #[derive(Debug)]
 pub enum Multi {}
 
-impl sealed::Sealed for Sliding {}
-impl sealed::Sealed for Fixed {}
+impl sealed::Sealed for One {}
 impl sealed::Sealed for Multi {}
-impl Shape for Sliding {
+impl Shape for One {
     const ONE: bool = true;
-    const NAME: &'static str = "SlidingWindowLimiter";
-}
-impl Shape for Fixed {
-    const ONE: bool = true;
-    const NAME: &'static str = "FixedWindowLimiter";
+    const NAME: &'static str = "RateLimiter";
 }
 impl Shape for Multi {
     const ONE: bool = false;
@@ -72,12 +65,13 @@ impl Shape for Multi {
 /// limit in any window, under any concurrency; a refusal only when the
 /// request did not fit at the moment it was decided. Lock-free; a refusal
 /// costs a few loads, a grant one CAS. Use it through its aliases,
-/// [`SlidingWindowLimiter`](crate::SlidingWindowLimiter), [`FixedWindowLimiter`](crate::FixedWindowLimiter) and [`MultiLimiter`](crate::MultiLimiter)
-/// (the protocol is documented in `src/limiter/`).
+/// [`RateLimiter`](super::RateLimiter) and
+/// [`MultiLimiter`](super::MultiLimiter) (the protocol is documented in
+/// `src/limiter/`).
 pub struct Limiter<S: Shape, C: Clock = MonotonicClock> {
     hot: CachePadded<Hot>,
     cfg: Config,
-    windows: [Duration; MAX_LIMITS],
+    quotas: [Quota; MAX_LIMITS],
     clock: C,
     _shape: PhantomData<S>,
 }
@@ -89,21 +83,23 @@ struct Hot {
 }
 
 impl<S: Shape, C: Clock> Limiter<S, C> {
-    fn build(cfg: Config, limits: &[u64], windows: &[Duration], clock: C) -> Self {
-        let mut w = [Duration::ZERO; MAX_LIMITS];
-        w[..windows.len()].copy_from_slice(windows);
-        Limiter {
+    /// A limiter of `quotas` (validated here) on `clock`.
+    pub(super) fn build(quotas: &[Quota], clock: C) -> Result<Self, crate::ConfigError> {
+        let cfg = Config::for_quotas(quotas)?;
+        let mut q = [Quota::per(0, Duration::ZERO); MAX_LIMITS];
+        q[..quotas.len()].copy_from_slice(quotas);
+        Ok(Limiter {
             hot: CachePadded::new(Hot {
                 state: AdmissionState::new(&cfg, 0),
                 limits: std::array::from_fn(|i| {
-                    AtomicU64::new(limits.get(i).copied().unwrap_or(0))
+                    AtomicU64::new(quotas.get(i).map_or(0, Quota::limit))
                 }),
             }),
             cfg,
-            windows: w,
+            quotas: q,
             clock,
             _shape: PhantomData,
-        }
+        })
     }
 
     /// Calls `f` with the limits, each read once.
@@ -121,41 +117,18 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
         }
     }
 
-    /// Takes one permit now; `true` if granted.
-    #[inline]
-    pub fn try_acquire(&self) -> bool {
-        self.try_acquire_at(self.clock.now(), 1)
-    }
-
     /// Takes `n` permits now, all or none; `true` if granted. `n == 0` is
     /// granted and consumes nothing; `n > limit` is always refused.
     #[inline]
-    pub fn try_acquire_n(&self, n: u64) -> bool {
+    pub fn try_acquire(&self, n: u64) -> bool {
         self.try_acquire_at(self.clock.now(), n)
     }
 
-    /// Takes `n` permits at time `now` (nanoseconds on this limiter's
+    /// [`try_acquire`](Self::try_acquire) at time `now` (on this limiter's
     /// clock). A `now` before the newest time the limiter has seen is judged
     /// at that newest time.
     #[inline]
     pub fn try_acquire_at(&self, now: Timestamp, n: u64) -> bool {
-        self.try_acquire_verbose_at(now, n).is_ok()
-    }
-
-    /// Like [`try_acquire_n`](Self::try_acquire_n), but says why a request
-    /// was refused. `Ok(epoch)`: the slice (`time / slice length`) the
-    /// permits were counted in.
-    #[inline]
-    pub fn try_acquire_verbose(&self, n: u64) -> Result<u64, Denied> {
-        self.try_acquire_verbose_at(self.clock.now(), n)
-    }
-
-    /// Like [`try_acquire_at`](Self::try_acquire_at), but says why a request
-    /// was refused. `Ok(epoch)`: the slice the permits were counted in,
-    /// which is at least `epoch_at(now)` (later when the limiter had already
-    /// seen a later time).
-    #[inline]
-    pub fn try_acquire_verbose_at(&self, now: Timestamp, n: u64) -> Result<u64, Denied> {
         let now = now.as_nanos();
         let r = if S::ONE {
             let limit = self.hot.limits[0].load(Ordering::Relaxed);
@@ -163,21 +136,18 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
         } else {
             self.with_limits(|l| self.hot.state.acquire(&self.cfg, now, n, l))
         };
-        r.map_err(|r| match r {
-            Refused::Denied { reason, .. } => reason,
-            Refused::Sealed => Denied::Exhausted, // a direct state is never sealed
-        })
+        r.is_ok()
     }
 
-    /// Takes `n` permits now and returns the whole [`Decision`]: the verdict,
-    /// the limit, the permits left, when a refused request would fit, when
-    /// the window empties.
-    pub fn try_acquire_decision(&self, n: u64) -> Decision {
-        self.try_acquire_decision_at(self.clock.now(), n)
+    /// Takes `n` permits now and returns the whole [`Decision`]: the verdict
+    /// (and why a refusal), the limit, the permits left, when a refused
+    /// request would fit, when the window empties.
+    pub fn decide(&self, n: u64) -> Decision {
+        self.decide_at(self.clock.now(), n)
     }
 
-    /// [`try_acquire_decision`](Self::try_acquire_decision) at time `now`.
-    pub fn try_acquire_decision_at(&self, now: Timestamp, n: u64) -> Decision {
+    /// [`decide`](Self::decide) at time `now`.
+    pub fn decide_at(&self, now: Timestamp, n: u64) -> Decision {
         let now = now.as_nanos();
         self.with_limits(|l| {
             let d = if S::ONE {
@@ -190,17 +160,16 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     }
 
     /// Whether `n` permits would be granted now, consuming nothing: a
-    /// [`Decision`] as [`try_acquire_decision`](Self::try_acquire_decision)
-    /// would give, without its effect.
+    /// [`Decision`] as [`decide`](Self::decide) would give, without its
+    /// effect.
     ///
     /// ```
-    /// use stripecount::{ManualClock, SlidingWindowLimiter};
-    /// use std::time::Duration;
+    /// use stripecount::{Quota, RateLimiter};
     ///
-    /// let lim = SlidingWindowLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// let lim = RateLimiter::new(Quota::per_second(2))?;
     /// assert!(lim.peek(2).is_granted());
     /// assert!(lim.peek(2).is_granted()); // nothing was taken
-    /// assert!(lim.try_acquire());
+    /// assert!(lim.try_acquire(1));
     /// assert!(!lim.peek(2).is_granted());
     /// assert_eq!(lim.peek(1).remaining(), 1);
     /// # Ok::<(), stripecount::ConfigError>(())
@@ -244,134 +213,44 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
         self.retry_after_at(self.clock.now(), n)
     }
 
-    /// The epoch (slice number, of the shortest slice length) of time `now`.
-    pub fn epoch_at(&self, now: Timestamp) -> u64 {
-        let now = now.as_nanos();
-        self.cfg.epoch_of(now)
-    }
-
     /// The clock.
     pub fn clock(&self) -> &C {
         &self.clock
     }
 
-    pub(super) fn window_slices(&self) -> u64 {
-        self.cfg.level(0).slices
+    /// Quota `i` as built, with its limit as it is now.
+    pub(super) fn quota_at(&self, i: usize) -> Quota {
+        let q = self.quotas[i];
+        let limit = self.limit_at(i);
+        let mut now = Quota::per(limit, q.window()).slices(q.slice_count());
+        if q.is_strict() {
+            now = now.strict();
+        }
+        now
     }
 
-    pub(super) fn slice_nanos(&self) -> u64 {
-        self.cfg.slice_nanos()
+    pub(super) fn quotas_window(&self, i: usize) -> Duration {
+        self.quotas[i].window()
     }
 
-    fn limit_at(&self, i: usize) -> u64 {
-        self.hot.limits[i].load(Ordering::Relaxed)
-    }
-
-    fn set_limit_at(&self, i: usize, limit: u64) {
-        self.hot.limits[i].store(limit, Ordering::Relaxed);
-    }
-}
-
-/// The shapes with one limit: [`Sliding`] and [`Fixed`].
-pub trait OneLimit: Shape {}
-impl OneLimit for Sliding {}
-impl OneLimit for Fixed {}
-
-impl<S: OneLimit, C: Clock> Limiter<S, C> {
-    /// A limiter of one limit over `window` in `slices` slices.
-    pub(super) fn one(
-        limit: u64,
-        window: Duration,
-        slices: usize,
-        clock: C,
-    ) -> Result<Self, crate::ConfigError> {
-        let cfg = Config::single(limit, window, slices)?;
-        Ok(Self::build(cfg, &[limit], &[window], clock))
-    }
-
-    /// The limit: permits per window.
-    pub fn limit(&self) -> u64 {
-        self.limit_at(0)
-    }
-
-    /// Changes the limit at run time, for the requests that start after the
-    /// change (see "Limits that change at run time" in `src/limiter/direct.rs`).
-    /// Permits already granted stay counted: after lowering the limit below
-    /// what the current window holds, requests are refused until enough of
-    /// it has expired.
-    ///
-    /// Units are fixed at construction: if the limiter was built with a
-    /// limit above [`MAX_EXACT_LIMIT`](crate::MAX_EXACT_LIMIT), a new limit
-    /// is accounted in the same units (a limit below one unit then grants
-    /// nothing); a limiter built with an exact limit clamps a new limit
-    /// above `MAX_EXACT_LIMIT` to that many units, except that a single
-    /// request of up to the new limit is still granted in an empty window.
-    pub fn set_limit(&self, limit: u64) {
-        self.set_limit_at(0, limit);
-    }
-
-    /// The window length.
-    pub fn window(&self) -> Duration {
-        self.windows[0]
-    }
-}
-
-impl<C: Clock> Limiter<Multi, C> {
-    /// A limiter of several limits: `limits[i] = (limit, window, slices)`.
-    pub(super) fn multi(
-        limits: &[(u64, Duration, usize)],
-        clock: C,
-    ) -> Result<Self, crate::ConfigError> {
-        let windows: Vec<(Duration, usize)> = limits.iter().map(|l| (l.1, l.2)).collect();
-        let cfg = Config::multi(&windows)?;
-        let raw: Vec<u64> = limits.iter().map(|l| l.0).collect();
-        let w: Vec<Duration> = limits.iter().map(|l| l.1).collect();
-        Ok(Self::build(cfg, &raw, &w, clock))
-    }
-
-    /// The number of limits.
-    pub fn len(&self) -> usize {
+    pub(super) fn limit_count(&self) -> usize {
         self.cfg.len()
     }
 
-    /// Always `false`: a multi-limit has at least one limit.
-    pub fn is_empty(&self) -> bool {
-        false
+    pub(super) fn limit_at(&self, i: usize) -> u64 {
+        self.hot.limits[i].load(Ordering::Relaxed)
     }
 
-    /// Limit `index` (permits per its window), or `None` past the last.
-    pub fn limit_of(&self, index: usize) -> Option<u64> {
-        (index < self.cfg.len()).then(|| self.limit_at(index))
-    }
-
-    /// Limit `index`'s window, or `None` past the last.
-    pub fn window_of(&self, index: usize) -> Option<Duration> {
-        (index < self.cfg.len()).then(|| self.windows[index])
-    }
-
-    /// Changes limit `index` at run time, as
-    /// [`SlidingWindowLimiter::set_limit`](Limiter::set_limit) does (limits
-    /// above [`MAX_EXACT_LIMIT`](crate::MAX_EXACT_LIMIT) count as that many
-    /// permits). `false` if there is no limit `index`.
-    pub fn set_limit_of(&self, index: usize, limit: u64) -> bool {
-        let ok = index < self.cfg.len();
-        if ok {
-            self.set_limit_at(index, limit);
-        }
-        ok
+    pub(super) fn set_limit_at(&self, i: usize, limit: u64) {
+        self.hot.limits[i].store(limit, Ordering::Relaxed);
     }
 }
 
 impl<S: Shape, C: Clock> fmt::Debug for Limiter<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let k = self.cfg.len();
-        let limits: Vec<u64> = (0..k).map(|i| self.limit_at(i)).collect();
-        let windows: Vec<(Duration, u64)> = (0..k)
-            .map(|i| (self.windows[i], self.cfg.level(i).slices))
-            .collect();
-        f.debug_struct(S::NAME)
-            .field("limits", &limits)
-            .field("windows", &windows)
+        let quotas: Vec<Quota> = (0..k).map(|i| self.quota_at(i)).collect();
+        f.debug_struct(S::NAME).field("quotas", &quotas)
             .finish_non_exhaustive()
     }
 }
@@ -379,7 +258,6 @@ impl<S: Shape, C: Clock> fmt::Debug for Limiter<S, C> {
 #[allow(dead_code)]
 fn _assert_traits() {
     fn is<T: Send + Sync + fmt::Debug>() {}
-    is::<Limiter<Sliding>>();
-    is::<Limiter<Fixed>>();
+    is::<Limiter<One>>();
     is::<Limiter<Multi>>();
 }

@@ -63,10 +63,10 @@
 //! marks a sealed state): only 1 ns slices of a clock past 292 years reach
 //! it, and all later times share that last epoch.
 
+mod builder;
 mod config;
 mod decision;
 mod direct;
-mod fixed;
 mod help;
 mod history;
 mod inline;
@@ -74,28 +74,30 @@ mod keyed;
 mod levels;
 mod lifecycle;
 mod multi;
+mod quota;
+mod rate;
 mod roll;
-mod sliding;
 mod snapshot;
 mod state;
 
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+pub use builder::RateLimiterBuilder;
 pub use config::MAX_LIMITS;
 pub use decision::{Decision, Denied};
-pub use direct::{Fixed, Limiter, Multi, OneLimit, Shape, Sliding};
-pub use fixed::FixedWindowLimiter;
-pub use keyed::{FloodPolicy, KeyedLimiter};
+pub use direct::{Limiter, Multi, One, Shape};
+pub use keyed::{FloodPolicy, KeyedLimiter, KeyedLimiterBuilder};
 pub use multi::MultiLimiter;
-pub use sliding::SlidingWindowLimiter;
+pub use quota::Quota;
+pub use rate::RateLimiter;
 
 // The per-key state and its configuration, for an owner that keeps states
 // in its own table (the per-key limiter) and for the loom hook in `lib.rs`.
 #[allow(unused_imports)]
-pub use config::Config;
+pub(crate) use config::Config;
 #[allow(unused_imports)]
-pub use state::{AdmissionState, Refused};
+pub(crate) use state::{AdmissionState, Refused};
 
 /// The largest limit counted exactly, permit by permit (2^47 - 2, about
 /// 1.4e14 permits per window). Larger limits are honoured in units of a

@@ -11,39 +11,42 @@
 //! limit at the same instant or by none. The rolls keep each level's
 //! history at its own slice length (`roll.rs`).
 
+use super::builder::RateLimiterBuilder;
 use super::direct::{Limiter, Multi};
+use super::quota::Quota;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use std::time::Duration;
 
-/// A strict limiter of several limits at once (say 10 per second **and**
-/// 1000 per day): a request is granted only if every limit has room, and
+/// A strict limiter of several quotas at once (say 10 per second **and**
+/// 1000 per day): a request is granted only if every quota has room, and
 /// takes its permits from all of them in one atomic step; a refusal takes
-/// nothing. Each limit is `(limit, window, slices)` and behaves as a
-/// [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (one slice: a
-/// fixed window). The shared methods are on [`Limiter`];
-/// [`Decision::limit_index`](crate::Decision::limit_index) says which limit
-/// refused.
+/// nothing. Each quota behaves as a [`RateLimiter`](super::RateLimiter) of
+/// it would. The methods shared with `RateLimiter` are on [`Limiter`];
+/// [`Decision::limit_index`](super::Decision::limit_index) says which
+/// quota refused.
 ///
 /// Counts are exact permits: a limit above
-/// [`MAX_EXACT_LIMIT`](crate::MAX_EXACT_LIMIT) counts as that many. Slice
+/// [`MAX_EXACT_LIMIT`](super::MAX_EXACT_LIMIT) counts as that many. Slice
 /// lengths must be whole multiples of the shortest one. A request costs a
-/// few more loads than with one limit (the other limits' frozen sums).
+/// few more loads than with one quota (the others' frozen sums).
 ///
 /// ```
-/// use stripecount::{ManualClock, MultiLimiter};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{MultiLimiter, Quota};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
 /// let sec = Duration::from_secs(1);
-/// // 2 per second and 3 per minute (a minute in 60 one-second slices).
-/// let lim = MultiLimiter::with_clock(&[(2, sec, 1), (3, 60 * sec, 60)], clock.clone())?;
-/// assert!(lim.try_acquire_n(2));
-/// assert!(!lim.try_acquire()); // the per-second limit
+/// // 2 per second (a fixed window) and 3 per minute (in 60 one-second slices).
+/// let quotas = [Quota::per_second(2).slices(1), Quota::per_minute(3).slices(60)];
+/// let lim = MultiLimiter::builder(quotas).clock(clock.clone()).build()?;
+/// assert!(lim.try_acquire(2));
+/// assert!(!lim.try_acquire(1)); // the per-second quota
 /// clock.advance(sec);
-/// assert!(!lim.try_acquire_n(2)); // 2 would break the per-minute limit...
-/// assert!(lim.try_acquire()); // ...and took nothing, so 1 still fits
-/// let d = lim.try_acquire_decision(1);
+/// assert!(!lim.try_acquire(2)); // 2 would break the per-minute quota...
+/// assert!(lim.try_acquire(1)); // ...and took nothing, so 1 still fits
+/// let d = lim.decide(1);
 /// assert_eq!(d.limit_index(), 1);
 /// assert_eq!(d.retry_after(), Some(59 * sec));
 /// # Ok::<(), stripecount::ConfigError>(())
@@ -51,21 +54,58 @@ use std::time::Duration;
 pub type MultiLimiter<C = MonotonicClock> = Limiter<Multi, C>;
 
 impl Limiter<Multi> {
-    /// Limits `limits[i] = (limit, window, slices)`, on the monotonic clock.
+    /// A limiter of `quotas`, on the monotonic clock.
     ///
-    /// Errors: as [`SlidingWindowLimiter::new`](crate::SlidingWindowLimiter::new)
-    /// for each window; no limit ([`ConfigError::NoLevels`]); more than
-    /// [`MAX_LIMITS`](crate::MAX_LIMITS) ([`ConfigError::Invalid`]); a slice
+    /// Errors: as [`Quota::validate`] for each quota; no quota
+    /// ([`ConfigError::NoLevels`]); more than
+    /// [`MAX_LIMITS`](super::MAX_LIMITS) ([`ConfigError::Invalid`]); a slice
     /// length that is not a whole multiple of the shortest one
     /// ([`ConfigError::LevelSliceMismatch`]).
-    pub fn new(limits: &[(u64, Duration, usize)]) -> Result<Self, ConfigError> {
-        Self::with_clock(limits, MonotonicClock::new())
+    pub fn new(quotas: impl AsRef<[Quota]>) -> Result<Self, ConfigError> {
+        Self::builder(quotas).build()
+    }
+
+    /// A builder, for a limiter on another clock.
+    pub fn builder(quotas: impl AsRef<[Quota]>) -> RateLimiterBuilder<Multi> {
+        RateLimiterBuilder::new(quotas.as_ref())
     }
 }
 
 impl<C: Clock> Limiter<Multi, C> {
-    /// A limiter on the given clock (see [`MultiLimiter::new`]).
-    pub fn with_clock(limits: &[(u64, Duration, usize)], clock: C) -> Result<Self, ConfigError> {
-        Self::multi(limits, clock)
+    /// The number of quotas.
+    pub fn len(&self) -> usize {
+        self.limit_count()
+    }
+
+    /// Always `false`: a multi-limit has at least one quota.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Quota `index`, with its limit as it is now; `None` past the last.
+    pub fn quota_of(&self, index: usize) -> Option<Quota> {
+        (index < self.len()).then(|| self.quota_at(index))
+    }
+
+    /// Limit `index` (permits per its window), or `None` past the last.
+    pub fn limit_of(&self, index: usize) -> Option<u64> {
+        (index < self.len()).then(|| self.limit_at(index))
+    }
+
+    /// Limit `index`'s window, or `None` past the last.
+    pub fn window_of(&self, index: usize) -> Option<Duration> {
+        (index < self.len()).then(|| self.quotas_window(index))
+    }
+
+    /// Changes limit `index` at run time, as
+    /// [`RateLimiter::set_limit`](Limiter::set_limit) does (limits above
+    /// [`MAX_EXACT_LIMIT`](super::MAX_EXACT_LIMIT) count as that many
+    /// permits). `false` if there is no limit `index`.
+    pub fn set_limit_of(&self, index: usize, limit: u64) -> bool {
+        let ok = index < self.len();
+        if ok {
+            self.set_limit_at(index, limit);
+        }
+        ok
     }
 }

@@ -65,25 +65,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     #[inline]
-    pub fn try_acquire<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
-        self.try_acquire_at(key, self.clock.now(), 1)
-    }
-
-    /// Takes `n` permits for `key` now, all or none; `true` if granted.
-    /// `n == 0` is granted and takes nothing; `n` above the key's limit is
-    /// always refused.
-    ///
-    /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(10, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// assert!(lim.try_acquire_n(&"upload", 7));
-    /// assert!(!lim.try_acquire_n(&"upload", 4)); // all or none
-    /// assert!(lim.try_acquire_n(&"upload", 3));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    #[inline]
-    pub fn try_acquire_n<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> bool {
+    pub fn try_acquire<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> bool {
         self.try_acquire_at(key, self.clock.now(), n)
     }
 
@@ -104,31 +86,18 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// ```
     #[inline]
     pub fn try_acquire_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> bool {
-        self.try_acquire_verbose_at(key, now, n).is_ok()
+        self.acquire(key, now.as_nanos(), n).is_ok()
     }
 
-    /// Like [`try_acquire_at`](Self::try_acquire_at), but says why a request
-    /// was refused. `Ok(epoch)`: the slice (`time / slice length`) the
-    /// permits were counted in, at least `epoch_at(now)` (later when the
-    /// key had already seen a later time). As cheap as `try_acquire_at`.
-    ///
-    /// ```
-    /// # use stripecount::{Denied, KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 10, ManualClock::new())?;
-    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 250_000_000, 1), Ok(2));
-    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 0, 1), Err(Denied::Exhausted));
-    /// assert_eq!(lim.try_acquire_verbose_at(&"k", 0, 2), Err(Denied::ExceedsLimit));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
+    /// Takes `n` permits for `key` at `now` nanoseconds: `Ok(epoch)`, the
+    /// slice the permits were counted in, or why they were refused.
     #[inline]
-    pub fn try_acquire_verbose_at<Q: KeyRef<K> + ?Sized>(
+    pub(crate) fn acquire<Q: KeyRef<K> + ?Sized>(
         &self,
         key: &Q,
-        now: Timestamp,
+        now: u64,
         n: u64,
     ) -> Result<u64, Denied> {
-        let now = now.as_nanos();
         let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
         let cfg = &self.shared.cfg;
@@ -181,8 +150,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert_eq!(d.retry_after(), Some(Duration::from_secs(3)));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn try_acquire_decision<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> Decision {
-        self.try_acquire_decision_at(key, self.clock.now(), n)
+    pub fn decide<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> Decision {
+        self.decide_at(key, self.clock.now(), n)
     }
 
     /// [`try_acquire_decision`](Self::try_acquire_decision) at time `now`.
@@ -195,7 +164,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert_eq!((d.result(), d.remaining()), (Ok(0), 3));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn try_acquire_decision_at<Q: KeyRef<K> + ?Sized>(
+    pub fn decide_at<Q: KeyRef<K> + ?Sized>(
         &self,
         key: &Q,
         now: Timestamp,

@@ -5,7 +5,7 @@
 //! `max_keys`, and an eviction never loses a grant.
 
 use super::pace::{SweepPace, PARTS};
-use super::{FloodPolicy, KeyedLimiter};
+use super::KeyedLimiter;
 use crate::clock::{Clock, Timestamp};
 use crate::key::Key;
 use crate::reclaim::Guard;
@@ -13,68 +13,14 @@ use crate::sync::{Exclusive, Ordering};
 use std::hash::BuildHasher;
 
 impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
-    /// Holds at most `max_keys` keys. When full, idle keys (nothing in any
-    /// window) are evicted first; if none is, a request for a new key is
-    /// decided by the [`FloodPolicy`] (by default refused with
-    /// [`Denied::TooManyKeys`](crate::Denied::TooManyKeys)) and counted by
-    /// [`untracked_decisions`](Self::untracked_decisions).
-    ///
-    /// ```
-    /// use stripecount::{KeyedLimiter, ManualClock};
-    /// use std::time::Duration;
-    ///
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?
-    ///     .with_max_keys(1);
-    /// assert!(lim.try_acquire(&1u64));
-    /// assert!(!lim.try_acquire(&2)); // full, and key 1 is not idle
-    /// assert_eq!((lim.len(), lim.untracked_decisions()), (1, 1));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
+    /// Holds at most `max_keys` keys (the builder's setting).
+    pub(super) fn set_max_keys(&mut self, max_keys: usize) {
         self.map.set_max_keys(max_keys);
-        self
     }
 
-    /// Chooses what happens to a new key when the limiter is full of keys
-    /// that are not idle (see [`FloodPolicy`]).
-    ///
-    /// ```
-    /// use stripecount::{FloodPolicy, KeyedLimiter, ManualClock};
-    /// use std::time::Duration;
-    ///
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?
-    ///     .with_max_keys(1)
-    ///     .with_flood_policy(FloodPolicy::AdmitUntracked);
-    /// assert!(lim.try_acquire(&1u64));
-    /// assert!(lim.try_acquire(&2)); // admitted, not tracked
-    /// assert!(!lim.try_acquire_n(&2, 6)); // more than the limit: never (no key needed)
-    /// assert_eq!((lim.len(), lim.untracked_decisions()), (1, 1));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn with_flood_policy(mut self, policy: FloodPolicy) -> Self {
-        self.flood = policy;
-        self
-    }
-
-    /// Turns the automatic eviction of idle keys on (the default) or off.
-    /// On, the first request of each new slice sweeps a share of the map,
-    /// so a key idle for its whole window is evicted within about one more
-    /// window (no background thread). Off, keys are evicted only by
-    /// [`evict_idle_at`](Self::evict_idle_at) and by inserts into a full
-    /// map.
-    ///
-    /// ```
-    /// use stripecount::{KeyedLimiter, ManualClock};
-    /// use std::time::Duration;
-    ///
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_nanos(1), 1, ManualClock::new())?
-    ///     .with_auto_evict(false);
-    /// assert!(lim.try_acquire_at(&1u64, 0, 1));
-    /// assert!(lim.try_acquire_at(&2, 5, 1)); // key 1 is idle, and kept
-    /// assert_eq!(lim.len(), 2);
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn with_auto_evict(mut self, on: bool) -> Self {
+    /// Turns the automatic eviction of idle keys on or off (the builder's
+    /// setting).
+    pub(super) fn set_auto_evict(&mut self, on: bool) {
         let units = if on {
             SweepPace::of(&self.shared.cfg).units
         } else {
@@ -84,7 +30,6 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         // Requests made while it was off may have set the due time past
         // every epoch (`acquire.rs`, `sweep_step_slow`).
         self.sweep_due.write_mut(0);
-        self
     }
 
     /// Keys held now (never more than `max_keys`).
@@ -113,6 +58,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Evicts every key idle now; returns how many (see
+    /// [`evict_idle_at`](Self::evict_idle_at)).
+    pub fn evict_idle(&self) -> usize {
+        self.evict_idle_at(self.clock.now())
     }
 
     /// Evicts every key idle at `now` (nothing granted in any of its

@@ -7,6 +7,7 @@ use super::KeyedLimiter;
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::key::{Key, KeyRef};
+use crate::limiter::quota::Quota;
 use crate::limiter::config::MAX_LIMITS;
 use crate::reclaim::Guard;
 use std::hash::BuildHasher;
@@ -202,6 +203,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         self.quotas.overrides()
     }
 
+    /// Default quota `index` (its limit as it is now), or `None` past the
+    /// last.
+    pub fn quota_of(&self, index: usize) -> Option<Quota> {
+        (index < self.limit_count()).then(|| self.quota_at(index))
+    }
+
     /// The window of the default limit (limit 0 with several).
     ///
     /// ```
@@ -212,7 +219,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn window(&self) -> Duration {
-        self.windows[0]
+        self.specs[0].window()
     }
 
     /// Limit `index`'s window, or `None` past the last.
@@ -226,7 +233,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn window_of(&self, index: usize) -> Option<Duration> {
-        (index < self.limit_count()).then(|| self.windows[index])
+        (index < self.limit_count()).then(|| self.specs[index].window())
     }
 
     /// The shortest slice length (a request's time is counted in slices of

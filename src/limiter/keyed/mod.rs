@@ -34,6 +34,7 @@
 //!    evicted (a lock holder's work on that one key).
 
 mod acquire;
+mod builder;
 mod keys;
 mod limits;
 mod pace;
@@ -42,14 +43,16 @@ mod read;
 mod refusals;
 mod slot;
 
+pub use self::builder::KeyedLimiterBuilder;
 use self::pace::{SweepPace, PARTS};
 use self::quota::Quotas;
 use self::refusals::Refusals;
 use self::slot::Shared;
-use crate::clock::{Clock, MonotonicClock, Timestamp};
+use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::key::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
+use crate::limiter::quota::Quota;
 use crate::limiter::state::AdmissionState;
 use crate::map::Map;
 use crate::reclaim::Graveyard;
@@ -122,7 +125,9 @@ pub struct KeyedLimiter<K: 'static, C: Clock = MonotonicClock, S = RandomState> 
     quotas: Quotas<K, S>,
     /// A state never written: what a key the map does not hold reads as.
     empty: AdmissionState,
-    windows: [Duration; MAX_LIMITS],
+    /// The quotas as built (their limits are the defaults as built;
+    /// `quotas` holds them as they are now).
+    specs: [Quota; MAX_LIMITS],
     /// The finest slice length, for the epoch of the sweep step.
     divisor: StrengthReducedU64,
     /// The time (ns) from which a request may open a sweep step the map's
@@ -140,176 +145,79 @@ pub struct KeyedLimiter<K: 'static, C: Clock = MonotonicClock, S = RandomState> 
 }
 
 impl<K: Key> KeyedLimiter<K> {
-    /// `limit` permits per `window` for every key, the window cut into
-    /// `slices` slices, on the monotonic clock. Any `limit` is valid (0
-    /// refuses everything).
+    /// A limiter of `quotas` for every key (one [`Quota`], or several
+    /// enforced together: a request is granted only if every quota of its
+    /// key has room, and takes its permits from all of them in one atomic
+    /// step), on the monotonic clock, with a `RandomState` hasher and no
+    /// bound on the keys held (see [`builder`](Self::builder) for those).
     ///
-    /// Errors: zero window, zero slices, more than
-    /// [`MAX_SLICES`](crate::MAX_SLICES), a window whose nanoseconds are not
-    /// a whole multiple of `slices`, or one longer than `u64::MAX` ns.
-    ///
-    /// ```
-    /// use stripecount::{ConfigError, KeyedLimiter};
-    /// use std::time::Duration;
-    ///
-    /// let lim = KeyedLimiter::<u64>::new(100, Duration::from_secs(1), 10)?;
-    /// assert!(lim.try_acquire(&7));
-    /// let bad = KeyedLimiter::<u64>::new(100, Duration::from_nanos(10), 3);
-    /// assert!(matches!(bad, Err(ConfigError::UnevenSlices { .. })));
-    /// # Ok::<(), ConfigError>(())
-    /// ```
-    pub fn new(limit: u64, window: Duration, slices: usize) -> Result<Self, ConfigError> {
-        Self::with_clock(limit, window, slices, MonotonicClock)
-    }
-
-    /// Several limits for every key, all or nothing: `limits[i] = (limit,
-    /// window, slices)`, on the monotonic clock (see
-    /// [`multi_with_clock`](Self::multi_with_clock)).
+    /// Errors: an invalid quota ([`Quota::validate`]); no quota
+    /// ([`ConfigError::NoLevels`]); more than
+    /// [`MAX_LIMITS`](crate::limiter::MAX_LIMITS) ([`ConfigError::Invalid`]);
+    /// slice lengths that are not whole multiples of the shortest
+    /// ([`ConfigError::LevelSliceMismatch`]).
     ///
     /// ```
-    /// use stripecount::KeyedLimiter;
-    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota};
     ///
-    /// let s = Duration::from_secs(1);
-    /// let lim = KeyedLimiter::<u64>::multi(&[(10, s, 10), (1000, 3600 * s, 60)])?;
-    /// assert_eq!(lim.limit_count(), 2);
+    /// let lim = KeyedLimiter::<u64>::new(Quota::per_second(100))?;
+    /// assert!(lim.try_acquire(&7, 1));
+    /// // 10 a second and 1000 an hour, per key.
+    /// let both = KeyedLimiter::<u64>::new([Quota::per_second(10), Quota::per_hour(1000)])?;
+    /// assert_eq!(both.limit_count(), 2);
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn multi(limits: &[(u64, Duration, usize)]) -> Result<Self, ConfigError> {
-        Self::multi_with_clock(limits, MonotonicClock)
-    }
-}
-
-impl<K: Key, C: Clock> KeyedLimiter<K, C> {
-    /// A limiter on the given clock (see [`new`](KeyedLimiter::new)).
-    ///
-    /// ```
-    /// use stripecount::{KeyedLimiter, ManualClock};
-    /// use std::time::Duration;
-    ///
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// assert!(lim.try_acquire(&"k"));
-    /// assert!(!lim.try_acquire(&"k"));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn with_clock(
-        limit: u64,
-        window: Duration,
-        slices: usize,
-        clock: C,
-    ) -> Result<Self, ConfigError> {
-        Self::with_hasher(limit, window, slices, clock, RandomState::new())
+    pub fn new(quotas: impl AsRef<[Quota]>) -> Result<Self, ConfigError> {
+        Self::builder(quotas).build()
     }
 
-    /// Several limits per key on the given clock: a request is granted only
-    /// if every limit of its key has room, and takes its permits from all
-    /// of them in one atomic step; a refusal takes nothing. Each limit is
-    /// `(limit, window, slices)` and behaves as a sliding window (one slice:
-    /// fixed); counts are exact permits (limits above
-    /// [`MAX_EXACT_LIMIT`](crate::MAX_EXACT_LIMIT) count as that many).
-    ///
-    /// Errors: as [`new`](KeyedLimiter::new) for each window; no limit
-    /// ([`ConfigError::NoLevels`]); more than [`MAX_LIMITS`](crate::MAX_LIMITS)
-    /// ([`ConfigError::Invalid`]); a slice length that is not a whole
-    /// multiple of the shortest one ([`ConfigError::LevelSliceMismatch`]).
+    /// A builder: the clock, the hasher, the bound on keys held, the flood
+    /// policy and the automatic eviction.
     ///
     /// ```
-    /// use stripecount::{KeyedLimiter, ManualClock};
-    /// use std::time::Duration;
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::limiter::FloodPolicy;
+    /// use stripecount::{KeyedLimiter, Quota};
     ///
-    /// let clock = ManualClock::new();
-    /// let s = Duration::from_secs(1);
-    /// // 2 per second and 3 per minute, per key.
-    /// let lim = KeyedLimiter::multi_with_clock(&[(2, s, 1), (3, 60 * s, 60)], clock.clone())?;
-    /// assert!(lim.try_acquire_n(&1u32, 2));
-    /// clock.advance(s);
-    /// assert!(!lim.try_acquire_n(&1, 2)); // the per-minute limit: nothing taken...
-    /// assert!(lim.try_acquire(&1)); // ...so 1 still fits
+    /// let lim: KeyedLimiter<String, _> = KeyedLimiter::builder(Quota::per_second(5))
+    ///     .clock(ManualClock::new())
+    ///     .max_keys(100_000)
+    ///     .flood_policy(FloodPolicy::Refuse)
+    ///     .build()?;
+    /// assert!(lim.try_acquire("alice", 5));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn multi_with_clock(
-        limits: &[(u64, Duration, usize)],
-        clock: C,
-    ) -> Result<Self, ConfigError> {
-        Self::multi_with_hasher(limits, clock, RandomState::new())
+    pub fn builder(quotas: impl AsRef<[Quota]>) -> KeyedLimiterBuilder<K> {
+        KeyedLimiterBuilder::new(quotas.as_ref())
     }
 }
 
 impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
-    /// A limiter whose map hashes keys with `hasher` (a faster one where
-    /// keys are trusted; see the type's docs for why the default is
-    /// `RandomState`). Errors as [`new`](KeyedLimiter::new).
-    ///
-    /// ```
-    /// use stripecount::{KeyedLimiter, ManualClock};
-    /// use std::collections::hash_map::RandomState;
-    /// use std::time::Duration;
-    ///
-    /// let lim = KeyedLimiter::with_hasher(
-    ///     5, Duration::from_secs(1), 10, ManualClock::new(), RandomState::new())?;
-    /// assert!(lim.try_acquire_n(&9u64, 5));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn with_hasher(
-        limit: u64,
-        window: Duration,
-        slices: usize,
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, ConfigError> {
-        let cfg = Config::single(limit, window, slices)?;
-        Ok(Self::build(cfg, &[limit], &[window], clock, hasher))
-    }
-
-    /// [`multi_with_clock`](KeyedLimiter::multi_with_clock) with the given
-    /// hasher.
-    ///
-    /// ```
-    /// use stripecount::{KeyedLimiter, ManualClock};
-    /// use std::collections::hash_map::RandomState;
-    /// use std::time::Duration;
-    ///
-    /// let s = Duration::from_secs(1);
-    /// let lim = KeyedLimiter::multi_with_hasher(
-    ///     &[(1, s, 1), (2, 10 * s, 10)], ManualClock::new(), RandomState::new())?;
-    /// assert!(lim.try_acquire(&"k") && !lim.try_acquire(&"k"));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn multi_with_hasher(
-        limits: &[(u64, Duration, usize)],
-        clock: C,
-        hasher: S,
-    ) -> Result<Self, ConfigError> {
-        let windows: Vec<(Duration, usize)> = limits.iter().map(|l| (l.1, l.2)).collect();
-        let cfg = Config::multi(&windows)?;
-        let raw: Vec<u64> = limits.iter().map(|l| l.0).collect();
-        let w: Vec<Duration> = limits.iter().map(|l| l.1).collect();
-        Ok(Self::build(cfg, &raw, &w, clock, hasher))
-    }
-
-    fn build(cfg: Config, limits: &[u64], windows: &[Duration], clock: C, hasher: S) -> Self {
-        let mut w = [Duration::ZERO; MAX_LIMITS];
-        w[..windows.len()].copy_from_slice(windows);
+    pub(super) fn build(quotas: &[Quota], clock: C, hasher: S) -> Result<Self, ConfigError> {
+        let cfg = Config::for_quotas(quotas)?;
+        let mut q = [Quota::per(0, Duration::ZERO); MAX_LIMITS];
+        q[..quotas.len()].copy_from_slice(quotas);
+        let limits: Vec<u64> = quotas.iter().map(Quota::limit).collect();
         let pace = SweepPace::of(&cfg);
-        KeyedLimiter {
+        Ok(KeyedLimiter {
             map: {
                 let mut map = Map::new(hasher.clone());
                 map.set_sweep(pace.units, PARTS);
                 map
             },
             graveyard: Graveyard::default(),
-            quotas: Quotas::new(limits, hasher),
+            quotas: Quotas::new(&limits, hasher),
             empty: AdmissionState::new(&cfg, 0),
             divisor: StrengthReducedU64::new(cfg.slice_nanos()),
             sweep_due: AtomicU64::new(0),
             sweep_nanos: pace.nanos,
             shared: Shared::new(cfg),
-            windows: w,
+            specs: q,
             clock,
             flood: FloodPolicy::Refuse,
             untracked: AtomicU64::new(0),
             refused: Refusals::new(default_cap()),
-        }
+        })
     }
 }
 
@@ -317,29 +225,24 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// The clock.
     ///
     /// ```
-    /// # use stripecount::{Clock, KeyedLimiter, ManualClock};
+    /// # use stripecount::clock::ManualClock;
+    /// # use stripecount::{Clock, KeyedLimiter, Quota};
     /// # use std::time::Duration;
     /// let clock = ManualClock::new();
-    /// let lim = KeyedLimiter::<u8, _>::with_clock(5, Duration::from_secs(1), 1, clock.clone())?;
+    /// let lim: KeyedLimiter<u8, _> =
+    ///     KeyedLimiter::builder(Quota::per_second(5)).clock(clock.clone()).build()?;
     /// clock.advance(Duration::from_secs(3));
-    /// assert_eq!(lim.clock().now(), 3_000_000_000);
+    /// assert_eq!(lim.clock().now().as_nanos(), 3_000_000_000);
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn clock(&self) -> &C {
         &self.clock
     }
 
-    /// The epoch (slice number, of the shortest slice length) of time `now`.
-    ///
-    /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::<u8, _>::with_clock(5, Duration::from_secs(1), 10, ManualClock::new())?;
-    /// assert_eq!(lim.epoch_at(250_000_000), 2); // slices of 100 ms
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn epoch_at(&self, now: Timestamp) -> u64 {
-        let now = now.as_nanos();
+    /// The epoch (slice number, of the shortest slice length) of `now`
+    /// nanoseconds.
+    #[allow(dead_code)]
+    pub(crate) fn epoch_of(&self, now: u64) -> u64 {
         self.shared.cfg.epoch_of(now)
     }
 
@@ -369,16 +272,25 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     }
 }
 
+impl<K: 'static, C: Clock, S> KeyedLimiter<K, C, S> {
+    /// Default quota `i` as built, with its limit as it is now.
+    pub(super) fn quota_at(&self, i: usize) -> Quota {
+        let q = self.specs[i];
+        let now = Quota::per(self.quotas.default_of(i), q.window()).slices(q.slice_count());
+        if q.is_strict() {
+            now.strict()
+        } else {
+            now
+        }
+    }
+}
+
 impl<K: 'static, C: Clock, S> fmt::Debug for KeyedLimiter<K, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let k = self.shared.cfg.len();
-        let limits: Vec<u64> = (0..k).map(|i| self.quotas.default_of(i)).collect();
-        let windows: Vec<(Duration, u64)> = (0..k)
-            .map(|i| (self.windows[i], self.shared.cfg.level(i).slices))
-            .collect();
+        let quotas: Vec<Quota> = (0..k).map(|i| self.quota_at(i)).collect();
         f.debug_struct("KeyedLimiter")
-            .field("limits", &limits)
-            .field("windows", &windows)
+            .field("quotas", &quotas)
             .field("keys", &self.map.len())
             .field("flood", &self.flood)
             .finish_non_exhaustive()
@@ -389,5 +301,5 @@ impl<K: 'static, C: Clock, S> fmt::Debug for KeyedLimiter<K, C, S> {
 fn _assert_traits() {
     fn is<T: Send + Sync + fmt::Debug>() {}
     is::<KeyedLimiter<String>>();
-    is::<KeyedLimiter<u64, crate::ManualClock>>();
+    is::<KeyedLimiter<u64, crate::clock::ManualClock>>();
 }

@@ -1,0 +1,1 @@
+//! A guide to stripecount (documentation only).
