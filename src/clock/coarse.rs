@@ -183,13 +183,13 @@ mod tests {
     #[test]
     fn without_a_ticker_now_follows_the_precise_clock() {
         let c = CoarseClock::new();
-        let precise = crate::MonotonicClock::new();
+        let precise = crate::clock::MonotonicClock::new();
         ticker::force_no_ticker(true);
-        let mut last = 0;
+        let mut last = Timestamp::ZERO;
         for _ in 0..100 {
             let p = precise.now();
             last = c.now();
-            assert!(last >= p, "{last} < {p}: a cached time");
+            assert!(last >= p, "{last:?} < {p:?}: a cached time");
         }
         ticker::force_no_ticker(false);
         assert!(c.now() >= last, "back on the ticker, time never goes back");

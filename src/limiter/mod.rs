@@ -1,10 +1,32 @@
-//! Strict rate limiters: [`SlidingWindowLimiter`], [`FixedWindowLimiter`],
-//! [`MultiLimiter`] and, per key, [`KeyedLimiter`]; and the admission state
-//! they are built on.
+//! Strict rate limiters: [`RateLimiter`] (one [`Quota`]), [`MultiLimiter`]
+//! (several quotas, all or nothing) and, per key with bounded memory,
+//! [`KeyedLimiter`]; what they decide ([`Decision`], [`Denied`]).
 //!
 //! A limiter grants at most `limit` permits in every window, under any
 //! concurrency, and never refuses a request that fits at the moment it is
-//! decided (contention only causes a retry, never a refusal).
+//! decided (contention only causes a retry, never a refusal). Which spans
+//! "every window" covers is the quota's choice: by default any `S`
+//! consecutive slices (so any span of `window - slice`); with
+//! [`Quota::strict`], every span of `window` (see [`Quota`]).
+//!
+//! ```
+//! use stripecount::{KeyedLimiter, Quota};
+//!
+//! let per_client = KeyedLimiter::<String>::new(Quota::per_second(100).strict())?;
+//! if per_client.try_acquire("203.0.113.7", 1) {
+//!     // serve the request
+//! }
+//! # Ok::<(), stripecount::ConfigError>(())
+//! ```
+//!
+//! # Methods
+//! Every limiter has the same request methods: [`try_acquire(n)`](RateLimiter::try_acquire)
+//! (a bool), [`decide(n)`](RateLimiter::decide) (the whole [`Decision`]: why
+//! a refusal, the permits left, when to retry, when the window empties),
+//! [`peek(n)`](RateLimiter::peek) (a decision that takes nothing),
+//! `available()` and `retry_after(n)`; each with an `_at(now)` twin that
+//! takes the time instead of reading the clock. The per-key limiter's take
+//! the key first: `try_acquire(&key, n)`, `try_acquire_at(&key, now, n)`.
 //!
 //! # Why not a [`SlidingWindow`](crate::SlidingWindow) plus a check
 //! "Read the sum, then add" overshoots: two threads read `limit - 1` and both
@@ -17,15 +39,18 @@
 //! # Model
 //! Time is cut into slices of `L = window / slices`; the *epoch* of `t` is
 //! `t / L`. The window at epoch `E` is the slices `(E - S, E]` (exactly what
-//! [`SlidingWindow::sum_at`](crate::SlidingWindow::sum_at) covers). A fixed
-//! window is the case `S = 1`: windows `[k W, (k+1) W)`. A limiter's time
+//! [`SlidingWindow::sum_at`](crate::SlidingWindow::sum_at) covers; a strict
+//! quota's level has `S + 1` slices). A fixed window is the case `S = 1`:
+//! windows `[k W, (k+1) W)`. A limiter's time
 //! never runs backwards: a request stamped before the newest epoch the
 //! limiter has reached is judged (and counted) at that epoch.
 //!
 //! # Files (each with its invariants at the top)
-//! - `config.rs`: [`Config`], what every state of one limiter shares: the
+//! - `quota.rs`: [`Quota`], and what each choice of it guarantees;
+//!   `builder.rs`: the direct limiters' builder.
+//! - `config.rs`: `Config`, what every state of one limiter shares: the
 //!   time grid, the windows of its limits (*levels*), the units.
-//! - `state.rs`: [`AdmissionState`], three atomics that can live inline in
+//! - `state.rs`: `AdmissionState`, three atomics that can live inline in
 //!   a table slot; the grant (hot path) and its invariants.
 //! - `help.rs`: helping a state forward (advance the epoch, seal, roll,
 //!   unseal), and the grant that rides the unseal.
@@ -42,8 +67,7 @@
 //!   them.
 //! - `decision.rs`: [`Denied`] and [`Decision`].
 //! - `direct.rs`: [`Limiter`], one state shared by every caller, and limits
-//!   that change at run time; `sliding.rs`, `fixed.rs`, `multi.rs`: its
-//!   shapes.
+//!   that change at run time; `rate.rs`, `multi.rs`: its two shapes.
 //! - `keyed/`: [`KeyedLimiter`], one state per key, inline in the slots of
 //!   the per-key map (`crate::map`), with quotas per key and the
 //!   eviction and move protocols wired to the map.

@@ -5,7 +5,8 @@
 use super::source::{
     Family, KeyedLimiterSource, MultiSource, Sample, SlidingSource, Source, Value,
 };
-use crate::{Clock, ConfigError, Key, KeyedLimiter, MultiWindow, SlidingWindow};
+use crate::key::Key;
+use crate::{Clock, ConfigError, KeyedLimiter, MultiWindow, SlidingWindow};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;

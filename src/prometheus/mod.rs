@@ -10,6 +10,14 @@
 //!   untracked decisions, read when Prometheus scrapes (nothing is copied
 //!   on the hot path).
 //!
+//! # Serving it
+//! prometheus-client writes the OpenMetrics text format (the body ends in
+//! `# EOF`). Serve it with the OpenMetrics content type, [`CONTENT_TYPE`]:
+//! served as the classic `text/plain; version=0.0.4`, Prometheus parses the
+//! body with the classic parser, which reads the counters' `_total`
+//! families as untyped. `examples/prometheus_server.rs` serves a scrape
+//! endpoint (`cargo run --example prometheus_server --features prometheus`).
+//!
 //! ```
 //! use prometheus_client::encoding::text::encode;
 //! use prometheus_client::metrics::counter::Counter;
@@ -111,6 +119,12 @@ mod collector;
 mod source;
 
 pub use collector::ScrapeCollector;
+
+/// The content type of a scrape body written by prometheus-client's
+/// `encode`: OpenMetrics text 1.0.0. Send it as the response's
+/// `Content-Type`, so that Prometheus parses the body as OpenMetrics and
+/// keeps the counters' types (see the module docs).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 use crate::StripedCounter;
 use prometheus_client::metrics::counter::Atomic;

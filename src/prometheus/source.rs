@@ -16,7 +16,8 @@
 //! label of its own.
 
 use crate::clock::duration_nanos;
-use crate::{Clock, Key, KeyedLimiter, MultiWindow, SlidingWindow};
+use crate::key::Key;
+use crate::{Clock, KeyedLimiter, MultiWindow, SlidingWindow};
 use prometheus_client::metrics::MetricType;
 use std::hash::BuildHasher;
 use std::sync::Arc;
