@@ -28,6 +28,9 @@ mod ring;
 
 use ring::Ring;
 
+pub use crate::multi::MAX_LEVELS;
+pub use crate::slice::MAX_COUNT_PER_SLICE;
+
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
 use std::fmt;
