@@ -3,7 +3,8 @@
 //! instead of being dropped (see "Folding cells" in [`crate::slice`]).
 
 use super::{
-    count_of, pack, tag, tag_of, write, Added, SliceCell, COUNT_MASK, MAX_COUNT_PER_SLICE, MAX_STRIDE,
+    count_of, pack, tag, tag_of, write, Added, SliceCell, COUNT_MASK, MAX_COUNT_PER_SLICE,
+    MAX_STRIDE,
 };
 use crate::stripes::Writer;
 
