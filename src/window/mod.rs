@@ -8,7 +8,7 @@
 //!
 //! The engine is a striped ring of epoch-tagged slices (`ring.rs`): a row
 //! of `S` cells per writing thread, each cell recycling itself
-//! ([`crate::slice`]), so there is no global "current epoch" and no lock.
+//! (`crate::slice`), so there is no global "current epoch" and no lock.
 //!
 //! # Invariants
 //! - Every add is counted in exactly one cell, under its own epoch, or is
