@@ -146,7 +146,7 @@ impl Cell {
 ///         let hits = Arc::clone(&hits);
 ///         std::thread::spawn(move || {
 ///             for _ in 0..1000 {
-///                 hits.increment();
+///                 hits.add(1);
 ///             }
 ///         })
 ///     })
@@ -201,12 +201,6 @@ impl StripedCounter {
         } else if cell.add_shared(n) {
             self.cells.contended(Cell::new);
         }
-    }
-
-    /// Adds one.
-    #[inline]
-    pub fn increment(&self) {
-        self.add(1)
     }
 
     /// The total of every add so far (saturating). Adds racing the sum may or

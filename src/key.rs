@@ -17,13 +17,12 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> Key for K {}
 /// is `K` (so an add of a new key can store it).
 ///
 /// ```
-/// use stripecount::{KeyedWindows, ManualClock};
+/// use stripecount::KeyedWindows;
 /// use std::time::Duration;
 ///
-/// let w: KeyedWindows<String, _> =
-///     KeyedWindows::with_clock(Duration::from_secs(1), 10, ManualClock::new())?;
-/// assert!(w.add_at("alice", 0, 2)); // &str for a String key
-/// assert_eq!(w.sum_at("alice", 0), 2);
+/// let w: KeyedWindows<String> = KeyedWindows::new(Duration::from_secs(60), 60)?;
+/// assert!(w.add("alice", 2)); // &str for a String key
+/// assert_eq!(w.sum("alice"), 2);
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub trait KeyRef<K>: Hash {

@@ -12,7 +12,7 @@
 //! - `epoch: AtomicU64`: the full epoch the cell is (being) recycled for.
 //! - `word: AtomicU64`: `tag << 48 | count`, where `tag` is the low 16 bits
 //!   of the epoch the count belongs to and `count` saturates at
-//!   [`MAX_SLICE_COUNT`] (2^48 - 2, about 2.8e14 per slice per stripe;
+//!   [`MAX_COUNT_PER_SLICE`] (2^48 - 2, about 2.8e14 per slice per stripe;
 //!   the all-ones count marks a sealed cell, see "Folding cells" below).
 //!
 //! # Invariants
@@ -82,7 +82,7 @@
 //! moves it to a coarser ring. Its cells (`SliceCell::add_folding`, in
 //! `slice/fold.rs`) have
 //! one more state, *sealed*: the count field all ones ([`SEALED`](fold::SEALED), one above
-//! [`MAX_SLICE_COUNT`]). A recycle there first *takes* the count with a CAS
+//! [`MAX_COUNT_PER_SLICE`]). A recycle there first *takes* the count with a CAS
 //! to `tag(epoch) | SEALED` (exactly one thread gets it, and hands it on),
 //! then moves `epoch`; a sealed cell refuses adds at its epoch (they go to
 //! the coarser ring). Invariant 2 becomes: a word with `tag(prev)` is
@@ -120,13 +120,13 @@ pub(crate) const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 /// The count field of a cell word: 48 bits.
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
-/// The largest count one slice cell (one slice of one stripe) holds, 2^48 - 2
-/// (about 2.8e14); adds beyond it saturate there. The all-ones count is
-/// reserved: it marks a *sealed* cell of a
+/// The most one slice counts per stripe (one slice of one writing
+/// thread's row): 2^48 - 2, about 2.8e14; adds saturate there. A window's
+/// sum adds the stripes' counts, saturating at `u64::MAX`. (The all-ones
+/// count is reserved: it marks a *sealed* cell of a
 /// [`MultiWindow`](crate::MultiWindow), whose count has moved to a coarser
-/// level. Sums add cells with saturation at
-/// `u64::MAX`.
-pub const MAX_SLICE_COUNT: u64 = COUNT_MASK - 1;
+/// level.)
+pub const MAX_COUNT_PER_SLICE: u64 = COUNT_MASK - 1;
 
 /// The largest stride (ring length) the two-step rule supports: a jump of
 /// `e - stride` must not alias the old tag, so `stride < 2^16`.
@@ -238,7 +238,7 @@ impl SliceCell {
 
     /// The fast path of every add (plain or folding): adds `n` at epoch `e`
     /// if the cell holds `e`, its word has `e`'s tag and `count + n` stays
-    /// at most [`MAX_SLICE_COUNT`] (so never on a sealed cell), with one
+    /// at most [`MAX_COUNT_PER_SLICE`] (so never on a sealed cell), with one
     /// write. `false` (and `*contended` if a CAS lost to another thread)
     /// sends the caller to the full protocol. See the module docs for why
     /// two loads suffice.
@@ -247,7 +247,7 @@ impl SliceCell {
         let ew = self.epoch.load(Ordering::Acquire);
         let w = self.word.load(Ordering::Acquire);
         let c = w.wrapping_sub(pack(tag(e), 0));
-        if ew != e || c > MAX_SLICE_COUNT || n > MAX_SLICE_COUNT - c {
+        if ew != e || c > MAX_COUNT_PER_SLICE || n > MAX_COUNT_PER_SLICE - c {
             return false;
         }
         if write(&self.word, w, w + n, writer) {
@@ -266,7 +266,7 @@ impl SliceCell {
     pub(crate) fn try_add_current(&self, n: u64) -> bool {
         let w = self.word.load(Ordering::Relaxed);
         let c = count_of(w);
-        if c > MAX_SLICE_COUNT || n > MAX_SLICE_COUNT - c {
+        if c > MAX_COUNT_PER_SLICE || n > MAX_COUNT_PER_SLICE - c {
             return false;
         }
         debug_assert_eq!(tag_of(w), tag(self.epoch.load(Ordering::Relaxed)));
@@ -301,13 +301,13 @@ impl SliceCell {
             if ew == e {
                 let new = if tag_of(w) == tag(e) {
                     let c = count_of(w);
-                    if c == MAX_SLICE_COUNT {
+                    if c == MAX_COUNT_PER_SLICE {
                         return Added::Recorded; // saturated: nothing to write
                     }
-                    pack(tag(e), c.saturating_add(n).min(MAX_SLICE_COUNT))
+                    pack(tag(e), c.saturating_add(n).min(MAX_COUNT_PER_SLICE))
                 } else {
                     // The previous epoch's count is still here: replace it.
-                    pack(tag(e), n.min(MAX_SLICE_COUNT))
+                    pack(tag(e), n.min(MAX_COUNT_PER_SLICE))
                 };
                 if write(&self.word, w, new, writer) {
                     return Added::Recorded;

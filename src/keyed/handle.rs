@@ -1,7 +1,8 @@
 //! Handles on one key: [`KeyHandle`] and [`HotKeyHandle`]. A handle keeps
 //! the owned key and its hash, so its adds skip hashing the key (the
 //! costliest step of a lookup with the default keyed hasher); the lookups
-//! themselves are the slice maps', lock-free.
+//! themselves are the slice maps', lock-free. Every method reading the
+//! clock has its `_at` twin, as on the types they are handles of.
 
 use super::windows::KeyedWindows;
 use super::HotKeyDetector;
@@ -15,16 +16,20 @@ use std::collections::hash_map::RandomState;
 /// again.
 ///
 /// ```
-/// use stripecount::{KeyedWindows, ManualClock};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{KeyedWindows, Timestamp};
 /// use std::time::Duration;
 ///
-/// let w = KeyedWindows::with_clock(Duration::from_secs(1), 10, ManualClock::new())?;
+/// let w = KeyedWindows::builder(Duration::from_secs(1), 10)
+///     .clock(ManualClock::new())
+///     .build()?;
 /// let h = w.handle("hot");
 /// for _ in 0..100 {
-///     assert!(h.add_at(0, 1));
+///     assert!(h.add_at(Timestamp::ZERO, 1));
 /// }
-/// assert_eq!(h.add_and_sum_at(0, 1), 101);
-/// assert_eq!(w.sum_at("hot", 0), 101);
+/// assert_eq!(h.add_and_sum(1), 101); // the manual clock reads 0
+/// assert_eq!(h.sum(), 101);
+/// assert_eq!(w.sum("hot"), 101);
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct KeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomState> {
@@ -70,6 +75,12 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
         self.add_at(self.windows.clock.now(), n)
     }
 
+    /// Adds `n` now and returns the key's window sum after it (see
+    /// [`add_and_sum_at`](Self::add_and_sum_at)).
+    pub fn add_and_sum(&self, n: u64) -> u64 {
+        self.add_and_sum_at(self.windows.clock.now(), n)
+    }
+
     /// Adds `n` at `now` and returns the key's window sum after it (as
     /// [`KeyedWindows::add_and_sum_at`], with its cost).
     pub fn add_and_sum_at(&self, now: Timestamp, n: u64) -> u64 {
@@ -87,6 +98,11 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
         w.read_in(self.hash, &self.key, e, &guard)
     }
 
+    /// The key's window sum now.
+    pub fn sum(&self) -> u64 {
+        self.sum_at(self.windows.clock.now())
+    }
+
     /// The key's window sum at `now`.
     pub fn sum_at(&self, now: Timestamp) -> u64 {
         let now = now.as_nanos();
@@ -100,14 +116,18 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyHandle<'_, K, C, S> {
 /// key again, with the same hot rule as [`HotKeyDetector::add_at`].
 ///
 /// ```
-/// use stripecount::{HotKeyDetector, ManualClock};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{HotKeyDetector, Timestamp};
 /// use std::time::Duration;
 ///
-/// let d = HotKeyDetector::with_clock(Duration::from_secs(1), 10, 3, ManualClock::new())?;
+/// let d = HotKeyDetector::builder(Duration::from_secs(1), 10, 3)
+///     .clock(ManualClock::new())
+///     .build()?;
 /// let h = d.handle("k");
-/// assert!(!h.add_at(0, 2));
-/// assert_eq!(h.became_hot_at(0, 2), Some(4));
-/// assert!(h.is_hot_at(0));
+/// assert!(!h.add_at(Timestamp::ZERO, 2));
+/// assert_eq!(h.became_hot(2), Some(4)); // the manual clock reads 0
+/// assert!(h.is_hot());
+/// assert!(h.is_hot_at(Timestamp::ZERO));
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct HotKeyHandle<'a, K: 'static, C: Clock = MonotonicClock, S = RandomState> {
@@ -133,6 +153,13 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyHandle<'_, K, C, S> {
         &self.key
     }
 
+    /// Adds `n` now; `Some(window sum after this add)` if this add made
+    /// the key hot.
+    #[inline]
+    pub fn became_hot(&self, n: u64) -> Option<u64> {
+        self.became_hot_at(self.detector.windows.clock.now(), n)
+    }
+
     /// Adds `n` at `now`; `Some(window sum after this add)` if this add
     /// made the key hot.
     #[inline]
@@ -152,6 +179,11 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyHandle<'_, K, C, S> {
     #[inline]
     pub fn add(&self, n: u64) -> bool {
         self.add_at(self.detector.windows.clock.now(), n)
+    }
+
+    /// Whether the key is hot now (see [`is_hot_at`](Self::is_hot_at)).
+    pub fn is_hot(&self) -> bool {
+        self.is_hot_at(self.detector.windows.clock.now())
     }
 
     /// Whether the key is hot by the rule and its window sum at `now` is at

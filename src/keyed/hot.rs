@@ -39,6 +39,7 @@
 //! it.
 
 use super::bound;
+use super::builder::HotKeyDetectorBuilder;
 use super::home::{Home, HomeCfg};
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
@@ -95,16 +96,22 @@ pub(super) const NOTED: u64 = EntryHot::NOTED.mask();
 /// epoch than the newest slice).
 ///
 /// ```
-/// use stripecount::{HotKeyDetector, ManualClock};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{HotKeyDetector, Timestamp};
 /// use std::time::Duration;
 ///
-/// let d = HotKeyDetector::with_clock(Duration::from_secs(10), 10, 3, ManualClock::new())?;
-/// assert!(!d.add_at(&"k", 0, 2));
-/// assert!(d.add_at(&"k", 0, 1)); // 3 reaches the threshold: newly hot
-/// assert!(!d.add_at(&"k", 0, 1)); // already hot
-/// assert!(d.is_hot_at(&"k", 0));
-/// assert_eq!(d.hot_keys_at(0), vec!["k"]);
-/// assert!(!d.is_hot_at(&"k", 10_000_000_000)); // its adds left the window
+/// let clock = ManualClock::new();
+/// let d = HotKeyDetector::builder(Duration::from_secs(10), 10, 3)
+///     .clock(clock.clone())
+///     .build()?;
+/// let t = Timestamp::ZERO;
+/// assert!(!d.add_at(&"k", t, 2));
+/// assert!(d.add_at(&"k", t, 1)); // 3 reaches the threshold: newly hot
+/// assert!(!d.add_at(&"k", t, 1)); // already hot
+/// assert!(d.is_hot(&"k"));
+/// assert_eq!(d.hot_keys(), vec!["k"]);
+/// clock.advance(Duration::from_secs(10));
+/// assert!(!d.is_hot(&"k")); // its adds left the window
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct HotKeyDetector<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
@@ -118,30 +125,54 @@ pub struct HotKeyDetector<K: 'static, C: Clock = MonotonicClock, S = RandomState
 }
 
 impl<K: Key> HotKeyDetector<K> {
-    /// A detector over windows of `window` in `slices` slices, on the
-    /// monotonic clock. Errors as [`KeyedWindows::new`], and a zero
-    /// threshold.
+    /// A detector of keys whose sum over windows of `window` in `slices`
+    /// slices reaches `threshold`, on the monotonic clock. Errors as
+    /// [`KeyedWindows::new`], and a zero threshold.
+    ///
+    /// ```
+    /// use stripecount::HotKeyDetector;
+    /// use std::time::Duration;
+    ///
+    /// let d = HotKeyDetector::new(Duration::from_secs(10), 10, 100)?;
+    /// assert!(!d.add(&"k", 99));
+    /// assert!(d.add(&"k", 1)); // 100 in the last 10 s: newly hot
+    /// assert!(HotKeyDetector::<u64>::new(Duration::from_secs(10), 10, 0).is_err());
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
     pub fn new(window: Duration, slices: usize, threshold: u64) -> Result<Self, ConfigError> {
-        Self::with_clock(window, slices, threshold, MonotonicClock)
+        Self::builder(window, slices, threshold).build()
     }
-}
 
-impl<K: Key, C: Clock> HotKeyDetector<K, C> {
-    /// A detector on the given clock (see [`HotKeyDetector::new`]).
-    pub fn with_clock(
-        window: Duration,
-        slices: usize,
-        threshold: u64,
-        clock: C,
-    ) -> Result<Self, ConfigError> {
-        Self::over(KeyedWindows::with_clock(window, slices, clock)?, threshold)
+    /// The builder of a detector (see [`new`](Self::new)), for the options
+    /// of [`HotKeyDetectorBuilder`] (a clock, a hasher, a bound on the keys
+    /// of each slice); checked by its
+    /// [`build`](HotKeyDetectorBuilder::build), with the errors of `new`.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{HotKeyDetector, Timestamp};
+    /// use std::time::Duration;
+    ///
+    /// let d = HotKeyDetector::builder(Duration::from_secs(1), 10, 3)
+    ///     .clock(ManualClock::new())
+    ///     .max_keys(10_000)
+    ///     .build()?;
+    /// assert_eq!(d.became_hot_at(&7u64, Timestamp::ZERO, 5), Some(5));
+    /// assert!(d.is_hot(&7)); // the manual clock reads 0
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder(window: Duration, slices: usize, threshold: u64) -> HotKeyDetectorBuilder<K> {
+        HotKeyDetectorBuilder::new(window, slices, threshold)
     }
 }
 
 impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
-    /// A detector over the given per-key windows, e.g. built with
-    /// [`KeyedWindows::with_hasher`]. Errors on a zero threshold.
-    pub fn over(windows: KeyedWindows<K, C, S>, threshold: u64) -> Result<Self, ConfigError> {
+    /// A detector over the given per-key windows (a builder's `build`).
+    /// Errors on a zero threshold.
+    pub(super) fn from_windows(
+        windows: KeyedWindows<K, C, S>,
+        threshold: u64,
+    ) -> Result<Self, ConfigError> {
         if threshold == 0 {
             return Err(ConfigError::Invalid("the hot threshold must be at least 1"));
         }
@@ -157,14 +188,6 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             threshold,
             heavy: threshold.div_ceil(slices),
         })
-    }
-
-    /// Bounds the keys each slice holds (see
-    /// [`KeyedWindows::with_max_keys`]); an add that is not tracked
-    /// returns `false`.
-    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
-        self.windows = self.windows.with_max_keys(max_keys);
-        self
     }
 
     /// The threshold.
@@ -191,10 +214,22 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         self.became_hot_at(key, now, n).is_some()
     }
 
+    /// As [`add`](Self::add), returning the key's window sum after this add
+    /// (as the add saw it) when this add made the key hot.
+    #[inline]
+    pub fn became_hot<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> Option<u64> {
+        self.became_hot_at(key, self.windows.clock.now(), n)
+    }
+
     /// As [`add_at`](Self::add_at), returning the key's window sum after
     /// this add (as the add saw it) when this add made the key hot.
     #[inline]
-    pub fn became_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> Option<u64> {
+    pub fn became_hot_at<Q: KeyRef<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: Timestamp,
+        n: u64,
+    ) -> Option<u64> {
         let now = now.as_nanos();
         let hash = self.windows.ring.hash(key);
         self.became_hot_in(hash, key, now, n)
@@ -265,6 +300,11 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         self.is_hot_at(key, self.windows.clock.now())
     }
 
+    /// Every key that is hot now (see [`hot_keys_at`](Self::hot_keys_at)).
+    pub fn hot_keys(&self) -> Vec<K> {
+        self.hot_keys_at(self.windows.clock.now())
+    }
+
     /// Every key that [`is_hot_at`](Self::is_hot_at) `now` (in unspecified
     /// order; a scan of every live slice, one shard at a time).
     pub fn hot_keys_at(&self, now: Timestamp) -> Vec<K> {
@@ -282,6 +322,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             })
             .map(|(k, _)| k.clone())
             .collect()
+    }
+
+    /// Drops the slices that left the window now and the hot state of keys
+    /// with no heavy slice left (see [`evict_idle_at`](Self::evict_idle_at)).
+    pub fn evict_idle(&self) -> usize {
+        self.evict_idle_at(self.windows.clock.now())
     }
 
     /// Drops the slices that left the window at `now` (see

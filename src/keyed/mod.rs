@@ -19,8 +19,10 @@
 //!   contention, sealed and lent when its table moves.
 //! - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (construction,
 //!   eviction, sizes); `reads.rs`: its reads and takes; `handle.rs`: the
-//!   handles. The bounds every per-key method shares ([`crate::Key`],
-//!   [`crate::KeyRef`], [`crate::KeyHasher`]) are `crate::key`.
+//!   handles; `builder.rs`: [`KeyedWindowsBuilder`] and
+//!   [`HotKeyDetectorBuilder`]. The bounds every per-key method shares
+//!   ([`Key`], [`KeyRef`], [`KeyHasher`]) are `crate::key`, re-exported
+//!   here.
 //! - `home.rs` and `hot.rs`: the hot rule and [`HotKeyDetector`]; state
 //!   only for *heavy* keys (a slice at `ceil(T / S)` or more). `exact.rs`:
 //!   a heavy key's exact step. `bound.rs`: how many adds a heavy, cold key
@@ -55,6 +57,7 @@
 
 mod add;
 mod bound;
+mod builder;
 mod entry;
 mod exact;
 mod handle;
@@ -68,9 +71,11 @@ mod ring;
 mod slice_map;
 mod windows;
 
+pub use self::builder::{HotKeyDetectorBuilder, KeyedWindowsBuilder};
 pub use self::handle::{HotKeyHandle, KeyHandle};
 pub use self::hot::HotKeyDetector;
 pub use self::windows::KeyedWindows;
+pub use crate::key::{Key, KeyHasher, KeyRef};
 
 #[allow(dead_code)]
 fn _assert_traits() {

@@ -75,6 +75,12 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         self.read_in(self.ring.hash(key), key, self.epoch(now), &guard)
     }
 
+    /// The `k` keys with the largest non-zero window sums now, largest
+    /// first (see [`top_at`](Self::top_at)).
+    pub fn top(&self, k: usize) -> Vec<(K, u64)> {
+        self.top_at(self.clock.now(), k)
+    }
+
     /// The `k` keys with the largest non-zero window sums at `now`,
     /// largest first (ties in unspecified order). A scan of every live
     /// slice, one shard at a time: adds racing it may or may not be seen.
@@ -130,8 +136,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             .and_then(|m| m.map.get(hash, |k| key.is(k), guard))
     }
 
-    /// Whether `key`'s entry in the slice of `now` is striped (several
-    /// threads added to it at once).
+    /// Tests only: whether `key`'s entry in the slice of `now` is striped
+    /// (several threads added to it at once).
+    #[doc(hidden)]
     pub fn is_striped_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> bool {
         let now = now.as_nanos();
         let guard = Guard::pin(self.ring.graveyard());
@@ -152,9 +159,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             .is_some()
     }
 
-    /// Takes every count held, for every key: calls `f(key, epoch, count)`
-    /// for each non-zero slice count (`epoch` = time / slice length) and
-    /// leaves that slice at zero. An add racing the take lands either in
+    /// Takes every count held, for every key: calls `f(key, start, count)`
+    /// for each non-zero slice count (`start`: the start of the slice the
+    /// count was added in, a whole multiple of the slice length) and leaves
+    /// that slice at zero. An add racing the take lands either in
     /// what is taken or in what stays, never both, never neither. For
     /// callers that ship counts elsewhere (a flush), one shard at a time.
     ///
@@ -166,7 +174,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// aborts). While `f` runs, the memory that any per-key structure of
     /// the process retires waits (`f` runs inside the collector's guard):
     /// keep it quick (collect into a buffer, then ship).
-    pub fn take_all(&self, mut f: impl FnMut(&K, u64, u64)) {
+    pub fn take_all(&self, mut f: impl FnMut(&K, Timestamp, u64)) {
         let guard = Guard::pin(self.ring.graveyard());
         self.ring.for_each_map(&guard, |m| {
             m.map.for_each_batch(
@@ -181,7 +189,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                         guard: &guard,
                     };
                     while let Some(&(key, c)) = back.batch.get(back.next) {
-                        f(key, m.epoch, c);
+                        f(key, self.slice_start(m.epoch), c);
                         back.next += 1;
                     }
                 },
@@ -189,9 +197,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         });
     }
 
-    /// [`take_all`](Self::take_all) for one key: `f(epoch, count)`, under
+    /// [`take_all`](Self::take_all) for one key: `f(start, count)`, under
     /// no lock. If `f` panics, the count of that call is added back.
-    pub fn take<Q: KeyRef<K> + ?Sized>(&self, key: &Q, mut f: impl FnMut(u64, u64)) {
+    pub fn take<Q: KeyRef<K> + ?Sized>(&self, key: &Q, mut f: impl FnMut(Timestamp, u64)) {
         let guard = Guard::pin(self.ring.graveyard());
         let hash = self.ring.hash(key);
         self.ring.for_each_map(&guard, |m| {
@@ -201,7 +209,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                 .unwrap_or(0);
             if c > 0 {
                 let back = GiveBackOne(self, m, hash, key, c, &guard);
-                f(m.epoch, c);
+                f(self.slice_start(m.epoch), c);
                 std::mem::forget(back);
             }
         });

@@ -7,8 +7,10 @@
 //! inserted under one of the map's shard locks; a slice whose map is full
 //! does not track the add and counts it in
 //! [`untracked_adds`](KeyedWindows::untracked_adds). A read of a key's
-//! window looks the key up in each live slice's map (`reads.rs`).
+//! window looks the key up in each live slice's map (`reads.rs`). The
+//! builder is `builder.rs`.
 
+use super::builder::KeyedWindowsBuilder;
 use super::ring::Ring;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
@@ -34,34 +36,36 @@ use strength_reduce::StrengthReducedU64;
 /// Memory: each slice keeps the keys added to in it (32 bytes a key for a
 /// `u64` key, in tables kept between 7/12 and 7/8 full); a slice that
 /// leaves the window is dropped whole, so a key idle for a whole window
-/// holds nothing. [`with_max_keys`](Self::with_max_keys) bounds the keys of
+/// holds nothing. [`KeyedWindowsBuilder::max_keys`] bounds the keys of
 /// each slice.
 ///
 /// The hasher `S` defaults to the standard library's `RandomState`
 /// (SipHash-1-3, randomly keyed): keys often come from clients (IPs, API
 /// keys, URLs), and a keyed hash keeps a crafted flood of colliding keys
 /// from turning lookups into scans. A faster hasher can be given with
-/// [`with_hasher`](Self::with_hasher) where keys are trusted.
+/// [`KeyedWindowsBuilder::hasher`] where keys are trusted.
 ///
 /// ```
-/// use stripecount::{KeyedWindows, ManualClock};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::KeyedWindows;
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
 /// // The last 10 seconds, in 10 slices of 1 second, per key.
-/// let w = KeyedWindows::with_clock(Duration::from_secs(10), 10, clock.clone())?;
+/// let w = KeyedWindows::builder(Duration::from_secs(10), 10)
+///     .clock(clock.clone())
+///     .build()?;
 /// assert!(w.add(&"alice", 3));
 /// assert!(w.add(&"bob", 1));
 /// clock.advance(Duration::from_secs(5));
 /// assert_eq!(w.add_and_sum(&"alice", 2), 5);
-/// assert_eq!(w.top_at(clock.now(), 1), vec![("alice", 5)]);
+/// assert_eq!(w.top(1), vec![("alice", 5)]);
 /// clock.advance(Duration::from_secs(5)); // the first adds are 10 s old
 /// assert_eq!(w.sum(&"alice"), 2);
 /// assert_eq!(w.sum(&"bob"), 0);
 /// // The slice of the first adds left the window: dropped with its 2 keys.
-/// assert_eq!(w.evict_idle_at(clock.now()), 2);
+/// assert_eq!(w.evict_idle(), 2);
 /// assert_eq!(w.len(), 1); // alice, in the slice of the second add
-/// # use stripecount::Clock;
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct KeyedWindows<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
@@ -78,42 +82,59 @@ impl<K: Key> KeyedWindows<K> {
     /// Windows of `window` cut into `slices` slices, on the monotonic clock.
     ///
     /// Errors as [`SlidingWindow::new`](crate::SlidingWindow::new).
+    ///
+    /// ```
+    /// use stripecount::KeyedWindows;
+    /// use std::time::Duration;
+    ///
+    /// let w = KeyedWindows::new(Duration::from_secs(10), 10)?;
+    /// w.add("alice", 2);
+    /// assert_eq!(w.sum("alice"), 2);
+    /// assert_eq!(w.sum("bob"), 0);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
     pub fn new(window: Duration, slices: usize) -> Result<Self, ConfigError> {
-        Self::with_clock(window, slices, MonotonicClock)
+        Self::builder(window, slices).build()
     }
-}
 
-impl<K: Key, C: Clock> KeyedWindows<K, C> {
-    /// Windows on the given clock (errors as
-    /// [`SlidingWindow::new`](crate::SlidingWindow::new)).
-    pub fn with_clock(window: Duration, slices: usize, clock: C) -> Result<Self, ConfigError> {
-        Self::with_hasher(window, slices, clock, RandomState::new())
+    /// The builder of windows of `window` cut into `slices` slices, for the
+    /// options of [`KeyedWindowsBuilder`] (a clock, a hasher, a bound on
+    /// the keys of each slice); checked by its
+    /// [`build`](KeyedWindowsBuilder::build), with the errors of
+    /// [`new`](Self::new).
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{KeyedWindows, Timestamp};
+    /// use std::time::Duration;
+    ///
+    /// let w = KeyedWindows::builder(Duration::from_secs(1), 10)
+    ///     .clock(ManualClock::new())
+    ///     .max_keys(10_000)
+    ///     .build()?;
+    /// assert!(w.add_at(&7u64, Timestamp::ZERO, 1));
+    /// assert_eq!(w.sum(&7), 1); // the manual clock reads 0
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder(window: Duration, slices: usize) -> KeyedWindowsBuilder<K> {
+        KeyedWindowsBuilder::new(window, slices)
     }
 }
 
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
-    /// Windows on the given clock whose maps hash keys with `hasher`
-    /// (see the type's docs for why the default is `RandomState`).
-    ///
-    /// ```
-    /// use stripecount::{KeyedWindows, ManualClock};
-    /// use std::collections::hash_map::RandomState;
-    /// use std::time::Duration;
-    ///
-    /// let w = KeyedWindows::with_hasher(
-    ///     Duration::from_secs(1), 10, ManualClock::new(), RandomState::new())?;
-    /// assert!(w.add_at(&7u64, 0, 1));
-    /// # Ok::<(), stripecount::ConfigError>(())
-    /// ```
-    pub fn with_hasher(
+    /// The windows a builder describes (its `build`).
+    pub(super) fn from_parts(
         window: Duration,
         slices: usize,
         clock: C,
         hasher: S,
+        max_keys: usize,
     ) -> Result<Self, ConfigError> {
         let slice_nanos = slice_nanos(window, slices)?;
+        let mut ring = Ring::new(slices, slice_nanos, hasher);
+        ring.set_max_keys(max_keys);
         Ok(KeyedWindows {
-            ring: Ring::new(slices, slice_nanos, hasher),
+            ring,
             slices,
             slice_nanos,
             divisor: StrengthReducedU64::new(slice_nanos),
@@ -121,17 +142,6 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             clock,
             untracked: AtomicU64::new(0),
         })
-    }
-
-    /// Holds at most `max_keys` keys in each slice: an add for a key its
-    /// slice does not hold yet, when the slice already holds `max_keys`,
-    /// is not tracked (it returns `false` and is counted by
-    /// [`untracked_adds`](Self::untracked_adds)). So the whole structure
-    /// holds at most `slices * max_keys` entries. A `max_keys` of 0 tracks
-    /// nothing.
-    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
-        self.ring.set_max_keys(max_keys);
-        self
     }
 
     /// The epoch of `now`: a multiply by a precomputed reciprocal, not a
@@ -149,17 +159,12 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         self.add_at(key, self.clock.now(), n)
     }
 
-    /// Adds one to `key` now.
-    #[inline]
-    pub fn increment<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
-        self.add(key, 1)
-    }
-
-    /// Adds `n` to `key` at `now` (nanoseconds on this clock). `true` if it
-    /// was counted; `false` if it was older than the ring (dropped, as by
+    /// Adds `n` to `key` at `now` (on this structure's clock's timeline).
+    /// `true` if it was counted; `false` if it was older than the ring
+    /// (dropped, as by
     /// [`SlidingWindow::add_at`](crate::SlidingWindow::add_at)) or its
     /// slice could not track the key (see
-    /// [`with_max_keys`](Self::with_max_keys)). An add of 0 records nothing
+    /// [`KeyedWindowsBuilder::max_keys`]). An add of 0 records nothing
     /// and returns `true`. The cheapest add: one lookup in the current
     /// slice's map and one CAS on the key's entry, which nothing else
     /// shares.
@@ -211,6 +216,12 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Drops every slice that left the window now; returns the entries
+    /// they held (see [`evict_idle_at`](Self::evict_idle_at)).
+    pub fn evict_idle(&self) -> usize {
+        self.evict_idle_at(self.clock.now())
     }
 
     /// Drops every slice that left the window at `now`; returns the entries
@@ -273,10 +284,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         &self.clock
     }
 
-    /// The epoch (slice number) of time `now`.
-    pub fn epoch_at(&self, now: Timestamp) -> u64 {
-        let now = now.as_nanos();
-        self.epoch(now)
+    /// The start of slice `e` (an epoch reached from a time, so no
+    /// overflow).
+    pub(super) fn slice_start(&self, e: u64) -> Timestamp {
+        Timestamp::from_nanos(e * self.slice_nanos)
     }
 }
 

@@ -49,7 +49,7 @@
 //!   up to a power of two: at most `MAX_SLICES` = 4096, under `MAX_STRIDE`).
 //! - Marks: `AcqRel` increments (`begun` before the take, in this thread's
 //!   order; `ended` after the last placement), `Acquire` loads by readers.
-//! - Counts saturate at [`MAX_SLICE_COUNT`](crate::MAX_SLICE_COUNT) per cell
+//! - Counts saturate at [`MAX_COUNT_PER_SLICE`](crate::window::MAX_COUNT_PER_SLICE) per cell
 //!   (a fold into a cell saturates there too); nothing wraps.
 //! - Recursion depth is at most the number of rings (<= `MAX_LEVELS`): a
 //!   placement only ever moves to a coarser ring.

@@ -20,7 +20,8 @@
 //! - `read.rs`: a level's sum over rings `0..=r`, retried until it saw no
 //!   fold in flight; why every level sees every add exactly once.
 //! - `window.rs`: the public type: configuration errors, the add's fast path
-//!   (the owner's slice cache), sums over spans, accessors.
+//!   (the owner's slice cache), sums over spans, accessors. `builder.rs`:
+//!   its builder (the levels and a clock).
 //!
 //! # Cost
 //! An add is, on its fast path, exactly a `SlidingWindow::add_at`: the
@@ -40,10 +41,12 @@
 //! thread was descheduled mid-fold, the reader waits for it (spinning, then
 //! yielding). Adds never wait for anyone.
 
+mod builder;
 mod fold;
 mod layout;
 mod read;
 mod window;
 
+pub use builder::MultiWindowBuilder;
 pub use layout::MAX_LEVELS;
 pub use window::MultiWindow;

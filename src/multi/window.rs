@@ -1,5 +1,5 @@
-//! The public type [`MultiWindow`]: configuration, the add's fast path,
-//! sums over spans. The model is in `mod.rs`; the layout in `layout.rs`; the
+//! The public type [`MultiWindow`]: construction, the add's fast path,
+//! sums over spans (its builder is `builder.rs`). The model is in `mod.rs`; the layout in `layout.rs`; the
 //! writers' folding protocol in `fold.rs`; reads in `read.rs`.
 //!
 //! # The owner's slice cache
@@ -27,6 +27,7 @@
 //!   stamped in the past is filed in the finest ring that has not moved
 //!   past it (`fold.rs`), or dropped if none has, and reported as such.
 
+use super::builder::MultiWindowBuilder;
 use super::layout::{Layout, Level, RingSpec, Row};
 use super::{fold, read};
 use crate::clock::{duration_nanos, Clock, MonotonicClock, Timestamp};
@@ -75,13 +76,16 @@ use strength_reduce::StrengthReducedU64;
 /// module's design notes in the repository's `IMPLEMENTATION.md`.
 ///
 /// ```
-/// use stripecount::{ManualClock, MultiWindow};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::MultiWindow;
 /// use std::time::Duration;
 ///
 /// const MIN: Duration = Duration::from_secs(60);
 /// let clock = ManualClock::new();
 /// // The last minute by the second, the last hour by the minute.
-/// let w = MultiWindow::with_clock(&[(MIN, 60), (60 * MIN, 60)], clock.clone())?;
+/// let w = MultiWindow::builder(&[(MIN, 60), (60 * MIN, 60)])
+///     .clock(clock.clone())
+///     .build()?;
 /// assert_eq!(w.levels(), 2);
 /// w.add(5);
 /// clock.advance(10 * MIN);
@@ -114,14 +118,48 @@ impl MultiWindow {
     /// ([`ConfigError::LevelsNotIncreasing`]); a slice length that is not a
     /// whole multiple of the previous level's
     /// ([`ConfigError::LevelSliceMismatch`]).
+    ///
+    /// ```
+    /// use stripecount::MultiWindow;
+    /// use std::time::Duration;
+    ///
+    /// const MIN: Duration = Duration::from_secs(60);
+    /// let w = MultiWindow::new(&[(MIN, 60), (60 * MIN, 60), (24 * 60 * MIN, 24)])?;
+    /// w.add(1);
+    /// assert_eq!(w.sum_over(5 * MIN), 1);
+    /// assert!(MultiWindow::new(&[(60 * MIN, 60), (MIN, 60)]).is_err()); // not increasing
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
     pub fn new(levels: &[(Duration, usize)]) -> Result<Self, ConfigError> {
-        Self::with_clock(levels, MonotonicClock::new())
+        Self::builder(levels).build()
+    }
+
+    /// The builder of levels of `(window, slices)`, finest first, for the
+    /// options of [`MultiWindowBuilder`] (a clock); checked by its
+    /// [`build`](MultiWindowBuilder::build), with the errors of
+    /// [`new`](Self::new).
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{MultiWindow, Timestamp};
+    /// use std::time::Duration;
+    ///
+    /// let s = Duration::from_secs(1);
+    /// let w = MultiWindow::builder(&[(10 * s, 10), (100 * s, 10)])
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(w.add_at(Timestamp::ZERO, 3));
+    /// assert_eq!(w.sum_over(100 * s), 3);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder(levels: &[(Duration, usize)]) -> MultiWindowBuilder {
+        MultiWindowBuilder::new(levels)
     }
 }
 
 impl<C: Clock> MultiWindow<C> {
-    /// Levels on the given clock (see [`MultiWindow::new`] for errors).
-    pub fn with_clock(levels: &[(Duration, usize)], clock: C) -> Result<Self, ConfigError> {
+    /// The structure of `levels` on `clock` (the builder's `build`).
+    pub(super) fn from_parts(levels: &[(Duration, usize)], clock: C) -> Result<Self, ConfigError> {
         let Layout { rings, levels } = Layout::new(levels)?;
         Ok(MultiWindow {
             slice0: StrengthReducedU64::new(rings[0].slice_nanos),
@@ -149,7 +187,7 @@ impl<C: Clock> MultiWindow<C> {
         self.add_at(self.clock.now(), n)
     }
 
-    /// Adds `n` at time `now` (nanoseconds on this structure's clock), at
+    /// Adds `n` at time `now` (on this structure's clock's timeline), at
     /// every level. At a level whose ring has already moved a ring length
     /// past `now` the add is not counted (it is outside every window of that
     /// level); see the type's docs. Returns `false` if the add was counted
@@ -306,12 +344,12 @@ mod tests {
         // and a 128-byte header per writing thread.
         let fixed = w.memory_bytes();
         assert!(fixed < 1024 + 20 * w.rows.cap(), "{fixed}");
-        assert!(w.add_at(0, 1));
+        assert!(w.add_at(Timestamp::ZERO, 1));
         assert_eq!(w.memory_bytes(), fixed + 128 + 160 * 16);
         std::thread::spawn({
             let w = &w as *const MultiWindow as usize;
             // SAFETY: the window outlives the joined thread.
-            move || assert!(unsafe { &*(w as *const MultiWindow) }.add_at(0, 1))
+            move || assert!(unsafe { &*(w as *const MultiWindow) }.add_at(Timestamp::ZERO, 1))
         })
         .join()
         .unwrap();

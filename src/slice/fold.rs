@@ -3,12 +3,13 @@
 //! instead of being dropped (see "Folding cells" in [`crate::slice`]).
 
 use super::{
-    count_of, pack, tag, tag_of, write, Added, SliceCell, COUNT_MASK, MAX_SLICE_COUNT, MAX_STRIDE,
+    count_of, pack, tag, tag_of, write, Added, SliceCell, COUNT_MASK, MAX_COUNT_PER_SLICE,
+    MAX_STRIDE,
 };
 use crate::stripes::Writer;
 
 /// The count value that marks a cell *sealed* (folding rows only; see
-/// [`SliceCell::add_folding`]), one above [`MAX_SLICE_COUNT`] so that no
+/// [`SliceCell::add_folding`]), one above [`MAX_COUNT_PER_SLICE`] so that no
 /// saturated count is ever mistaken for it.
 pub(crate) const SEALED: u64 = COUNT_MASK;
 
@@ -50,7 +51,7 @@ impl SliceCell {
     /// tag(epoch)`, the word is `tag(prev) | SEALED`, so a recycle never
     /// discards a count. The steps, each a CAS against a snapshot:
     /// - `epoch == e`, tag of `e`, not sealed: add (saturating at
-    ///   [`MAX_SLICE_COUNT`]).
+    ///   [`MAX_COUNT_PER_SLICE`]).
     /// - `epoch == e`, tag of `e`, sealed; or `epoch > e`: the slot has
     ///   moved past `e`, which is outside every window of this ring:
     ///   [`Added::TooOld`], and the caller files the add in a coarser ring.
@@ -100,12 +101,12 @@ impl SliceCell {
                 if c == SEALED {
                     return Added::TooOld;
                 }
-                if c == MAX_SLICE_COUNT {
+                if c == MAX_COUNT_PER_SLICE {
                     return Added::Recorded; // saturated: nothing to write
                 }
-                pack(tag(e), c.saturating_add(n).min(MAX_SLICE_COUNT))
+                pack(tag(e), c.saturating_add(n).min(MAX_COUNT_PER_SLICE))
             } else if ew == e {
-                pack(tag(e), n.min(MAX_SLICE_COUNT))
+                pack(tag(e), n.min(MAX_COUNT_PER_SLICE))
             } else if ew > e {
                 return Added::TooOld;
             } else if !current {
@@ -228,8 +229,8 @@ mod tests {
         c.add_folding(0, u64::MAX, 1, &mut k, &mut f);
         c.add_folding(0, u64::MAX, 1, &mut k, &mut f);
         assert!(!c.try_add_folding(0, 1, &mut k));
-        assert_eq!(c.read_folding(), (0, MAX_SLICE_COUNT));
+        assert_eq!(c.read_folding(), (0, MAX_COUNT_PER_SLICE));
         c.add_folding(1, 1, 1, &mut k, &mut f);
-        assert_eq!(f.folded, vec![(0, MAX_SLICE_COUNT)]);
+        assert_eq!(f.folded, vec![(0, MAX_COUNT_PER_SLICE)]);
     }
 }

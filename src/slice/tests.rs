@@ -40,11 +40,11 @@ fn jump_by_multiple_of_tag_space_does_not_alias() {
 fn saturates_at_cell_maximum() {
     let c = SliceCell::new(0);
     let mut k = false;
-    c.add(0, MAX_SLICE_COUNT - 1, 1, &mut k);
+    c.add(0, MAX_COUNT_PER_SLICE - 1, 1, &mut k);
     c.add(0, 10, 1, &mut k);
-    assert_eq!(c.read(), (0, MAX_SLICE_COUNT));
+    assert_eq!(c.read(), (0, MAX_COUNT_PER_SLICE));
     c.add(0, u64::MAX, 1, &mut k);
-    assert_eq!(c.read(), (0, MAX_SLICE_COUNT));
+    assert_eq!(c.read(), (0, MAX_COUNT_PER_SLICE));
 }
 
 #[test]
@@ -74,11 +74,11 @@ fn a_sole_writer_goes_through_the_same_states() {
 fn the_fast_path_stops_short_of_saturation() {
     let c = SliceCell::new(0);
     let mut k = false;
-    assert!(c.try_add_as(Writer::Shared, 0, MAX_SLICE_COUNT - 1, &mut k));
+    assert!(c.try_add_as(Writer::Shared, 0, MAX_COUNT_PER_SLICE - 1, &mut k));
     assert!(c.try_add_as(Writer::Shared, 0, 1, &mut k));
     assert!(!c.try_add_as(Writer::Shared, 0, 1, &mut k), "saturated");
     assert_eq!(c.add(0, 1, 1, &mut k), Added::Recorded);
-    assert_eq!(c.read(), (0, MAX_SLICE_COUNT));
+    assert_eq!(c.read(), (0, MAX_COUNT_PER_SLICE));
     let d = SliceCell::new(0);
     assert!(
         !d.try_add_as(Writer::Sole, 0, u64::MAX, &mut k),

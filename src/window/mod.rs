@@ -8,7 +8,7 @@
 //!
 //! The engine is a striped ring of epoch-tagged slices (`ring.rs`): a row
 //! of `S` cells per writing thread, each cell recycling itself
-//! ([`crate::slice`]), so there is no global "current epoch" and no lock.
+//! (`crate::slice`), so there is no global "current epoch" and no lock.
 //!
 //! # Invariants
 //! - Every add is counted in exactly one cell, under its own epoch, or is
@@ -18,15 +18,26 @@
 //!   whose epoch is in its window, so it never counts an add outside its
 //!   window or twice, and sees every add that happened before it.
 //!
+//! # Files
+//! `ring.rs` is the engine; `builder.rs` the [`WindowBuilder`]. This module
+//! also names the limits of every window type ([`MAX_SLICES`],
+//! [`MAX_LEVELS`], [`MAX_COUNT_PER_SLICE`]) and re-exports [`MultiWindow`]
+//! and its builder from `crate::multi`.
+//!
 //! # Memory
 //! A window holds no row until its first add, then one row per writing
 //! thread: `16 * S` bytes rounded up to a multiple of 128, plus a fixed
 //! header of about 150 bytes and three words per possible stripe (CPU count
 //! rounded up to a power of two).
 
+mod builder;
 mod ring;
 
 use ring::Ring;
+
+pub use crate::multi::{MultiWindow, MultiWindowBuilder, MAX_LEVELS};
+pub use crate::slice::MAX_COUNT_PER_SLICE;
+pub use builder::WindowBuilder;
 
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
@@ -36,7 +47,7 @@ use std::time::Duration;
 /// The most slices a window may have. Sums read every slice of every
 /// stripe, so a ring much longer than this makes reads slow; the slice
 /// protocol itself supports up to 65,535. For long windows at fine
-/// resolution use [`MultiWindow`](crate::MultiWindow).
+/// resolution use [`MultiWindow`].
 pub const MAX_SLICES: usize = 4096;
 
 /// Validates `(window, slices)` and returns the slice length in nanoseconds.
@@ -65,12 +76,15 @@ pub(crate) fn slice_nanos(window: Duration, slices: usize) -> Result<u64, Config
 /// `window`, updated lock-free from many threads.
 ///
 /// ```
-/// use stripecount::{ManualClock, SlidingWindow};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{SlidingWindow, Timestamp};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
 /// // The last 10 seconds, in 10 slices of 1 second.
-/// let w = SlidingWindow::with_clock(Duration::from_secs(10), 10, clock.clone())?;
+/// let w = SlidingWindow::builder(Duration::from_secs(10), 10)
+///     .clock(clock.clone())
+///     .build()?;
 /// assert!(w.add(3)); // counted
 /// clock.advance(Duration::from_secs(4));
 /// w.add(2);
@@ -79,7 +93,7 @@ pub(crate) fn slice_nanos(window: Duration, slices: usize) -> Result<u64, Config
 /// assert_eq!(w.sum(), 2);
 ///
 /// // Callers that already know the time skip the clock read:
-/// let t = 12_000_000_000; // 12 s, in nanoseconds
+/// let t = Timestamp::from_duration(Duration::from_secs(12));
 /// assert!(w.add_at(t, 1));
 /// assert_eq!(w.sum_at(t), 3);
 /// # Ok::<(), stripecount::ConfigError>(())
@@ -96,8 +110,40 @@ impl SlidingWindow {
     /// Errors: zero window, zero slices, more than [`MAX_SLICES`] slices, a
     /// window whose nanoseconds are not a whole multiple of `slices`, or one
     /// longer than `u64::MAX` nanoseconds.
+    ///
+    /// ```
+    /// use stripecount::SlidingWindow;
+    /// use std::time::Duration;
+    ///
+    /// let w = SlidingWindow::new(Duration::from_secs(60), 60)?;
+    /// w.add(1);
+    /// assert_eq!(w.sum(), 1);
+    /// assert!(SlidingWindow::new(Duration::from_secs(1), 7).is_err()); // uneven
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
     pub fn new(window: Duration, slices: usize) -> Result<Self, ConfigError> {
-        Self::with_clock(window, slices, MonotonicClock::new())
+        Self::builder(window, slices).build()
+    }
+
+    /// The builder of a window of `window` cut into `slices` slices, for
+    /// the options of [`WindowBuilder`] (a clock); checked by its
+    /// [`build`](WindowBuilder::build), with the errors of
+    /// [`new`](Self::new).
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{SlidingWindow, Timestamp};
+    /// use std::time::Duration;
+    ///
+    /// let w = SlidingWindow::builder(Duration::from_secs(1), 10)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// assert!(w.add_at(Timestamp::ZERO, 2));
+    /// assert_eq!(w.sum(), 2); // the manual clock reads 0
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder(window: Duration, slices: usize) -> WindowBuilder {
+        WindowBuilder::new(window, slices)
     }
 }
 
@@ -109,15 +155,6 @@ impl Default for SlidingWindow {
 }
 
 impl<C: Clock> SlidingWindow<C> {
-    /// A window on the given clock (see [`SlidingWindow::new`] for errors).
-    pub fn with_clock(window: Duration, slices: usize, clock: C) -> Result<Self, ConfigError> {
-        Ok(SlidingWindow {
-            ring: Ring::new(window, slices)?,
-            window,
-            clock,
-        })
-    }
-
     /// Loom models only: every thread adds to shared rows (written by
     /// CAS), as threads beyond the owned rows do, so that a model can race
     /// writers on one row.
@@ -136,14 +173,7 @@ impl<C: Clock> SlidingWindow<C> {
         self.add_at(self.clock.now(), n)
     }
 
-    /// Adds one now; returns whether it was counted (see
-    /// [`add`](Self::add)).
-    #[inline]
-    pub fn increment(&self) -> bool {
-        self.add(1)
-    }
-
-    /// Adds `n` at time `now` (nanoseconds on this window's clock). Returns
+    /// Adds `n` at time `now` (on this window's clock's timeline). Returns
     /// `false` if the add was dropped because it is older than the ring (its
     /// slot already holds an epoch at least `slices` later); `true` if it was recorded
     /// (an add of 0 is trivially recorded). It reads nothing else: a sum is
@@ -168,6 +198,12 @@ impl<C: Clock> SlidingWindow<C> {
         self.ring.sum_last(self.ring.epoch(now), self.ring.slices())
     }
 
+    /// The total of the last `k` slices now (see
+    /// [`sum_last_at`](Self::sum_last_at)).
+    pub fn sum_last(&self, k: usize) -> u64 {
+        self.sum_last_at(self.clock.now(), k)
+    }
+
     /// The total of the last `k` slices ending with now's (partial) slice;
     /// `k` is clamped to `slices`.
     pub fn sum_last_at(&self, now: Timestamp, k: usize) -> u64 {
@@ -184,6 +220,12 @@ impl<C: Clock> SlidingWindow<C> {
     /// The window's total per second now.
     pub fn rate_per_sec(&self) -> f64 {
         self.rate_per_sec_at(self.clock.now())
+    }
+
+    /// The count of each slice of the window now, oldest first (see
+    /// [`slice_counts_at`](Self::slice_counts_at)).
+    pub fn slice_counts(&self) -> Vec<u64> {
+        self.slice_counts_at(self.clock.now())
     }
 
     /// The count of each of the `slices` epochs ending at `epoch(now)`,
@@ -206,12 +248,6 @@ impl<C: Clock> SlidingWindow<C> {
     /// The slice length.
     pub fn slice_len(&self) -> Duration {
         Duration::from_nanos(self.ring.slice_nanos())
-    }
-
-    /// The epoch (slice number) of time `now`.
-    pub fn epoch_at(&self, now: Timestamp) -> u64 {
-        let now = now.as_nanos();
-        self.ring.epoch(now)
     }
 
     /// The clock.
