@@ -55,8 +55,7 @@ pub use counter::StripedCounter;
 pub use error::ConfigError;
 pub use keyed::{HotKeyDetector, KeyedWindows};
 pub use limiter::{Decision, Denied, KeyedLimiter, MultiLimiter, Quota, RateLimiter};
-pub use multi::MultiWindow;
-pub use window::SlidingWindow;
+pub use window::{MultiWindow, SlidingWindow};
 
 /// Loom models only (`--cfg loom`): one key's entry in one slice, one call
 /// per protocol step (see `loom-tests/`).
