@@ -4,10 +4,15 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stripecount::{Clock, CoarseClock, ManualClock, MonotonicClock};
+use stripecount::clock::{CoarseClock, ManualClock, MonotonicClock};
+use stripecount::{Clock, Timestamp};
 
 fn nanos(d: Duration) -> u64 {
     d.as_nanos() as u64
+}
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
 }
 
 static_assertions::assert_impl_all!(MonotonicClock: Default, Clone, std::fmt::Debug, Clock);
@@ -17,16 +22,16 @@ static_assertions::assert_impl_all!(ManualClock: Default, Clone, std::fmt::Debug
 #[test]
 fn manual_clock_is_shared_and_settable() {
     let c = ManualClock::new();
-    assert_eq!(c.now(), 0);
+    assert_eq!(c.now(), t(0));
     let view = c.clone();
     c.advance(Duration::from_secs(2));
-    assert_eq!(view.now(), 2_000_000_000);
-    view.set(5);
-    assert_eq!(c.now(), 5);
-    c.set(u64::MAX - 1);
+    assert_eq!(view.now(), t(2_000_000_000));
+    view.set(t(5));
+    assert_eq!(c.now(), t(5));
+    c.set(t(u64::MAX - 1));
     c.advance(Duration::from_secs(1));
-    assert_eq!(c.now(), u64::MAX, "advance saturates");
-    assert_eq!(ManualClock::starting_at(42).now(), 42);
+    assert_eq!(c.now(), t(u64::MAX), "advance saturates");
+    assert_eq!(ManualClock::starting_at(t(42)).now(), t(42));
 }
 
 #[test]
@@ -56,7 +61,7 @@ fn monotonic_clock_is_monotonic_under_many_threads() {
                 let mut last = 0;
                 for _ in 0..100_000 {
                     let before = latest.load(Ordering::Acquire);
-                    let t = clock.now();
+                    let t = clock.now().as_nanos();
                     assert!(t >= last, "went back on one thread: {t} < {last}");
                     assert!(t + lag > before, "{t} lags {before} by more than {lag}");
                     latest.fetch_max(t, Ordering::AcqRel);
@@ -76,9 +81,9 @@ fn monotonic_clock_is_monotonic_under_many_threads() {
 fn bracket(clock: &MonotonicClock) -> (Instant, u64, u64) {
     let mut widest = (Instant::now(), 0, u64::MAX);
     for _ in 0..1_000 {
-        let before = clock.now();
+        let before = clock.now().as_nanos();
         let i = Instant::now();
-        let after = clock.now();
+        let after = clock.now().as_nanos();
         if after - before < 100_000 {
             return (i, before, after);
         }
@@ -142,7 +147,10 @@ fn coarse_clock_trails_monotonic_and_advances() {
     for _ in 0..10_000 {
         let c = coarse.now();
         assert!(c >= last, "coarse went backwards");
-        assert!(c <= mono.now() + lag, "coarse ahead of monotonic");
+        assert!(
+            c.as_nanos() <= mono.now().as_nanos() + lag,
+            "coarse ahead of monotonic"
+        );
         last = c;
     }
     // Liveness: the ticker moves it forward (bounded wait, not a race fix).
@@ -156,8 +164,8 @@ fn coarse_clock_trails_monotonic_and_advances() {
 
 #[test]
 fn clocks_through_pointers() {
-    let c = std::sync::Arc::new(ManualClock::starting_at(9));
-    assert_eq!(Clock::now(&c), 9);
-    let b: Box<dyn Clock> = Box::new(ManualClock::starting_at(3));
-    assert_eq!(b.now(), 3);
+    let c = std::sync::Arc::new(ManualClock::starting_at(t(9)));
+    assert_eq!(Clock::now(&c), t(9));
+    let b: Box<dyn Clock> = Box::new(ManualClock::starting_at(t(3)));
+    assert_eq!(b.now(), t(3));
 }

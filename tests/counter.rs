@@ -10,7 +10,7 @@ fn starts_empty_with_no_cell_and_one_after_the_first_add() {
     let c = StripedCounter::new();
     assert_eq!(c.sum(), 0);
     assert_eq!(c.stripes(), 0);
-    c.increment();
+    c.add(1);
     assert_eq!(c.stripes(), 1);
     assert!(c.max_stripes().is_power_of_two());
     assert!(c.max_stripes() >= 2);
@@ -22,7 +22,7 @@ fn single_thread_is_exact_and_never_grows() {
     for i in 0..10_000u64 {
         c.add(i % 7);
     }
-    c.increment();
+    c.add(1);
     let expected: u64 = (0..10_000u64).map(|i| i % 7).sum::<u64>() + 1;
     assert_eq!(c.sum(), expected);
     assert_eq!(c.stripes(), 1, "no contention, no growth");
@@ -47,7 +47,7 @@ fn saturates_instead_of_wrapping() {
     c.add(u64::MAX - 1);
     c.add(5);
     assert_eq!(c.sum(), u64::MAX);
-    c.increment();
+    c.add(1);
     assert_eq!(c.sum(), u64::MAX);
 }
 
@@ -157,7 +157,7 @@ fn sum_and_reset_concurrent_with_adds_loses_nothing() {
             let c = c.clone();
             std::thread::spawn(move || {
                 for _ in 0..per {
-                    c.increment();
+                    c.add(1);
                 }
             })
         })

@@ -1,13 +1,24 @@
 //! The strict limiters against reference models over many random
-//! sequential runs: one limit (`SlidingWindowLimiter`, and
-//! `FixedWindowLimiter` with one slice: grants and refusals, `available`,
+//! sequential runs: one limit (`RateLimiter`, sliding and with a quota of
+//! one slice, a fixed window: grants and refusals, `available`,
 //! `retry_after`, limit changes, time going back and tag wraps) and several
 //! (`MultiLimiter`).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
-use stripecount::{Denied, FixedWindowLimiter, ManualClock, MultiLimiter, SlidingWindowLimiter};
+use stripecount::clock::ManualClock;
+use stripecount::{Decision, Denied, MultiLimiter, Quota, RateLimiter, Timestamp};
+
+fn ts(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// A decision's verdict with the slice a grant was counted in.
+fn verdict(d: Decision) -> Result<u64, Denied> {
+    d.result()
+        .map(|()| d.__slice().expect("a grant is counted in a slice"))
+}
 
 /// The reference: every grant as `(epoch, n)`, judged at the newest epoch.
 struct Model {
@@ -79,10 +90,14 @@ fn random_sequential_runs_match_the_reference() {
         let slices = if fixed { 1 } else { slices };
         let window = Duration::from_nanos(slice * slices);
         let clock = ManualClock::new();
-        let sliding =
-            SlidingWindowLimiter::with_clock(limit, window, slices as usize, clock.clone())
-                .unwrap();
-        let fixed_lim = FixedWindowLimiter::with_clock(limit, window, clock.clone()).unwrap();
+        let sliding = RateLimiter::builder(Quota::per(limit, window).slices(slices as usize))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let fixed_lim = RateLimiter::builder(Quota::per(limit, window).slices(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
         let mut model = Model {
             slices,
             slice,
@@ -105,13 +120,13 @@ fn random_sequential_runs_match_the_reference() {
             match rng.random_range(0..10) {
                 0 => {
                     assert_eq!(
-                        sliding.available_at(now),
+                        sliding.available_at(ts(now)),
                         model.available(now),
                         "available {ctx}"
                     );
                     if fixed {
                         assert_eq!(
-                            fixed_lim.available_at(now),
+                            fixed_lim.available_at(ts(now)),
                             model.available(now),
                             "fixed available {ctx}"
                         );
@@ -119,13 +134,13 @@ fn random_sequential_runs_match_the_reference() {
                 }
                 1 => {
                     assert_eq!(
-                        sliding.retry_after_at(now, n),
+                        sliding.retry_after_at(ts(now), n),
                         model.retry_after(now, n),
                         "retry {ctx}"
                     );
                     if fixed {
                         assert_eq!(
-                            fixed_lim.retry_after_at(now, n),
+                            fixed_lim.retry_after_at(ts(now), n),
                             model.retry_after(now, n),
                             "fixed retry {ctx}"
                         );
@@ -140,13 +155,13 @@ fn random_sequential_runs_match_the_reference() {
                 _ => {
                     let want = model.acquire(now, n);
                     assert_eq!(
-                        sliding.try_acquire_verbose_at(now, n),
+                        verdict(sliding.decide_at(ts(now), n)),
                         want,
                         "acquire {ctx}"
                     );
                     if fixed {
                         assert_eq!(
-                            fixed_lim.try_acquire_verbose_at(now, n),
+                            verdict(fixed_lim.decide_at(ts(now), n)),
                             want,
                             "fixed acquire {ctx}"
                         );
@@ -214,7 +229,14 @@ fn multi_limits_match_the_reference() {
             .map(|&(l, r, s)| (l, Duration::from_nanos(slice * r * s), s as usize))
             .collect();
         let clock = ManualClock::new();
-        let lim = MultiLimiter::with_clock(&spec, clock.clone()).unwrap();
+        let quotas: Vec<Quota> = spec
+            .iter()
+            .map(|&(l, w, s)| Quota::per(l, w).slices(s))
+            .collect();
+        let lim = MultiLimiter::builder(&quotas)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
         let mut model = MultiModel {
             levels,
             slice,
@@ -233,13 +255,13 @@ fn multi_limits_match_the_reference() {
             let ctx = format!("case {case} step {step} now {now} n {n} {spec:?}");
             if rng.random_range(0..8) == 0 {
                 assert_eq!(
-                    lim.available_at(now),
+                    lim.available_at(ts(now)),
                     model.available(now),
                     "available {ctx}"
                 );
             } else {
                 assert_eq!(
-                    lim.try_acquire_at(now, n),
+                    lim.try_acquire_at(ts(now), n),
                     model.acquire(now, n),
                     "acquire {ctx}"
                 );

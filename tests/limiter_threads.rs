@@ -7,7 +7,8 @@ use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-use stripecount::{ManualClock, MultiLimiter, SlidingWindowLimiter};
+use stripecount::clock::ManualClock;
+use stripecount::{MultiLimiter, Quota, RateLimiter};
 
 /// Phases with a frozen clock: 4 threads ask for single permits until each
 /// has been refused, then the clock moves one slice. A refusal must mean the
@@ -20,12 +21,11 @@ fn contention_never_causes_refusals() {
         let limit = 1000u64;
         let clock = ManualClock::new();
         let lim = Arc::new(
-            SlidingWindowLimiter::with_clock(
-                limit,
-                Duration::from_nanos(100 * slices as u64),
-                slices,
-                clock.clone(),
+            RateLimiter::builder(
+                Quota::per(limit, Duration::from_nanos(100 * slices as u64)).slices(slices),
             )
+            .clock(clock.clone())
+            .build()
             .unwrap(),
         );
         let start = Arc::new(Barrier::new(THREADS + 1));
@@ -38,7 +38,7 @@ fn contention_never_causes_refusals() {
                     for _ in 0..PHASES {
                         start.wait();
                         let mut got = 0u64;
-                        while lim.try_acquire() {
+                        while lim.try_acquire(1) {
                             got += 1;
                         }
                         per_phase.push(got);
@@ -91,12 +91,11 @@ fn concurrent_grants_never_exceed_any_window() {
         let slice = 10_000u64;
         let clock = ManualClock::new();
         let lim = Arc::new(
-            SlidingWindowLimiter::with_clock(
-                limit,
-                Duration::from_nanos(slice * slices as u64),
-                slices,
-                clock.clone(),
+            RateLimiter::builder(
+                Quota::per(limit, Duration::from_nanos(slice * slices as u64)).slices(slices),
             )
+            .clock(clock.clone())
+            .build()
             .unwrap(),
         );
         let done = Arc::new(AtomicBool::new(false));
@@ -112,11 +111,12 @@ fn concurrent_grants_never_exceed_any_window() {
                     while !done.load(Ordering::Acquire) {
                         let n = rng.random_range(1..=3);
                         let before = clock.now();
-                        let r = lim.try_acquire_verbose_at(before, n);
+                        let d = lim.decide_at(before, n);
                         let after = clock.now();
                         progress.fetch_add(1, Ordering::Relaxed);
-                        if let Ok(epoch) = r {
-                            log.push((before / slice, after / slice, epoch, n));
+                        if let Some(epoch) = d.__slice() {
+                            let (lo, hi) = (before.as_nanos() / slice, after.as_nanos() / slice);
+                            log.push((lo, hi, epoch, n));
                         }
                     }
                     log
@@ -156,12 +156,17 @@ fn concurrent_multi_grants_never_exceed_any_window() {
     const THREADS: usize = 4;
     let slice = 10_000u64;
     // 30 per 3 slices, and 50 per 12 slices (4 slices of 3).
-    let spec = [
-        (30, Duration::from_nanos(3 * slice), 3),
-        (50, Duration::from_nanos(12 * slice), 4),
+    let quotas = [
+        Quota::per(30, Duration::from_nanos(3 * slice)).slices(3),
+        Quota::per(50, Duration::from_nanos(12 * slice)).slices(4),
     ];
     let clock = ManualClock::new();
-    let lim = Arc::new(MultiLimiter::with_clock(&spec, clock.clone()).unwrap());
+    let lim = Arc::new(
+        MultiLimiter::builder(quotas)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
     let done = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..THREADS)
@@ -174,7 +179,7 @@ fn concurrent_multi_grants_never_exceed_any_window() {
                 use stripecount::Clock;
                 while !done.load(Ordering::Acquire) {
                     let n = rng.random_range(1..=3);
-                    if let Ok(e) = lim.try_acquire_verbose_at(clock.now(), n) {
+                    if let Some(e) = lim.decide_at(clock.now(), n).__slice() {
                         log.push((e, n));
                     }
                     progress.fetch_add(1, Ordering::Relaxed);

@@ -24,7 +24,7 @@ fn adds_from_many_threads_are_counted_once_at_every_level() {
             let w = Arc::clone(&w);
             std::thread::spawn(move || {
                 for i in 0..per_thread {
-                    w.add_at(time(i), th + 1);
+                    w.add_at(ts(time(i)), th + 1);
                 }
             })
         })
@@ -42,13 +42,13 @@ fn adds_from_many_threads_are_counted_once_at_every_level() {
     let mut rng = StdRng::seed_from_u64(7);
     for span in spans(&levels, &mut rng) {
         assert_eq!(
-            w.sum_over_at(now, span),
+            w.sum_over_at(ts(now), span),
             reference(&levels, &adds, now, span),
             "{span:?}"
         );
     }
     // Level 2 at 2499: epochs 7..=12 of 200 ns, i.e. times 1400..=2499.
-    assert_eq!(w.sum_over_at(now, ns(1200)), 1100 * 8 * (1 + 2 + 3 + 4));
+    assert_eq!(w.sum_over_at(ts(now), ns(1200)), 1100 * 8 * (1 + 2 + 3 + 4));
 }
 
 /// Readers of the top level race the folds that move the previous round's
@@ -73,7 +73,7 @@ fn reads_racing_folds_are_exact() {
                 for r in 0..rounds {
                     barrier.wait();
                     for t in 256 * r..256 * (r + 1) {
-                        w.add_at(t, th + 1);
+                        w.add_at(ts(t), th + 1);
                     }
                     barrier.wait();
                 }
@@ -89,7 +89,7 @@ fn reads_racing_folds_are_exact() {
         let want = r.min(3) * per_round;
         for _ in 0..200 {
             if r > 0 {
-                assert_eq!(w.sum_over_at(256 * r - 1, ns(768)), want, "round {r}");
+                assert_eq!(w.sum_over_at(ts(256 * r - 1), ns(768)), want, "round {r}");
                 reads += 1;
             }
         }
@@ -98,6 +98,6 @@ fn reads_racing_folds_are_exact() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(w.sum_over_at(256 * rounds - 1, ns(1024)), 4 * per_round);
+    assert_eq!(w.sum_over_at(ts(256 * rounds - 1), ns(1024)), 4 * per_round);
     assert_eq!(reads, 200 * (rounds - 1));
 }

@@ -14,15 +14,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
+use stripecount::clock::ManualClock;
+use stripecount::limiter::FloodPolicy;
 use stripecount::prometheus::ScrapeCollector;
 use stripecount::{
-    ConfigError, FloodPolicy, KeyedLimiter, ManualClock, MultiWindow, SlidingWindow, StripedCounter,
+    ConfigError, KeyedLimiter, MultiWindow, Quota, SlidingWindow, StripedCounter, Timestamp,
 };
 
 const SEC: u64 = 1_000_000_000;
 const MIN: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(86_400);
+
+fn ts(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
 
 static_assertions::assert_impl_all!(ScrapeCollector: prometheus_client::collector::Collector);
 
@@ -41,11 +47,21 @@ fn sliding(
     window: Duration,
     slices: usize,
 ) -> Arc<SlidingWindow<ManualClock>> {
-    Arc::new(SlidingWindow::with_clock(window, slices, clock.clone()).unwrap())
+    Arc::new(
+        SlidingWindow::builder(window, slices)
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    )
 }
 
 fn day_levels(clock: &ManualClock) -> Arc<MultiWindow<ManualClock>> {
-    Arc::new(MultiWindow::with_clock(&[(MIN, 60), (HOUR, 60), (DAY, 24)], clock.clone()).unwrap())
+    Arc::new(
+        MultiWindow::builder(&[(MIN, 60), (HOUR, 60), (DAY, 24)])
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    )
 }
 
 #[test]
@@ -121,16 +137,16 @@ fn windows_export_sums_and_rates_read_at_scrape_time() {
         .sliding_window("api_errors", "API errors", &[], errors.clone())
         .unwrap();
 
-    clock.set(0);
+    clock.set(ts(0));
     search.add(36_000);
     login.add(5);
-    clock.set(7200 * SEC);
+    clock.set(ts(7200 * SEC));
     search.add(7170);
-    clock.set(8990 * SEC);
+    clock.set(ts(8990 * SEC));
     errors.add(1); // 10 s old at the scrape: outside the window
-    clock.set(8991 * SEC);
+    clock.set(ts(8991 * SEC));
     errors.add(4);
-    clock.set(9000 * SEC);
+    clock.set(ts(9000 * SEC));
     search.add(30);
     login.add(30);
 
@@ -162,7 +178,7 @@ fn windows_export_sums_and_rates_read_at_scrape_time() {
 
     // A minute later, at the next scrape: the minute and the errors are
     // empty, the hour still holds 7170 + 30 (the 7200 s add is 31 min old).
-    clock.set(9060 * SEC);
+    clock.set(ts(9060 * SEC));
     let out = text(&registry);
     for line in [
         "api_requests_window{route=\"/login\",window=\"1m\"} 0",
@@ -231,7 +247,12 @@ fn random_adds_match_a_reference() {
         let mut rng = StdRng::seed_from_u64(seed);
         let clock = ManualClock::new();
         let one = sliding(&clock, Duration::from_secs(30), 30);
-        let multi = Arc::new(MultiWindow::with_clock(&levels, clock.clone()).unwrap());
+        let multi = Arc::new(
+            MultiWindow::builder(&levels)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
         let collector = ScrapeCollector::new();
         collector
             .sliding_window("one", "One", &[], one.clone())
@@ -245,7 +266,7 @@ fn random_adds_match_a_reference() {
         let mut now = 0u64;
         for step in 0..400 {
             now += rng.random_range(0..3 * SEC);
-            clock.set(now);
+            clock.set(ts(now));
             let n = rng.random_range(1..1000);
             one.add(n);
             multi.add(n);
@@ -363,18 +384,30 @@ fn keyed_limiters_export_keys_refusals_and_untracked() {
     let sec = Duration::from_secs(1);
     // 3 per second per key; at most 4 keys, refusing the rest.
     let api = Arc::new(
-        KeyedLimiter::<u64, _>::with_clock(3, sec, 1, clock.clone())
-            .unwrap()
-            .with_max_keys(4),
+        KeyedLimiter::<u64>::builder(Quota::per(3, sec).slices(1))
+            .clock(clock.clone())
+            .max_keys(4)
+            .build()
+            .unwrap(),
     );
     // 1 per second and 2 per minute per key; untracked keys admitted.
     let login = Arc::new(
-        KeyedLimiter::<String, _>::multi_with_clock(&[(1, sec, 1), (2, MIN, 60)], clock.clone())
-            .unwrap()
-            .with_max_keys(1)
-            .with_flood_policy(FloodPolicy::AdmitUntracked),
+        KeyedLimiter::<String>::builder([
+            Quota::per(1, sec).slices(1),
+            Quota::per(2, MIN).slices(60),
+        ])
+        .clock(clock.clone())
+        .max_keys(1)
+        .flood_policy(FloodPolicy::AdmitUntracked)
+        .build()
+        .unwrap(),
     );
-    let idle = Arc::new(KeyedLimiter::<u64, _>::with_clock(1, sec, 1, clock.clone()).unwrap());
+    let idle = Arc::new(
+        KeyedLimiter::<u64>::builder(Quota::per(1, sec).slices(1))
+            .clock(clock.clone())
+            .build()
+            .unwrap(),
+    );
     let collector = Arc::new(ScrapeCollector::new());
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Arc::clone(&collector)));
@@ -399,9 +432,9 @@ fn keyed_limiters_export_keys_refusals_and_untracked() {
             let api = Arc::clone(&api);
             let barrier = Arc::clone(&barrier);
             thread::spawn(move || {
-                let granted = (0..100).filter(|_| api.try_acquire(&t)).count();
+                let granted = (0..100).filter(|_| api.try_acquire(&t, 1)).count();
                 barrier.wait();
-                let extra = (0..10).filter(|_| api.try_acquire(&(4 + t))).count();
+                let extra = (0..10).filter(|_| api.try_acquire(&(4 + t), 1)).count();
                 assert_eq!(api.available(&t), 0); // a read: neither counted nor held
                 (granted, extra)
             })
@@ -411,14 +444,14 @@ fn keyed_limiters_export_keys_refusals_and_untracked() {
         assert_eq!(h.join().unwrap(), (3, 0));
     }
     // ExceedsLimit is a refusal too; a peek is not a request.
-    assert!(!api.try_acquire_decision(&0, 4).is_granted());
+    assert!(!api.decide(&0, 4).is_granted());
     assert!(!api.peek(&1, 1).is_granted());
     // login: "a" twice (1 refused), "b" untracked (admitted), "a" for 2 at
     // once (more than its 1-per-second limit).
-    assert!(login.try_acquire("a"));
-    assert!(!login.try_acquire("a"));
-    assert!(login.try_acquire("b"));
-    assert!(!login.try_acquire_n("a", 2));
+    assert!(login.try_acquire("a", 1));
+    assert!(!login.try_acquire("a", 1));
+    assert!(login.try_acquire("b", 1));
+    assert!(!login.try_acquire("a", 2));
     assert_eq!(
         text(&registry),
         lines(&[
@@ -450,8 +483,8 @@ fn keyed_limiters_export_keys_refusals_and_untracked() {
     // Two windows on, the idle keys are evicted by the next request's
     // sweep; counters only grow.
     clock.advance(2 * sec);
-    assert!(api.try_acquire(&9));
-    assert_eq!(api.evict_idle_at(2_000_000_000), 0); // the sweep already did it
+    assert!(api.try_acquire(&9, 1));
+    assert_eq!(api.evict_idle_at(ts(2_000_000_000)), 0); // the sweep already did it
     let out = text(&registry);
     for line in [
         "limiter_keys{route=\"/api\"} 1",

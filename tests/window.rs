@@ -8,7 +8,13 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-use stripecount::{ConfigError, ManualClock, SlidingWindow, MAX_SLICES, MAX_SLICE_COUNT};
+use stripecount::clock::ManualClock;
+use stripecount::window::{MAX_COUNT_PER_SLICE, MAX_SLICES};
+use stripecount::{ConfigError, SlidingWindow, Timestamp};
+
+fn ts(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
 
 static_assertions::assert_impl_all!(SlidingWindow: Send, Sync, std::fmt::Debug, Default);
 static_assertions::assert_impl_all!(SlidingWindow<ManualClock>: Send, Sync, std::fmt::Debug);
@@ -49,7 +55,7 @@ impl Model {
             return false;
         }
         let c = if se == e { sc } else { 0 };
-        self.slots[j] = (e, c.saturating_add(n).min(MAX_SLICE_COUNT));
+        self.slots[j] = (e, c.saturating_add(n).min(MAX_COUNT_PER_SLICE));
         let l = self.ledger.entry(e).or_insert(0);
         *l = l.saturating_add(n);
         self.newest = Some(self.newest.map_or(e, |x| x.max(e)));
@@ -114,12 +120,10 @@ fn random_sequences_match_the_model() {
             .get(rng.random_range(0..7))
             .unwrap();
         let slice = rng.random_range(1..50u64);
-        let w = SlidingWindow::with_clock(
-            Duration::from_nanos(slice * s as u64),
-            s,
-            ManualClock::new(),
-        )
-        .unwrap();
+        let w = SlidingWindow::builder(Duration::from_nanos(slice * s as u64), s)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap();
         let mut m = Model::new(slice, s);
         let mut t = rng.random_range(0..slice * 100);
         for step in 0..400 {
@@ -130,18 +134,18 @@ fn random_sequences_match_the_model() {
                 rng.random_range(1..1000)
             };
             assert_eq!(
-                w.add_at(t, n),
+                w.add_at(ts(t), n),
                 m.add_at(t, n),
                 "seed {seed} step {step} add_at({t}, {n})"
             );
             let q = random_time(&mut rng, t, slice, s as u64);
             assert_eq!(
-                w.sum_at(q),
+                w.sum_at(ts(q)),
                 m.sum_at(q),
                 "seed {seed} step {step} sum_at({q})"
             );
             assert_eq!(
-                w.slice_counts_at(q),
+                w.slice_counts_at(ts(q)),
                 m.slice_counts_at(q),
                 "seed {seed} step {step}"
             );
@@ -149,7 +153,7 @@ fn random_sequences_match_the_model() {
             let newest_t = m.newest.map_or(0, |e| e * slice);
             let q2 = newest_t.max(q);
             assert_eq!(
-                w.sum_at(q2),
+                w.sum_at(ts(q2)),
                 m.ledger_sum_at(q2),
                 "seed {seed} step {step} exact at {q2}"
             );
@@ -163,12 +167,15 @@ fn manual_clock_sequences_match_the_model() {
     for seed in 0..100u64 {
         let mut rng = StdRng::seed_from_u64(1000 + seed);
         let clock = ManualClock::new();
-        let w = SlidingWindow::with_clock(Duration::from_millis(100), 10, clock.clone()).unwrap();
+        let w = SlidingWindow::builder(Duration::from_millis(100), 10)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
         let mut m = Model::new(10_000_000, 10);
         let mut t = 0u64;
         for _ in 0..300 {
             t = random_time(&mut rng, t, 10_000_000, 10);
-            clock.set(t);
+            clock.set(ts(t));
             let n = rng.random_range(0..50);
             w.add(n);
             m.add_at(t, n);
@@ -180,38 +187,48 @@ fn manual_clock_sequences_match_the_model() {
 #[test]
 fn window_semantics_by_hand() {
     // 4 slices of 10 ns.
-    let w = SlidingWindow::with_clock(Duration::from_nanos(40), 4, ManualClock::new()).unwrap();
-    assert!(w.add_at(0, 1)); // epoch 0
-    assert!(w.add_at(15, 2)); // epoch 1
-    assert!(w.add_at(39, 4)); // epoch 3
-    assert_eq!(w.sum_at(39), 7);
-    assert_eq!(w.slice_counts_at(39), vec![1, 2, 0, 4]);
-    assert_eq!(w.sum_at(40), 6); // epoch 0 left the window
-    assert_eq!(w.slice_counts_at(40), vec![2, 0, 4, 0]);
-    assert_eq!(w.sum_last_at(39, 1), 4);
-    assert_eq!(w.sum_last_at(39, 3), 6);
-    assert_eq!(w.sum_last_at(39, 100), 7);
-    assert!(w.add_at(41, 8)); // epoch 4 recycles slot 0
-    assert!(!w.add_at(2, 16), "epoch 0 is older than the ring: dropped");
-    assert_eq!(w.sum_at(41), 14);
+    let w = SlidingWindow::builder(Duration::from_nanos(40), 4)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    assert!(w.add_at(ts(0), 1)); // epoch 0
+    assert!(w.add_at(ts(15), 2)); // epoch 1
+    assert!(w.add_at(ts(39), 4)); // epoch 3
+    assert_eq!(w.sum_at(ts(39)), 7);
+    assert_eq!(w.slice_counts_at(ts(39)), vec![1, 2, 0, 4]);
+    assert_eq!(w.sum_at(ts(40)), 6); // epoch 0 left the window
+    assert_eq!(w.slice_counts_at(ts(40)), vec![2, 0, 4, 0]);
+    assert_eq!(w.sum_last_at(ts(39), 1), 4);
+    assert_eq!(w.sum_last_at(ts(39), 3), 6);
+    assert_eq!(w.sum_last_at(ts(39), 100), 7);
+    assert!(w.add_at(ts(41), 8)); // epoch 4 recycles slot 0
+    assert!(
+        !w.add_at(ts(2), 16),
+        "epoch 0 is older than the ring: dropped"
+    );
+    assert_eq!(w.sum_at(ts(41)), 14);
     assert_eq!(
-        w.slice_counts_at(5),
+        w.slice_counts_at(ts(5)),
         vec![0, 0, 0, 0],
         "epochs before 0 and a recycled slot read 0"
     );
-    assert_eq!(w.sum_at(10_000), 0);
-    assert!(w.add_at(5, 0), "an add of 0 is trivially recorded");
+    assert_eq!(w.sum_at(ts(10_000)), 0);
+    assert!(w.add_at(ts(5), 0), "an add of 0 is trivially recorded");
     assert_eq!(w.window(), Duration::from_nanos(40));
     assert_eq!(w.slices(), 4);
     assert_eq!(w.slice_len(), Duration::from_nanos(10));
-    assert_eq!(w.epoch_at(39), 3);
+    // 39 ns lies in epoch 3: 39 / the slice length.
+    assert_eq!(39 / w.slice_len().as_nanos(), 3);
 }
 
 #[test]
 fn rate_per_second() {
-    let w = SlidingWindow::with_clock(Duration::from_secs(2), 4, ManualClock::new()).unwrap();
-    w.add_at(1, 10);
-    assert_eq!(w.rate_per_sec_at(1), 5.0);
+    let w = SlidingWindow::builder(Duration::from_secs(2), 4)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    w.add_at(ts(1), 10);
+    assert_eq!(w.rate_per_sec_at(ts(1)), 5.0);
 }
 
 #[test]
@@ -259,26 +276,32 @@ fn config_errors() {
 
 #[test]
 fn slice_counts_saturate_at_the_cell_maximum() {
-    let w = SlidingWindow::with_clock(Duration::from_nanos(2), 2, ManualClock::new()).unwrap();
-    assert!(w.add_at(0, MAX_SLICE_COUNT - 1));
-    assert!(w.add_at(0, 7));
-    assert!(w.add_at(0, u64::MAX));
-    assert_eq!(w.sum_at(0), MAX_SLICE_COUNT);
-    assert!(w.add_at(1, u64::MAX));
+    let w = SlidingWindow::builder(Duration::from_nanos(2), 2)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    assert!(w.add_at(ts(0), MAX_COUNT_PER_SLICE - 1));
+    assert!(w.add_at(ts(0), 7));
+    assert!(w.add_at(ts(0), u64::MAX));
+    assert_eq!(w.sum_at(ts(0)), MAX_COUNT_PER_SLICE);
+    assert!(w.add_at(ts(1), u64::MAX));
     assert_eq!(
-        w.sum_at(1),
-        2 * MAX_SLICE_COUNT,
+        w.sum_at(ts(1)),
+        2 * MAX_COUNT_PER_SLICE,
         "sums of saturated slices do not wrap"
     );
 }
 
 #[test]
 fn extreme_times_do_not_overflow() {
-    let w = SlidingWindow::with_clock(Duration::from_nanos(10), 10, ManualClock::new()).unwrap();
-    assert!(w.add_at(u64::MAX, 3));
-    assert_eq!(w.sum_at(u64::MAX), 3);
-    assert_eq!(w.slice_counts_at(u64::MAX).last(), Some(&3));
-    assert_eq!(w.sum_at(0), 0);
+    let w = SlidingWindow::builder(Duration::from_nanos(10), 10)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    assert!(w.add_at(ts(u64::MAX), 3));
+    assert_eq!(w.sum_at(ts(u64::MAX)), 3);
+    assert_eq!(w.slice_counts_at(ts(u64::MAX)).last(), Some(&3));
+    assert_eq!(w.sum_at(ts(0)), 0);
 }
 
 #[test]
@@ -306,12 +329,10 @@ fn stress_exact_totals_at_barriers() {
     let slice = 1_000u64;
     let rounds = 3_000;
     let w = Arc::new(
-        SlidingWindow::with_clock(
-            Duration::from_nanos(slice * s as u64),
-            s,
-            ManualClock::new(),
-        )
-        .unwrap(),
+        SlidingWindow::builder(Duration::from_nanos(slice * s as u64), s)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
     );
     let barrier = Arc::new(Barrier::new(threads + 1));
     // Each round's base epoch, shared by everyone (deterministic).
@@ -337,7 +358,7 @@ fn stress_exact_totals_at_barriers() {
                         let e = b + rng.random_range(0..s as u64);
                         let n = rng.random_range(1..5u64);
                         let time = e * slice + rng.random_range(0..slice);
-                        assert!(w.add_at(time, n), "within the ring: never too old");
+                        assert!(w.add_at(ts(time), n), "within the ring: never too old");
                         ledger.push((e, n));
                     }
                     mine.push(ledger);
@@ -355,7 +376,7 @@ fn stress_exact_totals_at_barriers() {
     for &b in bases.iter() {
         barrier.wait();
         let newest = (b + s as u64 - 1) * slice;
-        answers.push((w.sum_at(newest), w.slice_counts_at(newest)));
+        answers.push((w.sum_at(ts(newest)), w.slice_counts_at(ts(newest))));
         barrier.wait();
     }
     let ledgers: Vec<Vec<Vec<(u64, u64)>>> = hs.into_iter().map(|h| h.join().unwrap()).collect();

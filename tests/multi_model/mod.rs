@@ -6,9 +6,16 @@
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::time::Duration;
+use stripecount::Timestamp;
 
 pub const fn ns(n: u64) -> Duration {
     Duration::from_nanos(n)
+}
+
+/// The time `n` nanoseconds after the origin (the reference keeps plain
+/// nanoseconds; the window takes a `Timestamp`).
+pub const fn ts(n: u64) -> Timestamp {
+    Timestamp::from_nanos(n)
 }
 
 /// The specification, restated on a plain list of `(time, n)` adds: the
