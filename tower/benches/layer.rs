@@ -4,7 +4,7 @@
 //! Rows (group `layer`), each one request on a key the limiter holds:
 //! - `inner_alone`: building the request and calling the inner service
 //!   (a ready response), polled to completion: the floor.
-//! - `limiter_direct`: `try_acquire_decision` with the key as `&str`.
+//! - `limiter_direct`: `decide` with the key as `&str`.
 //! - `layer_granted`: the request through the layer (a `Header` key,
 //!   borrowed), granted.
 //! - `layer_granted_fields`: the same with `fields_on_grant(true)`
@@ -24,7 +24,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use stripecount::KeyedLimiter;
+use stripecount::{KeyedLimiter, Quota};
 use stripecount_tower::{Header, KeyedRateLimitLayer};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -74,7 +74,10 @@ fn bench(c: &mut Criterion) {
     let key = HeaderName::from_static("x-api-key");
     let limiter = || {
         Arc::new(
-            KeyedLimiter::<String>::new(u32::MAX as u64, Duration::from_secs(3600), 60).unwrap(),
+            KeyedLimiter::<String>::new(
+                Quota::per(u32::MAX as u64, Duration::from_secs(3600)).slices(60),
+            )
+            .unwrap(),
         )
     };
 
@@ -85,7 +88,7 @@ fn bench(c: &mut Criterion) {
 
     let direct = limiter();
     g.bench_function("limiter_direct", |b| {
-        b.iter(|| black_box(direct.try_acquire_decision(black_box("k-0042"), 1)))
+        b.iter(|| black_box(direct.decide(black_box("k-0042"), 1)))
     });
 
     let lim = limiter();
@@ -99,8 +102,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(once(&mut svc)))
     });
 
-    let full = Arc::new(KeyedLimiter::<String>::new(1, Duration::from_secs(3600), 60).unwrap());
-    assert!(full.try_acquire("k-0042"));
+    let full = Arc::new(KeyedLimiter::<String>::new(Quota::per_hour(1).slices(60)).unwrap());
+    assert!(full.try_acquire("k-0042", 1));
     let mut svc = KeyedRateLimitLayer::new(full, Header::new(key)).layer(Hello);
     g.bench_function("layer_refused", |b| {
         b.iter(|| {

@@ -22,7 +22,7 @@ use hyper_util::rt::TokioExecutor;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::KeyedLimiter;
+use stripecount::{KeyedLimiter, Quota};
 use stripecount_tower::{Header, KeyedRateLimitLayer, MissingKey, PeerIp, UntilReady};
 
 #[tokio::main]
@@ -30,15 +30,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let demo = std::env::args().any(|a| a == "--demo");
     let sec = Duration::from_secs(1);
 
+    // The quotas are strict: a client reading `RateLimit-Policy: ...;q=5;w=10`
+    // gets at most 5 in every span of 10 s, whatever span it looks at.
+
     // Per client address (IPv6 clients per /64): 5 requests per 10 s.
-    let by_ip = KeyedLimiter::<IpAddr>::new(5, 10 * sec, 10)?.with_max_keys(100_000);
+    let by_ip = KeyedLimiter::<IpAddr>::builder(Quota::per(5, 10 * sec).strict())
+        .max_keys(100_000)
+        .build()?;
     let by_ip = KeyedRateLimitLayer::new(by_ip, PeerIp::new().ipv6_prefix(64));
 
     // Per API key: 3 a second and 100 an hour, all or nothing; one partner
     // gets more. Granted responses carry the fields too.
-    let by_key = Arc::new(KeyedLimiter::<String>::multi(&[
-        (3, sec, 10),
-        (100, 3600 * sec, 60),
+    let by_key = Arc::new(KeyedLimiter::<String>::new([
+        Quota::per_second(3).strict(),
+        Quota::per_hour(100).slices(60).strict(),
     ])?);
     by_key.set_key_limits("partner", &[30, 10_000])?;
     let by_key = KeyedRateLimitLayer::new(
@@ -55,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A background job that queues on a limit rather than being refused:
     // 2 exports a second, waiting as needed (dropping it takes nothing).
-    let exports = Arc::new(KeyedLimiter::<String>::new(2, sec, 1)?);
+    let exports = Arc::new(KeyedLimiter::<String>::new(Quota::per(2, sec).slices(1))?);
     let job = tokio::spawn({
         let exports = Arc::clone(&exports);
         async move {

@@ -173,12 +173,23 @@ fn value(s: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stripecount::{KeyedLimiter, ManualClock};
+    use stripecount::clock::ManualClock;
+    use stripecount::{KeyedLimiter, Quota, Timestamp};
 
     const S: Duration = Duration::from_secs(1);
 
     fn lim(limits: &[(u64, Duration, usize)]) -> KeyedLimiter<u32, ManualClock> {
-        KeyedLimiter::multi_with_clock(limits, ManualClock::new()).unwrap()
+        let quotas: Vec<Quota> = (limits.iter())
+            .map(|&(limit, window, slices)| Quota::per(limit, window).slices(slices))
+            .collect();
+        KeyedLimiter::builder(quotas)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap()
+    }
+
+    fn t(ns: u64) -> Timestamp {
+        Timestamp::from_nanos(ns)
     }
 
     #[test]
@@ -207,20 +218,20 @@ mod tests {
         let l = lim(&[(3, 3 * S, 3)]);
         let p = Policies::new(&[3 * S]);
         let sec = 1_000_000_000;
-        let d = l.try_acquire_decision_at(&1, 0, 2);
+        let d = l.decide_at(&1, t(0), 2);
         assert_eq!(p.ratelimit(&d), "\"3s\";r=1;t=3");
         assert_eq!(retry_after(&d), None);
-        let d = l.try_acquire_decision_at(&1, 3 * sec / 2, 1);
+        let d = l.decide_at(&1, t(3 * sec / 2), 1);
         // The window empties when the 1 s slice leaves it: at 4 s, 2.5 s on.
         assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=3");
-        let d = l.try_acquire_decision_at(&1, 3 * sec / 2, 1);
+        let d = l.decide_at(&1, t(3 * sec / 2), 1);
         assert!(!d.is_granted());
         // The first 2 leave at 3 s: 1.5 s on, rounded up.
         assert_eq!(d.retry_after(), Some(Duration::from_millis(1500)));
         assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=2");
         assert_eq!(retry_after(&d), Some((RETRY_AFTER, HeaderValue::from(2))));
         // Never: no Retry-After; t says when the window is empty.
-        let d = l.try_acquire_decision_at(&1, 3 * sec / 2, 4);
+        let d = l.decide_at(&1, t(3 * sec / 2), 4);
         assert_eq!((d.retry_after(), retry_after(&d)), (None, None));
         assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=3");
     }
@@ -230,10 +241,10 @@ mod tests {
         let l = lim(&[(2, S, 1), (3, 60 * S, 60)]);
         let p = Policies::new(&[S, 60 * S]);
         let sec = 1_000_000_000;
-        assert!(l.try_acquire_decision_at(&1, 0, 2).is_granted());
-        let d = l.try_acquire_decision_at(&1, sec, 1);
+        assert!(l.decide_at(&1, t(0), 2).is_granted());
+        let d = l.decide_at(&1, t(sec), 1);
         assert_eq!(p.ratelimit(&d), "\"1m\";r=0;t=60");
-        let d = l.try_acquire_decision_at(&1, sec, 1);
+        let d = l.decide_at(&1, t(sec), 1);
         // Refused by the minute; it fits when the 2 of second 0 leave it.
         assert_eq!(p.ratelimit(&d), "\"1m\";r=0;t=59");
         assert_eq!(retry_after(&d), Some((RETRY_AFTER, HeaderValue::from(59))));

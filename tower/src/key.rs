@@ -14,7 +14,7 @@ use http::request::Parts;
 use std::borrow::{Borrow, Cow};
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use stripecount::Key;
+use stripecount::keyed::Key;
 
 /// Finds the key a request is limited under.
 ///

@@ -12,7 +12,8 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::Arc;
-use stripecount::{Clock, ConfigError, KeyedLimiter, MonotonicClock};
+use stripecount::clock::MonotonicClock;
+use stripecount::{Clock, ConfigError, KeyedLimiter};
 use tower_layer::Layer;
 
 /// A refusal's response builder.
@@ -30,19 +31,30 @@ pub(crate) type Respond = Arc<dyn Fn(&Refusal<'_>) -> Response<Bytes> + Send + S
 /// [the crate docs](crate#the-fields)).
 ///
 /// The limits (how many, per which window, in how many slices, several at
-/// once, per-key quotas, `max_keys` and the flood policy) are the
-/// limiter's: build the [`KeyedLimiter`] as you want it, and keep an
-/// `Arc` of it to change quotas or export metrics while serving.
+/// once, strict or not, per-key quotas, `max_keys` and the flood policy)
+/// are the limiter's: build the [`KeyedLimiter`] as you want it, and keep
+/// an `Arc` of it to change quotas or export metrics while serving.
+///
+/// # What `RateLimit-Policy`'s `w` means
+/// `w` is the quota's window
+/// ([`Quota::window`](stripecount::Quota::window)), `q` its limit. With a
+/// [strict](stripecount::Quota::strict) quota, a key gets at most `q`
+/// permits in every span of `w` seconds. Otherwise (the default, `S`
+/// slices of `L = w / S`) the limit holds in any `S` consecutive slices,
+/// so in any span of `w - L`, and a client may see up to the permits of
+/// `S + 1` slices in a span of `w` (up to `2q`). Use `Quota::...strict()`
+/// where clients rely on `w` literally; see [the crate
+/// docs](crate#what-w-promises).
 ///
 /// ```
 /// use http::StatusCode;
-/// use std::time::Duration;
-/// use stripecount::KeyedLimiter;
+/// use stripecount::{KeyedLimiter, Quota};
 /// use stripecount_tower::{Header, KeyedRateLimitLayer, MissingKey};
 ///
-/// let s = Duration::from_secs(1);
-/// // 10 a second and 1000 an hour per API key, at most 100k keys held.
-/// let limiter = KeyedLimiter::multi(&[(10, s, 10), (1000, 3600 * s, 60)])?.with_max_keys(100_000);
+/// // 10 a second and 1000 an hour per API key (the hour in 60 slices, in
+/// // every span of an hour), at most 100k keys held.
+/// let quotas = [Quota::per_second(10), Quota::per_hour(1000).slices(60).strict()];
+/// let limiter = KeyedLimiter::builder(quotas).max_keys(100_000).build()?;
 /// let layer = KeyedRateLimitLayer::new(limiter, Header::new(http::HeaderName::from_static("x-api-key")))
 ///     .missing_key(MissingKey::Refuse(StatusCode::UNAUTHORIZED))
 ///     .policy_names(&["burst", "hourly"])?
@@ -141,10 +153,10 @@ impl<X: KeyExtractor, C: Clock, S> KeyedRateLimitLayer<X, C, S> {
     /// use bytes::Bytes;
     /// use http::{Response, StatusCode};
     /// use std::net::IpAddr;
-    /// use stripecount::KeyedLimiter;
+    /// use stripecount::{KeyedLimiter, Quota};
     /// use stripecount_tower::{KeyedRateLimitLayer, PeerIp, Refusal};
     ///
-    /// let limiter = KeyedLimiter::<IpAddr>::new(100, std::time::Duration::from_secs(60), 6)?;
+    /// let limiter = KeyedLimiter::<IpAddr>::new(Quota::per_minute(100).slices(6))?;
     /// let layer = KeyedRateLimitLayer::new(limiter, PeerIp::new()).refusal(|r: &Refusal<'_>| {
     ///     let body = match r {
     ///         Refusal::Limited(d) => format!("{{\"error\":\"slow down\",\"limit\":{}}}", d.limit()),

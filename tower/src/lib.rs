@@ -1,9 +1,11 @@
 //! # stripecount-tower
 //!
 //! Per-key rate limits for tower HTTP services, on stripecount's
-//! [`KeyedLimiter`](stripecount::KeyedLimiter): strict (never more than a
-//! key's limit in any window, under any concurrency), shared by every clone
-//! of the service, with bounded memory under a key flood.
+//! [`KeyedLimiter`](stripecount::KeyedLimiter): exact under any concurrency
+//! (never more than a key's limit, in every span of the window with a
+//! [strict](stripecount::Quota::strict) quota: see [what `w`
+//! promises](#what-w-promises)), shared by every clone of the service, with
+//! bounded memory under a key flood.
 //!
 //! - [`KeyedRateLimitLayer`]: a [`tower_layer::Layer`] over any
 //!   `Service<http::Request<B>>`. A [`KeyExtractor`] finds each request's
@@ -19,15 +21,18 @@
 //!
 //! ```
 //! use http::{HeaderName, Request, Response, StatusCode};
-//! use std::{convert::Infallible, time::Duration};
-//! use stripecount::{KeyedLimiter, ManualClock};
+//! use std::convert::Infallible;
+//! use stripecount::clock::ManualClock;
+//! use stripecount::{KeyedLimiter, Quota};
 //! use stripecount_tower::{Header, KeyedRateLimitLayer};
 //! use tower::{service_fn, Layer, ServiceExt};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! // 2 requests a minute per API key, in 6 slices of 10 s (a manual clock
-//! // here, for exact numbers; the default clock in a service).
-//! let limiter = KeyedLimiter::with_clock(2, Duration::from_secs(60), 6, ManualClock::new())?;
+//! // At most 2 requests per API key in every span of a minute (strict),
+//! // judged on slices of 10 s (a manual clock here, for exact numbers; the
+//! // default clock in a service).
+//! let quota = Quota::per_minute(2).slices(6).strict();
+//! let limiter = KeyedLimiter::builder(quota).clock(ManualClock::new()).build()?;
 //! let api_key = Header::new(HeaderName::from_static("x-api-key"));
 //! let svc = KeyedRateLimitLayer::new(limiter, api_key).layer(service_fn(|_: Request<String>| async {
 //!     Ok::<_, Infallible>(Response::new(String::from("hello\n")))
@@ -39,8 +44,10 @@
 //! }
 //! let refused = svc.clone().oneshot(req()).await.unwrap();
 //! assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
-//! assert_eq!(refused.headers()["retry-after"], "60");
-//! assert_eq!(refused.headers()["ratelimit"], "\"1m\";r=0;t=60");
+//! // Strict: it fits once every minute ending at the request is clear of
+//! // the grants' slice (0-10 s): at 70 s.
+//! assert_eq!(refused.headers()["retry-after"], "70");
+//! assert_eq!(refused.headers()["ratelimit"], "\"1m\";r=0;t=70");
 //! assert_eq!(refused.headers()["ratelimit-policy"], "\"1m\";q=2;w=60");
 //! # Ok::<(), stripecount::ConfigError>(())
 //! # }).unwrap();
@@ -60,9 +67,11 @@
 //! ```
 //!
 //! - `RateLimit-Policy`: each of the key's limits (`q`, its per-key quota
-//!   if it has one) and window (`w`, in seconds; left out for a window that
-//!   is not whole seconds), named after the window unless
+//!   if it has one) and window (`w`, in seconds: the quota's
+//!   [`window`](stripecount::Quota::window); left out for a window that is
+//!   not whole seconds), named after the window unless
 //!   [`policy_names`](KeyedRateLimitLayer::policy_names) says otherwise.
+//!   What `w` promises depends on the quota: [below](#what-w-promises).
 //! - `RateLimit`: for the limit that refused the request (or, on a grant,
 //!   the one with the fewest permits left): the permits left (`r`) and `t`,
 //!   the seconds until more are available: on a refusal, until the request
@@ -80,6 +89,29 @@
 //! written.
 //!
 //! [draft-ietf-httpapi-ratelimit-headers-10]: https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/10/
+//!
+//! ## What `w` promises
+//! `w` is the quota's window. A limiter judges requests on slices of
+//! `L = w / S` (`S`: the quota's
+//! [`slice_count`](stripecount::Quota::slice_count)), and how far a client
+//! may rely on `q` per `w` depends on the quota (see
+//! [`Quota`](stripecount::Quota)):
+//!
+//! - a [strict](stripecount::Quota::strict) quota
+//!   (`Quota::per_minute(100).strict()`): at most `q` permits in **every**
+//!   span of `w` seconds, whatever its start. `w` holds literally.
+//! - the default: at most `q` in any `S` consecutive slices, so in any span
+//!   of `w - L`; a span of `w` that starts inside a slice touches `S + 1`
+//!   slices and may hold the permits of all of them: up to `2q` when a
+//!   client takes `q` in the last slice of one window and `q` again in the
+//!   first slice after it, `L` apart.
+//!
+//! Build the limiter with a strict quota (`Quota::...strict()`) where
+//! clients rely on `w` literally: pacing themselves to `q` per `w`, or
+//! checking the server against it. The cost is under-admission: a client
+//! sending steadily gets `q` per `w + L` (about 91% of the rate with 10
+//! slices), and `Retry-After` and `t` count to when the request fits in
+//! every span of `w`.
 //!
 //! # Features
 //! - `tokio`: [`UntilReady`] and [`TokioClock`].

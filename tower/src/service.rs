@@ -24,7 +24,9 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use stripecount::{Clock, Decision, Denied, KeyedLimiter, MonotonicClock, MAX_LIMITS};
+use stripecount::clock::MonotonicClock;
+use stripecount::limiter::MAX_LIMITS;
+use stripecount::{Clock, Decision, Denied, KeyedLimiter};
 use tower_service::Service;
 
 /// A service limited per key by a [`KeyedRateLimitLayer`]; clones share
@@ -109,7 +111,7 @@ where
         let st = &*self.state;
         let outcome = match st.extractor.extract(&parts) {
             Some(key) => {
-                let d = st.limiter.try_acquire_decision(&*key, 1);
+                let d = st.limiter.decide(&*key, 1);
                 if d.is_granted() {
                     Outcome::Call(st.on_grant.then(|| fields(st, &key, &d)))
                 } else {

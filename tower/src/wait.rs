@@ -5,13 +5,14 @@
 
 use std::future::Future;
 use std::hash::BuildHasher;
-use stripecount::{Clock, Decision, Denied, Key, KeyRef, KeyedLimiter};
+use stripecount::keyed::{Key, KeyRef};
+use stripecount::{Clock, Decision, Denied, KeyedLimiter, Timestamp};
 
 /// `until_ready` for a [`KeyedLimiter`]: wait for a key's permits instead
 /// of being refused (governor's `until_ready`, per key).
 ///
 /// # Cancel safety
-/// A wait is a loop of one attempt (`try_acquire_decision`, all `n`
+/// A wait is a loop of one attempt ([`KeyedLimiter::decide`], all `n`
 /// permits or none, decided in one step) and one sleep for the refusal's
 /// `retry_after`. Permits exist only in the limiter: a grant returns from
 /// the same poll that took it, with no await in between, so a waiter
@@ -30,13 +31,14 @@ use stripecount::{Clock, Decision, Denied, Key, KeyRef, KeyedLimiter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use stripecount::KeyedLimiter;
+/// use stripecount::{KeyedLimiter, Quota};
 /// use stripecount_tower::{TokioClock, UntilReady};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
 /// // 2 per second per key (on tokio's clock, here paused: sleeps take no time).
-/// let lim: KeyedLimiter<String, _> =
-///     KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, TokioClock::new())?;
+/// let lim: KeyedLimiter<String, _> = KeyedLimiter::builder(Quota::per_second(2).slices(1))
+///     .clock(TokioClock::new())
+///     .build()?;
 /// let start = tokio::time::Instant::now();
 /// for _ in 0..5 {
 ///     lim.until_ready("job-queue").await.unwrap();
@@ -97,7 +99,7 @@ where
         Q: KeyRef<K> + Sync + ?Sized,
     {
         loop {
-            let d = self.try_acquire_decision(key, n);
+            let d = self.decide(key, n);
             if d.is_granted() {
                 return Ok(d);
             }
@@ -122,7 +124,7 @@ where
 /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
 /// let clock = TokioClock::new();
 /// tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-/// assert_eq!(clock.now(), 1_500_000_000);
+/// assert_eq!(clock.now().as_nanos(), 1_500_000_000);
 /// # });
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -147,8 +149,8 @@ impl Default for TokioClock {
 
 impl Clock for TokioClock {
     #[inline]
-    fn now(&self) -> u64 {
+    fn now(&self) -> Timestamp {
         let d = tokio::time::Instant::now().saturating_duration_since(self.origin);
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        Timestamp::from_duration(d)
     }
 }

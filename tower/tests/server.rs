@@ -13,13 +13,31 @@ use hyper_util::rt::TokioExecutor;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use stripecount::{KeyedLimiter, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
 use stripecount_tower::{Header, KeyedRateLimitLayer, MissingKey, PeerIp, Refusal};
 use tokio::task::JoinSet;
 
 const SEC: Duration = Duration::from_secs(1);
+
+fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// A limiter of `limit` per `window` in `slices` on `clock`.
+fn limiter_on<K: stripecount::keyed::Key>(
+    limit: u64,
+    window: Duration,
+    slices: usize,
+    clock: &ManualClock,
+) -> KeyedLimiter<K, ManualClock> {
+    KeyedLimiter::builder(Quota::per(limit, window).slices(slices))
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
 
 fn api_key() -> Header {
     Header::new(HeaderName::from_static("x-api-key"))
@@ -137,7 +155,7 @@ fn counting_handler(calls: &Arc<AtomicU64>) -> axum::routing::MethodRouter {
 async fn per_key_and_window_exactly_the_limit_succeed_with_exact_fields() {
     let clock = ManualClock::new();
     // 5 per 10 s per key, in 5 slices of 2 s.
-    let limiter = Arc::new(KeyedLimiter::with_clock(5, 10 * SEC, 5, clock.clone()).unwrap());
+    let limiter = Arc::new(limiter_on(5, 10 * SEC, 5, &clock));
     let layer = KeyedRateLimitLayer::new(Arc::clone(&limiter), api_key()).fields_on_grant(true);
     let calls = Arc::new(AtomicU64::new(0));
     let stack =
@@ -185,7 +203,7 @@ async fn per_key_and_window_exactly_the_limit_succeed_with_exact_fields() {
     assert_eq!(limiter.refusals(), 28);
 
     // 5 s: the window still holds 5 per key; the first slice leaves at 10 s.
-    clock.set(5_000_000_000);
+    clock.set(t(5_000_000_000));
     for (_, r) in round().await {
         for r in &r {
             assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
@@ -194,7 +212,7 @@ async fn per_key_and_window_exactly_the_limit_succeed_with_exact_fields() {
         }
     }
     // 10 s: slice 0 left; 5 again per key, counted in slice 5 (leaves at 20 s).
-    clock.set(10_000_000_000);
+    clock.set(t(10_000_000_000));
     for (k, r) in round().await {
         let ok = r.iter().filter(|r| r.status == StatusCode::OK).count();
         assert_eq!(ok, 5, "{k:?}");
@@ -203,7 +221,7 @@ async fn per_key_and_window_exactly_the_limit_succeed_with_exact_fields() {
         }
     }
     // 13.5 s: 6.5 s to wait, rounded up to 7.
-    clock.set(13_500_000_000);
+    clock.set(t(13_500_000_000));
     let r = stack.get("/api", Some("alice")).await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(r.field("retry-after"), Some("7"));
@@ -221,7 +239,7 @@ async fn per_key_and_window_exactly_the_limit_succeed_with_exact_fields() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clones_of_the_service_share_one_budget() {
     let clock = ManualClock::new();
-    let limiter = KeyedLimiter::with_clock(6, 60 * SEC, 6, clock.clone()).unwrap();
+    let limiter = limiter_on(6, 60 * SEC, 6, &clock);
     let layer = KeyedRateLimitLayer::new(limiter, api_key());
     let calls = Arc::new(AtomicU64::new(0));
     let app = Router::new()
@@ -254,7 +272,7 @@ async fn clones_of_the_service_share_one_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_key_gets_the_configured_outcome() {
     let clock = ManualClock::new();
-    let limiter = || KeyedLimiter::with_clock(1, SEC, 1, clock.clone()).unwrap();
+    let limiter = || limiter_on(1, SEC, 1, &clock);
     let strict = KeyedRateLimitLayer::new(limiter(), api_key())
         .missing_key(MissingKey::Refuse(StatusCode::UNAUTHORIZED));
     let open = KeyedRateLimitLayer::new(limiter(), api_key()).missing_key(MissingKey::Pass);
@@ -305,31 +323,30 @@ async fn a_missing_key_gets_the_configured_outcome() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peer_ip_custom_refusals_several_limits_and_floods() {
     let clock = ManualClock::new();
-    let by_ip = KeyedRateLimitLayer::new(
-        KeyedLimiter::<IpAddr, _>::with_clock(3, SEC, 1, clock.clone()).unwrap(),
-        PeerIp::new(),
-    )
-    .refusal(|r: &Refusal<'_>| {
-        let Refusal::Limited(d) = r else {
-            unreachable!("every request has a peer")
-        };
-        let body = format!(
-            "{{\"limit\":{},\"remaining\":{}}}",
-            d.limit(),
-            d.remaining()
-        );
-        Response::builder()
-            .status(StatusCode::IM_A_TEAPOT)
-            .header("content-type", "application/json")
-            .body(Bytes::from(body))
-            .unwrap()
-    });
-    let multi = KeyedLimiter::<String, _>::multi_with_clock(
-        &[(3, SEC, 1), (4, 60 * SEC, 60)],
-        clock.clone(),
-    )
-    .unwrap()
-    .with_max_keys(2);
+    let by_ip = KeyedRateLimitLayer::new(limiter_on::<IpAddr>(3, SEC, 1, &clock), PeerIp::new())
+        .refusal(|r: &Refusal<'_>| {
+            let Refusal::Limited(d) = r else {
+                unreachable!("every request has a peer")
+            };
+            let body = format!(
+                "{{\"limit\":{},\"remaining\":{}}}",
+                d.limit(),
+                d.remaining()
+            );
+            Response::builder()
+                .status(StatusCode::IM_A_TEAPOT)
+                .header("content-type", "application/json")
+                .body(Bytes::from(body))
+                .unwrap()
+        });
+    let multi = KeyedLimiter::<String>::builder([
+        Quota::per(3, SEC).slices(1),
+        Quota::per(4, 60 * SEC).slices(60),
+    ])
+    .clock(clock.clone())
+    .max_keys(2)
+    .build()
+    .unwrap();
     multi.set_key_limits("gold", &[5, 100]).unwrap();
     let multi = KeyedRateLimitLayer::new(multi, api_key())
         .policy_names(&["burst", "minute"])
@@ -375,7 +392,7 @@ async fn peer_ip_custom_refusals_several_limits_and_floods() {
         rl(&stack.get("/multi", Some("basic")).await),
         "\"burst\";r=0;t=1"
     );
-    clock.set(1_000_000_000);
+    clock.set(t(1_000_000_000));
     // A new second: the minute binds (its grant's slice leaves at 61 s).
     assert_eq!(
         rl(&stack.get("/multi", Some("basic")).await),
@@ -393,4 +410,97 @@ async fn peer_ip_custom_refusals_several_limits_and_floods() {
     assert_eq!(r.body, "the rate limiter cannot track more clients now\n");
     assert_eq!((r.field("ratelimit"), r.field("retry-after")), (None, None));
     assert_eq!(multi.limiter().untracked_decisions(), 1);
+}
+
+/// The most grants in one closed span of `span` (the fullest span starts
+/// at a grant).
+fn most_in_span(grants: &[Timestamp], span: Duration) -> usize {
+    (grants.iter())
+        .map(|&a| grants.iter().filter(|&&b| b >= a && b - a <= span).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// A parameter of a `RateLimit-Policy` with one policy (`"10s";q=4;w=10`).
+fn policy_param(policy: &str, name: &str) -> u64 {
+    (policy.split(';'))
+        .find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {policy:?}"))
+}
+
+/// What `w` promises, end to end: with a strict quota a client that reads
+/// `q` and `w` from `RateLimit-Policy` finds at most `q` grants in every
+/// span of `w` seconds, whatever its start. The same traffic on the
+/// default quota stays within `q` in every span of `w - L` (`L` a slice)
+/// but not in every span of `w`. Rounds of 3 concurrent requests per route,
+/// 700 ms apart on the limiters' manual clock (so grants fall at every
+/// phase of a slice), for 42 s; the handler, reached only by granted
+/// requests, records each one's time on its layer's limiter clock (the
+/// time the grant was decided at: the clock moves only between rounds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_quota_holds_in_every_span_of_w() {
+    let clock = ManualClock::new();
+    // 4 per 10 s, in 5 slices of 2 s.
+    let quota = Quota::per(4, 10 * SEC).slices(5);
+    let mut app = Router::new();
+    let mut logs = BTreeMap::new();
+    for (path, quota) in [("/strict", quota.strict()), ("/default", quota)] {
+        let limiter = KeyedLimiter::builder(quota)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let layer = KeyedRateLimitLayer::new(limiter, api_key()).fields_on_grant(true);
+        let log: Arc<Mutex<Vec<Timestamp>>> = Arc::default();
+        let handler = {
+            let (limiter, log) = (Arc::clone(layer.limiter()), Arc::clone(&log));
+            get(move || {
+                log.lock().unwrap().push(limiter.clock().now());
+                async { "ok\n" }
+            })
+        };
+        app = app.route(path, handler.layer(layer));
+        logs.insert(path.to_owned(), log);
+    }
+    let stack = Stack::start(app).await;
+    let reqs = [("/strict", Some("k")), ("/default", Some("k"))].repeat(3);
+    let mut policies = BTreeMap::new();
+    let mut ok = BTreeMap::<String, usize>::new();
+    for round in 0..60u64 {
+        clock.set(t(round * 700_000_000));
+        for ((path, _), replies) in stack.burst(&reqs).await {
+            for r in replies.iter().filter(|r| r.status == StatusCode::OK) {
+                *ok.entry(path.clone()).or_default() += 1;
+                let policy = r.field("ratelimit-policy").unwrap().to_owned();
+                assert_eq!(
+                    policies.entry(path.clone()).or_insert(policy.clone()),
+                    &policy
+                );
+            }
+        }
+    }
+    let grants = |path: &str| {
+        let g = logs[path].lock().unwrap().clone();
+        assert_eq!(g.len(), ok[path], "{path}: one record per 200");
+        g
+    };
+    let (strict, default) = (grants("/strict"), grants("/default"));
+    for path in ["/strict", "/default"] {
+        assert_eq!(policies[path], "\"10s\";q=4;w=10");
+    }
+    let q = policy_param(&policies["/strict"], "q") as usize;
+    let w = Duration::from_secs(policy_param(&policies["/strict"], "w"));
+    // Strict: at most q in every span of w, and q reached.
+    assert_eq!(most_in_span(&strict, w), q, "{strict:?}");
+    // Default: at most q in every span of w - L; more in some span of w
+    // (at most the permits of S + 1 slices: 2q here).
+    let l = quota.slice_len();
+    assert_eq!(most_in_span(&default, w - l), q, "{default:?}");
+    let most = most_in_span(&default, w);
+    assert!(
+        q < most && most <= 2 * q,
+        "{most} in a span of w: {default:?}"
+    );
+    // The strict quota admitted less: what holding in every span costs.
+    assert!(strict.len() < default.len());
 }

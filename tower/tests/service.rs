@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use stripecount::{KeyedLimiter, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{KeyedLimiter, Quota};
 use stripecount_tower::{KeyedRateLimit, KeyedRateLimitLayer, LimitBody, MissingKey};
 use tower::{Layer, Service, ServiceExt};
 
@@ -74,7 +75,8 @@ type Limiter = Arc<KeyedLimiter<(String, String), ManualClock>>;
 
 fn setup() -> (Limited, Limiter, Inner) {
     let clock = ManualClock::new();
-    let limiter = Arc::new(KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, clock).unwrap());
+    let quota = Quota::per(2, Duration::from_secs(1)).slices(1);
+    let limiter = Arc::new(KeyedLimiter::builder(quota).clock(clock).build().unwrap());
     let inner = Inner {
         ready: Arc::new(AtomicBool::new(true)),
         calls: Arc::new(AtomicU64::new(0)),

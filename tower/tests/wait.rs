@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{Denied, KeyedLimiter};
+use stripecount::{Denied, KeyedLimiter, Quota};
 use stripecount_tower::{TokioClock, UntilReady};
 use tokio::task::JoinSet;
 use tokio::time::{timeout, Instant};
@@ -13,7 +13,13 @@ use tokio::time::{timeout, Instant};
 const SEC: Duration = Duration::from_secs(1);
 
 fn limiter(limit: u64, window: Duration, slices: usize) -> Arc<KeyedLimiter<String, TokioClock>> {
-    Arc::new(KeyedLimiter::with_clock(limit, window, slices, TokioClock::new()).unwrap())
+    let quota = Quota::per(limit, window).slices(slices);
+    Arc::new(
+        KeyedLimiter::builder(quota)
+            .clock(TokioClock::new())
+            .build()
+            .unwrap(),
+    )
 }
 
 /// 30 waiters on one key limited to 3 a second: 3 granted in each of ten
@@ -49,7 +55,7 @@ async fn waiters_are_eventually_granted_never_beyond_the_limit() {
 #[tokio::test(start_paused = true)]
 async fn a_dropped_waiter_holds_no_permit() {
     let lim = limiter(4, 2 * SEC, 2);
-    assert!(lim.try_acquire_n("k", 4));
+    assert!(lim.try_acquire("k", 4));
     // The window is full until 2 s. Waiters give up at 100..1900 ms.
     let mut set = JoinSet::new();
     for i in 1..20u64 {
@@ -126,9 +132,11 @@ async fn requests_that_cannot_be_waited_for_are_errors() {
     assert_eq!(err, Denied::ExceedsLimit);
     // A full map of busy keys: an error at once, not a wait.
     let full = Arc::new(
-        KeyedLimiter::<String, _>::with_clock(2, SEC, 1, TokioClock::new())
-            .unwrap()
-            .with_max_keys(1),
+        KeyedLimiter::<String>::builder(Quota::per(2, SEC).slices(1))
+            .clock(TokioClock::new())
+            .max_keys(1)
+            .build()
+            .unwrap(),
     );
     full.until_ready("a").await.unwrap();
     assert_eq!(
@@ -146,14 +154,15 @@ async fn requests_that_cannot_be_waited_for_are_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_on_threads_in_real_time() {
     let lim: Arc<KeyedLimiter<String>> =
-        Arc::new(KeyedLimiter::new(5, Duration::from_millis(40), 4).unwrap());
+        Arc::new(KeyedLimiter::new(Quota::per(5, Duration::from_millis(40)).slices(4)).unwrap());
     let mut set = JoinSet::new();
     for i in 0..24 {
         let lim = Arc::clone(&lim);
         set.spawn(async move {
             let key = if i % 2 == 0 { "even" } else { "odd" };
             let d = lim.until_ready(key).await.unwrap();
-            (key, d.result().unwrap())
+            assert_eq!(d.result(), Ok(()));
+            (key, d.__slice().expect("a grant's slice"))
         });
     }
     let mut grants: Vec<(&str, u64)> = Vec::new();
