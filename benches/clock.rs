@@ -14,7 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-use stripecount::{Clock, CoarseClock, ManualClock, MonotonicClock};
+use stripecount::clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 use stripecount_baselines::clocks::{raw_counter, SharedMaxClock};
 use stripecount_baselines::harness::Pool;
 
@@ -75,7 +75,7 @@ fn clocks(c: &mut Criterion) {
             &mut g,
             &pool,
             "MonotonicClock+shared_fetch_max",
-            Arc::new(SharedMaxClock::new(|| MonotonicClock.now())),
+            Arc::new(SharedMaxClock::new(|| MonotonicClock.now().as_nanos())),
             |c, _, _| {
                 black_box(c.now());
             },

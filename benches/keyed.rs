@@ -1,4 +1,4 @@
-//! Per-key adds (issue 10): `KeyedWindows` and `HotKeyDetector` against a
+//! Per-key adds: `KeyedWindows` and `HotKeyDetector` against a
 //! `DashMap<u64, AtomicU64>` (no window: the floor of a keyed count) and
 //! governor's keyed limiter, at 1, 2, 4 and 8 threads sharing one instance.
 //!
@@ -25,18 +25,20 @@ mod counting_alloc;
 
 use common::{bench_threads, config, next_index, THREADS};
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
-use governor::{Quota, RateLimiter};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{HotKeyDetector, KeyedWindows, Timestamp};
 use stripecount_baselines::harness::Pool;
 use stripecount_baselines::keyed::DashCounter;
 use stripecount_baselines::zipf::ZipfStream;
 
-/// Time starts 1 s into the clock's timeline.
-const START: u64 = 1_000_000_000;
+/// Time starts 1 s into the clock's timeline (nanoseconds).
+const START_NS: u64 = 1_000_000_000;
+/// [`START_NS`] as a time.
+const START: Timestamp = Timestamp::from_nanos(START_NS);
 /// Adds per millisecond of time.
 const ADDS_PER_MS: u64 = 4096;
 /// The hot-key detector's threshold (adds in a window).
@@ -50,29 +52,34 @@ fn window() -> Duration {
 
 /// The time of op `i`: 1 ms more every [`ADDS_PER_MS`] ops.
 #[inline(always)]
-fn now_of(i: u64) -> u64 {
-    START + (i / ADDS_PER_MS) * 1_000_000
+fn now_of(i: u64) -> Timestamp {
+    Timestamp::from_nanos(START_NS + (i / ADDS_PER_MS) * 1_000_000)
 }
 
 fn windows() -> KeyedWindows<u64, ManualClock> {
-    KeyedWindows::with_clock(window(), 10, ManualClock::new()).expect("a valid window")
+    KeyedWindows::builder(window(), 10)
+        .clock(ManualClock::new())
+        .build()
+        .expect("a valid window")
 }
 
 fn detector() -> HotKeyDetector<u64, ManualClock> {
-    HotKeyDetector::with_clock(window(), 10, THRESHOLD, ManualClock::new())
+    HotKeyDetector::builder(window(), 10, THRESHOLD)
+        .clock(ManualClock::new())
+        .build()
         .expect("a valid detector")
 }
 
 type Governor = governor::DefaultKeyedRateLimiter<u64>;
 
 fn governor() -> Governor {
-    RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX))
+    governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::MAX))
 }
 
 /// The structures of the Zipf rows, each with its add.
 trait Subject: Send + Sync + 'static {
     fn make() -> Self;
-    fn add(&self, key: u64, now: u64);
+    fn add(&self, key: u64, now: Timestamp);
 }
 
 struct Kw(KeyedWindows<u64, ManualClock>);
@@ -81,7 +88,7 @@ impl Subject for Kw {
         Kw(windows())
     }
     #[inline(always)]
-    fn add(&self, key: u64, now: u64) {
+    fn add(&self, key: u64, now: Timestamp) {
         black_box(self.0.add_at(&key, now, 1));
     }
 }
@@ -92,7 +99,7 @@ impl Subject for KwSum {
         KwSum(windows())
     }
     #[inline(always)]
-    fn add(&self, key: u64, now: u64) {
+    fn add(&self, key: u64, now: Timestamp) {
         black_box(self.0.add_and_sum_at(&key, now, 1));
     }
 }
@@ -103,7 +110,7 @@ impl Subject for Hk {
         Hk(detector())
     }
     #[inline(always)]
-    fn add(&self, key: u64, now: u64) {
+    fn add(&self, key: u64, now: Timestamp) {
         black_box(self.0.add_at(&key, now, 1));
     }
 }
@@ -114,7 +121,7 @@ impl Subject for Dm {
         Dm(DashCounter::new())
     }
     #[inline(always)]
-    fn add(&self, key: u64, _: u64) {
+    fn add(&self, key: u64, _: Timestamp) {
         black_box(self.0.add(&key, 1));
     }
 }
@@ -125,7 +132,7 @@ impl Subject for Gv {
         Gv(governor())
     }
     #[inline(always)]
-    fn add(&self, key: u64, _: u64) {
+    fn add(&self, key: u64, _: Timestamp) {
         let _ = black_box(self.0.check_key(&key));
     }
 }
@@ -152,7 +159,7 @@ fn memory_report(z: &ZipfStream) {
     let gv = per_key_bytes::<Gv>(z);
     let w = windows();
     for s in 0..10u64 {
-        w.add_at(&HOT_KEY, START + s * 1_000_000_000, 1);
+        w.add_at(&HOT_KEY, START + Duration::from_secs(s), 1);
     }
     let ten = w.key_memory_bytes(&HOT_KEY);
     println!("heap bytes per key, 1M u64 keys each added once (map included):");
@@ -177,7 +184,7 @@ fn zipf_row<S: Subject>(
     // Thread `t` starts at `stride * t` (`ZipfStream::offset`), computed
     // once here: `offset` divides, and a 64-bit division in every timed
     // op cost ~10 ns a request in a criterion-shaped loop of `KeyedLimiter`
-    // (BENCHMARKS.md, issue 11, eighth session).
+    // (BENCHMARKS.md).
     let stride = z.offset(1, threads);
     if preinsert {
         // Filled at the time of the row's first op (`next_index`): filled

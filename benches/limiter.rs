@@ -1,22 +1,25 @@
 //! `try_acquire` on one shared limiter at 1, 2, 4 and 8 threads, in two
 //! regimes: nearly everything admitted (a limit far above what the bench can
 //! ask for in a window) and nearly everything refused (1 permit per window).
-//! Also `try_acquire_decision` (the verdict with remaining / retry-after /
-//! reset) and a two-limit `MultiLimiter` (the same per-second limit and a
-//! per-minute one of 60 times it, 60 slices), against two governor limiters
-//! checked one after the other (what governor users do; not atomic).
+//! Also `decide` (the `Decision`, with remaining / retry-after / reset) and
+//! a two-limit `MultiLimiter` (the same per-second limit and a per-minute
+//! one of 60 times it, 60 slices), against two governor limiters checked
+//! one after the other (what governor users do; not atomic). The `sliding`
+//! rows are a `RateLimiter` of 10 slices, the `fixed` ones a `RateLimiter`
+//! of one slice (a fixed window).
 //!
-//! Compared in the same run against governor (GCRA, `RateLimiter::direct`)
-//! with the same permits per window, and a `Mutex`-guarded sliding window.
+//! Compared in the same run against governor (GCRA,
+//! `governor::RateLimiter::direct`) with the same permits per window, and a
+//! `Mutex`-guarded sliding window.
 //! Clocks are matched: ours on `CoarseClock` vs governor on its coarse
 //! `QuantaUpkeepClock` (both a cached load), and ours vs governor's default
 //! both on governor's precise `QuantaClock` (TSC-based, like our default
 //! `MonotonicClock` where the TSC is trusted).
 //!
-//! Per key (issue 11): `KeyedLimiter` against governor's keyed limiter
+//! Per key: `KeyedLimiter` against governor's keyed limiter
 //! (`check_key`, GCRA in a `DashMap`, on its coarse `QuantaUpkeepClock`),
 //! admitting and refusing (1 permit per window), at 1 and 2 threads, on the
-//! issue-10 stream (`stripecount_baselines::zipf`: Zipf(1.0) over 1M `u64`
+//! per-key stream (`stripecount_baselines::zipf`: Zipf(1.0) over 1M `u64`
 //! keys, every key inserted by one untimed pass, each thread walking the
 //! stream from its own offset; time advancing 1 ms every 4096 requests,
 //! passed to `try_acquire_at`; 10 s windows of 10 slices, governor with the
@@ -43,15 +46,13 @@ use governor::clock::{Clock as GovClock, QuantaClock, QuantaUpkeepClock, Referen
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
+use governor::{Quota as GovQuota, RateLimiter as GovRateLimiter};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{
-    Clock, CoarseClock, FixedWindowLimiter, KeyedLimiter, ManualClock, MultiLimiter,
-    SlidingWindowLimiter,
-};
+use stripecount::clock::{CoarseClock, ManualClock};
+use stripecount::{Clock, KeyedLimiter, MultiLimiter, Quota, RateLimiter, Timestamp};
 use stripecount_baselines::harness::Pool;
 use stripecount_baselines::limiters::MutexLimiter;
 use stripecount_baselines::zipf::ZipfStream;
@@ -59,8 +60,12 @@ use stripecount_baselines::zipf::ZipfStream;
 const WINDOW: Duration = Duration::from_secs(1);
 const SLICES: usize = 10;
 
-type Governor<C> =
-    RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as governor::clock::Clock>::Instant>>;
+type Governor<C> = GovRateLimiter<
+    NotKeyed,
+    InMemoryState,
+    C,
+    NoOpMiddleware<<C as governor::clock::Clock>::Instant>,
+>;
 
 /// governor's own precise clock (quanta, TSC-based) as a stripecount
 /// [`Clock`], so both limiters can be compared on the same clock.
@@ -79,8 +84,8 @@ impl QuantaTime {
 
 impl Clock for QuantaTime {
     #[inline]
-    fn now(&self) -> u64 {
-        self.clock.now().duration_since(self.origin).as_u64()
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.clock.now().duration_since(self.origin).as_u64())
     }
 }
 
@@ -92,85 +97,85 @@ struct MutexOn<C> {
 
 fn regime(c: &mut Criterion, name: &str, limit: u32) {
     let mut g = c.benchmark_group(format!("limiter_{name}"));
-    let quota = Quota::per_second(NonZeroU32::new(limit).unwrap());
+    let quota = GovQuota::per_second(NonZeroU32::new(limit).unwrap());
     for threads in THREADS {
         let pool = Pool::new(threads);
-        fn sliding<C: Clock>(limit: u32, clock: C) -> Arc<SlidingWindowLimiter<C>> {
-            Arc::new(
-                SlidingWindowLimiter::with_clock(u64::from(limit), WINDOW, SLICES, clock).unwrap(),
-            )
+        fn ours<C: Clock>(quota: Quota, clock: C) -> Arc<RateLimiter<C>> {
+            Arc::new(RateLimiter::builder(quota).clock(clock).build().unwrap())
         }
+        let sliding = Quota::per(u64::from(limit), WINDOW).slices(SLICES);
+        let fixed = sliding.slices(1);
         bench_threads(
             &mut g,
             &pool,
             "sliding/coarse",
-            sliding(limit, CoarseClock::new()),
+            ours(sliding, CoarseClock::new()),
             |l, _, _| {
-                black_box(l.try_acquire());
+                black_box(l.try_acquire(1));
             },
         );
         bench_threads(
             &mut g,
             &pool,
             "sliding/quanta",
-            sliding(limit, QuantaTime::new()),
+            ours(sliding, QuantaTime::new()),
             |l, _, _| {
-                black_box(l.try_acquire());
+                black_box(l.try_acquire(1));
             },
         );
         bench_threads(
             &mut g,
             &pool,
             "sliding-decision/coarse",
-            sliding(limit, CoarseClock::new()),
+            ours(sliding, CoarseClock::new()),
             |l, _, _| {
-                black_box(l.try_acquire_decision(1));
+                black_box(l.decide(1));
             },
         );
         let two = [
-            (u64::from(limit), WINDOW, SLICES),
-            (60 * u64::from(limit), 60 * WINDOW, 60),
+            sliding,
+            Quota::per(60 * u64::from(limit), 60 * WINDOW).slices(60),
         ];
-        let multi = MultiLimiter::with_clock(&two, CoarseClock::new()).unwrap();
+        let multi = MultiLimiter::builder(two)
+            .clock(CoarseClock::new())
+            .build()
+            .unwrap();
         bench_threads(
             &mut g,
             &pool,
             "multi2/coarse",
             Arc::new(multi),
             |l, _, _| {
-                black_box(l.try_acquire());
+                black_box(l.try_acquire(1));
             },
         );
         bench_threads(
             &mut g,
             &pool,
             "fixed/coarse",
-            Arc::new(
-                FixedWindowLimiter::with_clock(u64::from(limit), WINDOW, CoarseClock::new())
-                    .unwrap(),
-            ),
+            ours(fixed, CoarseClock::new()),
             |l, _, _| {
-                black_box(l.try_acquire());
+                black_box(l.try_acquire(1));
             },
         );
         let upkeep =
             QuantaUpkeepClock::from_interval(Duration::from_millis(1)).expect("upkeep clock");
         let gov_coarse: Arc<Governor<QuantaUpkeepClock>> =
-            Arc::new(RateLimiter::direct_with_clock(quota, upkeep));
+            Arc::new(GovRateLimiter::direct_with_clock(quota, upkeep));
         bench_threads(&mut g, &pool, "governor/upkeep", gov_coarse, |l, _, _| {
             black_box(l.check().is_ok());
         });
-        let per_minute = Quota::per_minute(NonZeroU32::new(limit.saturating_mul(60)).unwrap());
+        let per_minute = GovQuota::per_minute(NonZeroU32::new(limit.saturating_mul(60)).unwrap());
         let upkeep =
             QuantaUpkeepClock::from_interval(Duration::from_millis(1)).expect("upkeep clock");
         let gov_two: Arc<[Governor<QuantaUpkeepClock>; 2]> = Arc::new([
-            RateLimiter::direct_with_clock(quota, upkeep.clone()),
-            RateLimiter::direct_with_clock(per_minute, upkeep),
+            GovRateLimiter::direct_with_clock(quota, upkeep.clone()),
+            GovRateLimiter::direct_with_clock(per_minute, upkeep),
         ]);
         bench_threads(&mut g, &pool, "governor2/upkeep", gov_two, |l, _, _| {
             black_box(l[0].check().is_ok() && l[1].check().is_ok());
         });
-        let gov: Arc<Governor<QuantaClock>> = Arc::new(RateLimiter::direct(quota));
+        let gov: Arc<Governor<QuantaClock>> = Arc::new(GovRateLimiter::direct(quota));
         bench_threads(&mut g, &pool, "governor/quanta", gov, |l, _, _| {
             black_box(l.check().is_ok());
         });
@@ -179,7 +184,7 @@ fn regime(c: &mut Criterion, name: &str, limit: u32) {
             clock: CoarseClock::new(),
         });
         bench_threads(&mut g, &pool, "mutex/coarse", mutex, |m, _, _| {
-            black_box(m.lim.try_acquire_at(m.clock.now(), 1));
+            black_box(m.lim.try_acquire_at(m.clock.now().as_nanos(), 1));
         });
     }
     g.finish();
@@ -192,7 +197,7 @@ fn limiters(c: &mut Criterion) {
     regime(c, "refuse", 1);
 }
 
-type GovernorKeyed<C> = RateLimiter<
+type GovernorKeyed<C> = GovRateLimiter<
     u64,
     DashMapStateStore<u64>,
     C,
@@ -201,36 +206,41 @@ type GovernorKeyed<C> = RateLimiter<
 
 /// The key of the one-hot-key rows.
 const HOT_KEY: u64 = 7;
-/// The per-key rows' window (the issue-10 stream's: 10 s in 10 slices).
+/// The per-key rows' window (the per-key stream's: 10 s in 10 slices).
 const KEYED_WINDOW: Duration = Duration::from_secs(10);
-/// Time starts 1 s into the clock's timeline.
-const START: u64 = 1_000_000_000;
-/// Requests per millisecond of time (the issue-10 stream's).
+/// Time starts 1 s into the clock's timeline (nanoseconds).
+const START_NS: u64 = 1_000_000_000;
+/// [`START_NS`] as a time.
+const START: Timestamp = Timestamp::from_nanos(START_NS);
+/// Requests per millisecond of time (the per-key stream's).
 const OPS_PER_MS: u64 = 4096;
 
 /// The time of op `i`: 1 ms more every [`OPS_PER_MS`] ops.
 #[inline(always)]
-fn now_of(i: u64) -> u64 {
-    START + (i / OPS_PER_MS) * 1_000_000
+fn now_of(i: u64) -> Timestamp {
+    Timestamp::from_nanos(START_NS + (i / OPS_PER_MS) * 1_000_000)
 }
 
 /// Ours on the op's time: `limit` per 10 s in `slices` slices.
 fn ours_at(limit: u32, slices: usize) -> KeyedLimiter<u64, ManualClock> {
-    KeyedLimiter::with_clock(u64::from(limit), KEYED_WINDOW, slices, ManualClock::new()).unwrap()
+    KeyedLimiter::builder(Quota::per(u64::from(limit), KEYED_WINDOW).slices(slices))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
 }
 
 /// governor with the same permits per 10 s, on its coarse clock.
 fn governor_keyed(limit: u32) -> GovernorKeyed<QuantaUpkeepClock> {
     let quota = if limit == u32::MAX {
-        Quota::per_second(NonZeroU32::MAX)
+        GovQuota::per_second(NonZeroU32::MAX)
     } else {
         let per = KEYED_WINDOW / limit;
-        Quota::with_period(per)
+        GovQuota::with_period(per)
             .unwrap()
             .allow_burst(NonZeroU32::new(limit).unwrap())
     };
     let upkeep = QuantaUpkeepClock::from_interval(Duration::from_millis(1)).expect("upkeep clock");
-    RateLimiter::new(quota, DashMapStateStore::default(), upkeep)
+    GovRateLimiter::new(quota, DashMapStateStore::default(), upkeep)
 }
 
 /// A Zipf row: every key inserted by one untimed pass at the time of the
@@ -238,8 +248,7 @@ fn governor_keyed(limit: u32) -> GovernorKeyed<QuantaUpkeepClock> {
 /// from each thread's offset. Filled at index 0 instead, ours saw every
 /// key's window expire before the first timed op (the earlier rows' ops
 /// advance the time; governor's clock is real time), and the sweep evicted
-/// keys during the measurement that governor never evicts (BENCHMARKS.md,
-/// issue 11, eleventh session).
+/// keys during the measurement that governor never evicts (BENCHMARKS.md).
 fn zipf_row<S: Send + Sync + 'static>(
     g: &mut BenchmarkGroup<'_, WallTime>,
     pool: &Pool,
@@ -252,7 +261,7 @@ fn zipf_row<S: Send + Sync + 'static>(
     // Thread `t` starts at `stride * t` (`ZipfStream::offset`), computed
     // once here: `offset` divides, and a 64-bit division in every timed
     // op cost ~10 ns a request in a criterion-shaped loop of `KeyedLimiter`
-    // (BENCHMARKS.md, issue 11, eighth session).
+    // (BENCHMARKS.md).
     let stride = z.offset(1, threads);
     let at = next_index();
     for k in z.all_keys() {
@@ -296,10 +305,12 @@ fn keyed_regime(c: &mut Criterion, z: &Arc<ZipfStream>, name: &str, limit: u32) 
         // Real time, 1 s in 10 slices of 100 ms: nearly every request on a
         // warm key is its first in its slice (a roll), and keys idle for a
         // second are evicted and inserted again.
-        let coarse =
-            KeyedLimiter::with_clock(u64::from(limit), WINDOW, SLICES, CoarseClock::new()).unwrap();
+        let coarse = KeyedLimiter::builder(Quota::per(u64::from(limit), WINDOW).slices(SLICES))
+            .clock(CoarseClock::new())
+            .build()
+            .unwrap();
         let now = |l: &KeyedLimiter<u64, CoarseClock>, k: u64, _: u64| {
-            black_box(l.try_acquire(&k));
+            black_box(l.try_acquire(&k, 1));
         };
         zipf_row(&mut g, &pool, z, "keyed-zipf-1s/coarse", coarse, now);
         let hot = Arc::new(ours_at(limit, 10));
@@ -332,23 +343,25 @@ fn memory_report(z: &ZipfStream) {
     // quiet, with no block until a roll records a count.
     let before = counting_alloc::live_bytes();
     let day = Duration::from_secs(86_400);
-    let two = KeyedLimiter::multi_with_clock(
-        &[(1_000_000, KEYED_WINDOW, 10), (1_000_000, day, 24)],
-        ManualClock::new(),
-    )
+    let two = KeyedLimiter::builder([
+        Quota::per(1_000_000, KEYED_WINDOW).slices(10),
+        Quota::per(1_000_000, day).slices(24),
+    ])
+    .clock(ManualClock::new())
+    .build()
     .unwrap();
     for k in z.all_keys() {
         two.try_acquire_at(&k, START, 1);
     }
     let two_bytes = (counting_alloc::live_bytes() - before) as f64 / keys;
     for k in z.all_keys() {
-        two.try_acquire_at(&k, START + 1_000_000_000, 1);
+        two.try_acquire_at(&k, START + Duration::from_secs(1), 1);
     }
     let two_later = (counting_alloc::live_bytes() - before) as f64 / keys;
     drop(two);
     let before = counting_alloc::live_bytes();
     let gov: governor::DefaultKeyedRateLimiter<u64> =
-        RateLimiter::keyed(Quota::per_second(NonZeroU32::MAX));
+        GovRateLimiter::keyed(GovQuota::per_second(NonZeroU32::MAX));
     for k in z.all_keys() {
         let _ = gov.check_key(&k);
     }
@@ -358,13 +371,13 @@ fn memory_report(z: &ZipfStream) {
     lim.try_acquire_at(&HOT_KEY, START, 1);
     let one = lim.memory_bytes();
     for s in 1..10 {
-        lim.try_acquire_at(&HOT_KEY, START + s * 1_000_000_000, 1);
+        lim.try_acquire_at(&HOT_KEY, START + Duration::from_secs(s), 1);
     }
     let all = lim.memory_bytes() - one;
     let big = HOT_KEY + 1;
     lim.try_acquire_at(&big, START, 32);
     let inline = lim.memory_bytes();
-    lim.try_acquire_at(&big, START + 1_000_000_000, 1); // the roll spills
+    lim.try_acquire_at(&big, START + Duration::from_secs(1), 1); // the roll spills
     let spilled = lim.memory_bytes() - inline;
     println!("heap bytes per key, 1M u64 keys each acquired once (map included):");
     println!("  KeyedLimiter (10 s / 10 slices): {ours_bytes:.1} B/key; a key with grants in all 10 slices: + {all} B; with 32 in one slice: + {spilled} B");

@@ -1,6 +1,6 @@
 //! `MultiWindow::add_at` with 1, 2 and 3 levels against the unit (one
 //! `SlidingWindow::add_at`) and against three separate `SlidingWindow`s fed
-//! the same add: the target is 3 levels <= 2x one window.
+//! the same add: the target is 3 levels <= 2x one window.
 //!
 //! Every variant shares ONE instance between the pool's threads (see
 //! `stripecount_baselines::harness`). Time advances 1 us per add on every
@@ -27,7 +27,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{MultiWindow, SlidingWindow};
+use stripecount::{MultiWindow, SlidingWindow, Timestamp};
 use stripecount_baselines::harness::{Pool, THREAD_COUNTS};
 
 const LEVELS: [(Duration, usize); 3] = [
@@ -48,7 +48,7 @@ fn bench<F>(
     name: &str,
     add: F,
 ) where
-    F: Fn(u64, u64) + Send + Sync + 'static,
+    F: Fn(Timestamp, u64) + Send + Sync + 'static,
 {
     let threads = pool.threads();
     let add = Arc::new(add);
@@ -61,7 +61,8 @@ fn bench<F>(
             let start = clock.fetch_add(per_thread * STEP, Ordering::Relaxed);
             let add = add.clone();
             pool.run_ops(per_thread, move |_, i| {
-                add(black_box(start + i * STEP), black_box(1))
+                let now = Timestamp::from_nanos(black_box(start + i * STEP));
+                add(now, black_box(1))
             })
         })
     });
@@ -116,11 +117,13 @@ fn bench_sum_over(c: &mut Criterion) {
     // or recently folded.
     let end = 2 * 3600 * 1_000_000_000u64;
     for t in (0..end).step_by(10_000_000) {
+        let t = Timestamp::from_nanos(t);
         multi.add_at(t, 1);
         for w in &windows {
             w.add_at(t, 1);
         }
     }
+    let end = Timestamp::from_nanos(end);
     for (i, &(span, _)) in LEVELS.iter().enumerate() {
         let w = &windows[i];
         group.bench_function(BenchmarkId::new("window", i), |b| {

@@ -1,6 +1,6 @@
 //! Time stamps for operations whose time the benchmark supplies.
 //!
-//! The per-key issue measures with time that advances 1 ms every 4096 adds:
+//! The per-key benches measure with time that advances 1 ms every 4096 adds:
 //! op `i` of a thread is stamped [`stamp`]`(i)`. Slices of a 10 s / 10
 //! window then roll every 4M adds, often enough that the rolling path is
 //! measured, rarely enough that the common path dominates, as in a service.

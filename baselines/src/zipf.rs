@@ -1,5 +1,5 @@
 //! The one skewed key stream of the benches and the report: Zipf(s = 1.0)
-//! over 1,000,000 distinct `u64` keys, the per-key issue's workload.
+//! over 1,000,000 distinct `u64` keys, the per-key workload.
 //!
 //! Per-key counting in services is skewed: a few keys take most of the
 //! traffic. [`ZipfStream::new`] draws [`STREAM_LEN`] keys once, before any
@@ -42,7 +42,7 @@ impl Default for ZipfStream {
 }
 
 impl ZipfStream {
-    /// The per-key issue's stream: [`STREAM_LEN`] keys from
+    /// The per-key stream: [`STREAM_LEN`] keys from
     /// Zipf([`KEYS`], [`EXPONENT`]), seeded with [`SEED`].
     pub fn new() -> ZipfStream {
         Self::with(KEYS, EXPONENT, STREAM_LEN, SEED)

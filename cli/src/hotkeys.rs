@@ -34,7 +34,8 @@ use std::hash::{Hash, Hasher};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use stripecount::{HotKeyDetector, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{HotKeyDetector, Timestamp};
 use threads::run_threads;
 
 /// stripecount hotkeys: the keys of a stream that become hot.
@@ -221,8 +222,9 @@ fn parse_line(line: &[u8], timestamps: bool) -> Option<(Option<u64>, &[u8])> {
     Some((Some(ms), &key[..key_end]))
 }
 
-fn ns(ms: u64) -> u64 {
-    ms.saturating_mul(1_000_000)
+/// The detector's time of a line's `ms` (milliseconds of stream time).
+fn ns(ms: u64) -> Timestamp {
+    Timestamp::from_nanos(ms.saturating_mul(1_000_000))
 }
 
 /// Stream-wide state kept by the reading thread.
@@ -330,12 +332,10 @@ pub fn run(args: &[String]) -> ExitCode {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };
-    let detector = match HotKeyDetector::with_clock(
-        opts.window,
-        opts.slices,
-        opts.threshold,
-        ManualClock::new(),
-    ) {
+    let detector = match HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
+        .clock(ManualClock::new())
+        .build()
+    {
         Ok(d) => d,
         // A window the detector refuses (zero slices, uneven slices): a
         // usage error like clap's own.

@@ -65,6 +65,8 @@ pub(super) fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) 
     let window_ms = opts.window.as_millis().min(u64::MAX as u128) as u64;
     let mut last_evict = 0u64;
     let mut newest_slice = 0u64;
+    // The slice of a time is its nanoseconds over the slice length.
+    let slice_nanos = detector.windows().slice_len().as_nanos() as u64;
     let send = |w: usize, buffers: &mut Vec<Vec<u8>>, sent: &mut [u64]| -> io::Result<()> {
         let records = std::mem::replace(&mut buffers[w], Vec::with_capacity(BATCH_BYTES + 256));
         sent[w] += 1;
@@ -79,7 +81,7 @@ pub(super) fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) 
         // the detector's ring of slices as one thread's would (a key's own
         // records stay in order: they all go to one worker), and the
         // output does not depend on the thread count.
-        let slice = detector.windows().epoch_at(ns(ms));
+        let slice = ns(ms).as_nanos() / slice_nanos;
         if slice > newest_slice {
             for w in 0..n {
                 if !buffers[w].is_empty() {

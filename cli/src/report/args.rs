@@ -4,8 +4,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Total time the default run aims for (warm-ups included), well under the
-/// issue's 60 s on a 2-core machine once set-up and scheduling are added.
+/// Total time the default run aims for (warm-ups included), well under a
+/// minute on a 2-core machine once set-up and scheduling are added.
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(40);
 /// Longest default measurement per point: longer buys little precision on a
 /// noisy VM (run-to-run variation is larger than the sampling error).

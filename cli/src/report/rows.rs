@@ -17,9 +17,11 @@
 //!   here, so every request is granted); the refusing quota is 1000 per
 //!   second (spent in the warm-up, so nearly every request is refused).
 //!   governor gets the same quotas (its burst equals the per-second rate).
-//!   Every limiter reads its clock on every request: ours `CoarseClock` (one
-//!   atomic load, this crate's advice for hot paths), governor its default
-//!   (the TSC, through quanta). The two-limit rows add a per-minute limit of
+//!   `RateLimiter` rows count the quota in the window's 10 slices, the
+//!   "fixed window" rows in one slice; the `decide` row asks for the full
+//!   `Decision` instead of a bool. Every limiter reads its clock on every
+//!   request: ours `CoarseClock` (one atomic load, this crate's advice for
+//!   hot paths), governor its default (the TSC, through quanta). The two-limit rows add a per-minute limit of
 //!   60 times the quota: `MultiLimiter` (one CAS a grant, all or nothing)
 //!   and two governor limiters checked in turn (what governor users do).
 //! - Keyed rows: one key for all threads ("one hot key"), or the Zipf stream
@@ -230,28 +232,20 @@ pub fn all() -> Vec<Row> {
     let limiters = group(
         Group::Limiters,
         &[
+            ("RateLimiter, admitting", Ours, limiters::sliding_admitting),
+            ("RateLimiter, refusing", Ours, limiters::sliding_refusing),
             (
-                "SlidingWindowLimiter, admitting",
-                Ours,
-                limiters::sliding_admitting,
-            ),
-            (
-                "SlidingWindowLimiter, refusing",
-                Ours,
-                limiters::sliding_refusing,
-            ),
-            (
-                "FixedWindowLimiter, admitting",
+                "RateLimiter fixed window, admitting",
                 Ours,
                 limiters::fixed_admitting,
             ),
             (
-                "FixedWindowLimiter, refusing",
+                "RateLimiter fixed window, refusing",
                 Ours,
                 limiters::fixed_refusing,
             ),
             (
-                "SlidingWindowLimiter decision, refusing",
+                "RateLimiter decide, refusing",
                 Ours,
                 limiters::sliding_decision_refusing,
             ),
@@ -404,15 +398,15 @@ mod tests {
         // Admitting: every request of a short burst is granted.
         let n = 100_000;
         let l = sliding(ADMIT_LIMIT);
-        assert_eq!(grants(n, || l.try_acquire()), n);
+        assert_eq!(grants(n, || l.try_acquire(1)), n);
         let l = fixed(ADMIT_LIMIT);
-        assert_eq!(grants(n, || l.try_acquire()), n);
+        assert_eq!(grants(n, || l.try_acquire(1)), n);
         let l = governor_direct(ADMIT_LIMIT);
         assert_eq!(grants(n, || l.check().is_ok()), n);
         let l = multi(ADMIT_LIMIT);
-        assert_eq!(grants(n, || l.try_acquire()), n);
+        assert_eq!(grants(n, || l.try_acquire(1)), n);
         let l = keyed_limiter(ADMIT_LIMIT);
-        assert_eq!(grants(n, || l.try_acquire(&HOT_KEY)), n);
+        assert_eq!(grants(n, || l.try_acquire(&HOT_KEY, 1)), n);
         let l = governor_keyed();
         assert_eq!(grants(n, || l.check_key(&HOT_KEY).is_ok()), n);
         // Refusing: the quota, then refusals. The sliding window frees no
@@ -421,14 +415,17 @@ mod tests {
         // replenishes one permit per millisecond.
         let started = std::time::Instant::now();
         let l = sliding(REFUSE_LIMIT);
-        assert_eq!(grants(n, || l.try_acquire()), REFUSE_LIMIT as u64);
+        assert_eq!(grants(n, || l.try_acquire(1)), REFUSE_LIMIT as u64);
         let l = sliding(REFUSE_LIMIT);
-        let decided = grants(n, || l.try_acquire_decision(1).is_granted());
+        let decided = grants(n, || l.decide(1).is_granted());
         assert_eq!(decided, REFUSE_LIMIT as u64);
         let l = keyed_limiter(REFUSE_LIMIT);
-        assert_eq!(grants(n, || l.try_acquire(&HOT_KEY)), REFUSE_LIMIT as u64);
+        assert_eq!(
+            grants(n, || l.try_acquire(&HOT_KEY, 1)),
+            REFUSE_LIMIT as u64
+        );
         let l = fixed(REFUSE_LIMIT);
-        let granted = grants(n, || l.try_acquire());
+        let granted = grants(n, || l.try_acquire(1));
         assert!((1000..=2000).contains(&granted), "{granted}");
         let l = governor_direct(REFUSE_LIMIT);
         let granted = grants(n, || l.check().is_ok());

@@ -13,7 +13,7 @@ use super::Setup;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
-use stripecount::{Clock, CoarseClock, MonotonicClock};
+use stripecount::clock::{Clock, CoarseClock, MonotonicClock};
 use stripecount_baselines::harness::{batches, Job};
 
 /// A job reading `now` once per operation.

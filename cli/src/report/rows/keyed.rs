@@ -12,13 +12,17 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use stripecount::{CoarseClock, HotKeyDetector, KeyedLimiter, KeyedWindows};
+use stripecount::clock::CoarseClock;
+use stripecount::{HotKeyDetector, KeyedLimiter, KeyedWindows, Quota};
 use stripecount_baselines::harness::{batches, Job};
 
 /// The per-key windows of the keyed rows: the report's window, on
 /// `CoarseClock`.
 fn windows() -> KeyedWindows<u64, CoarseClock> {
-    KeyedWindows::with_clock(WINDOW, SLICES, CoarseClock::new()).expect("a valid window")
+    KeyedWindows::builder(WINDOW, SLICES)
+        .clock(CoarseClock::new())
+        .build()
+        .expect("a valid window")
 }
 
 pub(super) fn windows_hot(_: &Setup, _: usize) -> Job {
@@ -49,7 +53,9 @@ pub(super) fn windows_zipf(setup: &Setup, threads: usize) -> Job {
 
 /// The detector of the keyed rows: the report's window, on `CoarseClock`.
 fn detector() -> HotKeyDetector<u64, CoarseClock> {
-    HotKeyDetector::with_clock(WINDOW, SLICES, HOT_THRESHOLD, CoarseClock::new())
+    HotKeyDetector::builder(WINDOW, SLICES, HOT_THRESHOLD)
+        .clock(CoarseClock::new())
+        .build()
         .expect("a valid detector")
 }
 
@@ -157,7 +163,9 @@ pub(super) fn governor_keyed_zipf_refusing(setup: &Setup, threads: usize) -> Job
 /// The per-key limiter of the keyed rows: the report's window, on
 /// `CoarseClock`, `limit` permits per window for every key.
 pub(super) fn keyed_limiter(limit: u32) -> KeyedLimiter<u64, CoarseClock> {
-    KeyedLimiter::with_clock(limit.into(), WINDOW, SLICES, CoarseClock::new())
+    KeyedLimiter::builder(Quota::per(limit.into(), WINDOW).slices(SLICES))
+        .clock(CoarseClock::new())
+        .build()
         .expect("a valid limiter")
 }
 
@@ -165,7 +173,7 @@ fn keyed_limiter_hot(limit: u32) -> Job {
     let l = Arc::new(keyed_limiter(limit));
     Arc::new(move |_, stop| {
         batches(stop, || {
-            black_box(l.try_acquire(&HOT_KEY));
+            black_box(l.try_acquire(&HOT_KEY, 1));
         })
     })
 }
@@ -180,12 +188,12 @@ pub(super) fn keyed_limiter_hot_refusing(_: &Setup, _: usize) -> Job {
 
 pub(super) fn keyed_limiter_zipf_admitting(setup: &Setup, threads: usize) -> Job {
     zipf_job(setup, threads, keyed_limiter(ADMIT_LIMIT), |l, k| {
-        black_box(l.try_acquire(&k));
+        black_box(l.try_acquire(&k, 1));
     })
 }
 
 pub(super) fn keyed_limiter_zipf_refusing(setup: &Setup, threads: usize) -> Job {
     zipf_job(setup, threads, keyed_limiter(REFUSE_LIMIT), |l, k| {
-        black_box(l.try_acquire(&k));
+        black_box(l.try_acquire(&k, 1));
     })
 }

@@ -11,7 +11,8 @@ use super::{Setup, ADMIT_LIMIT, REFUSE_LIMIT, SLICES, WINDOW};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use stripecount::{CoarseClock, FixedWindowLimiter, MultiLimiter, SlidingWindowLimiter};
+use stripecount::clock::CoarseClock;
+use stripecount::{MultiLimiter, Quota, RateLimiter};
 use stripecount_baselines::harness::{batches, Job};
 
 // Our limiters read their clock on every request, as governor does; they
@@ -27,14 +28,22 @@ fn acquire_job(acquire: impl Fn() -> bool + Send + Sync + 'static) -> Job {
     })
 }
 
-pub(super) fn sliding(limit: u32) -> SlidingWindowLimiter<CoarseClock> {
-    SlidingWindowLimiter::with_clock(limit.into(), WINDOW, SLICES, CoarseClock::new())
+/// A limiter of `quota` on `CoarseClock`.
+fn limiter(quota: Quota) -> RateLimiter<CoarseClock> {
+    RateLimiter::builder(quota)
+        .clock(CoarseClock::new())
+        .build()
         .expect("a valid limiter")
 }
 
-pub(super) fn fixed(limit: u32) -> FixedWindowLimiter<CoarseClock> {
-    FixedWindowLimiter::with_clock(limit.into(), WINDOW, CoarseClock::new())
-        .expect("a valid limiter")
+/// A sliding window: the report's window in [`SLICES`] slices.
+pub(super) fn sliding(limit: u32) -> RateLimiter<CoarseClock> {
+    limiter(Quota::per(limit.into(), WINDOW).slices(SLICES))
+}
+
+/// A fixed window: the report's window in one slice.
+pub(super) fn fixed(limit: u32) -> RateLimiter<CoarseClock> {
+    limiter(Quota::per(limit.into(), WINDOW).slices(1))
 }
 
 pub(super) fn governor_direct(per_second: u32) -> governor::DefaultDirectRateLimiter {
@@ -44,43 +53,43 @@ pub(super) fn governor_direct(per_second: u32) -> governor::DefaultDirectRateLim
 
 pub(super) fn sliding_admitting(_: &Setup, _: usize) -> Job {
     let l = sliding(ADMIT_LIMIT);
-    acquire_job(move || l.try_acquire())
+    acquire_job(move || l.try_acquire(1))
 }
 
 pub(super) fn sliding_refusing(_: &Setup, _: usize) -> Job {
     let l = sliding(REFUSE_LIMIT);
-    acquire_job(move || l.try_acquire())
+    acquire_job(move || l.try_acquire(1))
 }
 
 pub(super) fn fixed_admitting(_: &Setup, _: usize) -> Job {
     let l = fixed(ADMIT_LIMIT);
-    acquire_job(move || l.try_acquire())
+    acquire_job(move || l.try_acquire(1))
 }
 
 pub(super) fn fixed_refusing(_: &Setup, _: usize) -> Job {
     let l = fixed(REFUSE_LIMIT);
-    acquire_job(move || l.try_acquire())
+    acquire_job(move || l.try_acquire(1))
 }
 
 pub(super) fn sliding_decision_refusing(_: &Setup, _: usize) -> Job {
     let l = sliding(REFUSE_LIMIT);
-    acquire_job(move || l.try_acquire_decision(1).is_granted())
+    acquire_job(move || l.decide(1).is_granted())
 }
 
 /// The report's limit per second and 60 times it per minute (60 slices):
 /// two limits, all or nothing, one CAS a grant.
 pub(super) fn multi(limit: u32) -> MultiLimiter<CoarseClock> {
-    let per_minute = (60 * u64::from(limit), 60 * WINDOW, 60);
-    MultiLimiter::with_clock(
-        &[(limit.into(), WINDOW, SLICES), per_minute],
-        CoarseClock::new(),
-    )
-    .expect("a valid limiter")
+    let per_second = Quota::per(limit.into(), WINDOW).slices(SLICES);
+    let per_minute = Quota::per(60 * u64::from(limit), 60 * WINDOW).slices(60);
+    MultiLimiter::builder([per_second, per_minute])
+        .clock(CoarseClock::new())
+        .build()
+        .expect("a valid limiter")
 }
 
 pub(super) fn multi_admitting(_: &Setup, _: usize) -> Job {
     let l = multi(ADMIT_LIMIT);
-    acquire_job(move || l.try_acquire())
+    acquire_job(move || l.try_acquire(1))
 }
 
 /// Two governor limiters (per second and per minute) checked in turn, as

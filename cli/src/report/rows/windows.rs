@@ -6,17 +6,23 @@ use super::{Setup, SLICES, WINDOW};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{Clock, CoarseClock, MonotonicClock, MultiWindow, SlidingWindow};
+use stripecount::clock::{CoarseClock, MonotonicClock};
+use stripecount::{Clock, MultiWindow, SlidingWindow, Timestamp};
 use stripecount_baselines::harness::{batches, batches_at, Job};
 use stripecount_baselines::rings::{MutexRing, NaiveAtomicRing};
 
-/// The caller's clock of the `*_at` rows, read once per batch.
+/// The caller's clock of the `*_at` rows, read once per batch (in
+/// nanoseconds, the baselines' time; ours take it as a [`Timestamp`], a free
+/// conversion).
 fn caller_now() -> u64 {
-    MonotonicClock.now()
+    MonotonicClock.now().as_nanos()
 }
 
 fn window<C: Clock>(clock: C) -> SlidingWindow<C> {
-    SlidingWindow::with_clock(WINDOW, SLICES, clock).expect("1 s / 10 slices is a valid window")
+    SlidingWindow::builder(WINDOW, SLICES)
+        .clock(clock)
+        .build()
+        .expect("1 s / 10 slices is a valid window")
 }
 
 fn slice_nanos() -> u64 {
@@ -27,7 +33,7 @@ pub(super) fn window_add_at(_: &Setup, _: usize) -> Job {
     let w = Arc::new(window(MonotonicClock));
     Arc::new(move |_, stop| {
         batches_at(stop, caller_now, |t| {
-            black_box(w.add_at(t, 1));
+            black_box(w.add_at(Timestamp::from_nanos(t), 1));
         })
     })
 }
@@ -62,7 +68,7 @@ pub(super) fn multi_add_at(_: &Setup, _: usize) -> Job {
     let w = Arc::new(MultiWindow::new(&MULTI_LEVELS).expect("valid levels"));
     Arc::new(move |_, stop| {
         batches_at(stop, caller_now, |t| {
-            black_box(w.add_at(t, 1));
+            black_box(w.add_at(Timestamp::from_nanos(t), 1));
         })
     })
 }
