@@ -1,9 +1,10 @@
-//! Per-key adds in the steady state, one thread: the issue-10 Zipf stream
-//! (`stripecount_baselines::zipf`), keys pre-inserted, then `warm` untimed
+//! Per-key adds in the steady state, one thread: the benchmarks' Zipf
+//! stream (`stripecount_baselines::zipf`), keys pre-inserted, then `warm` untimed
 //! adds (40M = 10 slices of 10 s windows, so every warm key has counts in
 //! the whole window), then `ops` timed adds, time advancing 1 ms every 4096
 //! adds. Prints ns per add. Also the harness for `valgrind --tool=callgrind
-//! --toggle-collect='keyed_steady::timed*'` (BENCHMARKS.md, issue 10).
+//! --toggle-collect='keyed_steady::timed*'` (BENCHMARKS.md, per-key
+//! engine).
 //!
 //! ```sh
 //! cargo run --release --example keyed_steady -- kw 20000000 40000000 [threads]
@@ -19,8 +20,8 @@
 //! limiters (1 permit per window). `WSEC=n` makes the windows `n` s long
 //! (default 10, in 10 slices): with `WSEC=100000` no timed request is the
 //! first of its key in a new slice, so none rolls, and no sweep step
-//! falls in the run (the share of a `kl` request the roll and the sweep
-//! take together, BENCHMARKS.md, issue 11, eleventh session).
+//! falls in the run (to measure the share of a `kl` request the roll and
+//! the sweep take together: BENCHMARKS.md, per-key limits).
 //! With `HOT=1` every timed op is on one key among the pre-inserted
 //! ones; with `HOT=only` the structure holds that key alone, as in the
 //! benches' one-hot-key rows (warm-up ops are on it too;
@@ -28,17 +29,18 @@
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
-use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{HotKeyDetector, KeyedLimiter, KeyedWindows, Quota, Timestamp};
 use stripecount_baselines::keyed::DashCounter;
 use stripecount_baselines::zipf::ZipfStream;
 
 const START: u64 = 1_000_000_000;
-fn now_of(i: u64) -> u64 {
-    START + (i / 4096) * 1_000_000
+fn now_of(i: u64) -> Timestamp {
+    Timestamp::from_nanos(START + (i / 4096) * 1_000_000)
 }
 
 #[inline(never)]
-fn timed(z: &ZipfStream, from: usize, warm: u64, ops: u64, add: &impl Fn(u64, u64)) {
+fn timed(z: &ZipfStream, from: usize, warm: u64, ops: u64, add: &impl Fn(u64, Timestamp)) {
     for i in warm..warm + ops {
         add(z.key(from + i as usize), now_of(i));
     }
@@ -46,7 +48,7 @@ fn timed(z: &ZipfStream, from: usize, warm: u64, ops: u64, add: &impl Fn(u64, u6
 
 /// One hot key instead of the stream (`HOT=1` or `HOT=only`).
 #[inline(never)]
-fn timed_hot(warm: u64, ops: u64, add: &impl Fn(u64, u64)) {
+fn timed_hot(warm: u64, ops: u64, add: &impl Fn(u64, Timestamp)) {
     for i in warm..warm + ops {
         add(black_box(7), now_of(i));
     }
@@ -90,7 +92,7 @@ fn main() {
             let add = $add;
             if !hot_only {
                 for k in z.all_keys() {
-                    add(k, START);
+                    add(k, Timestamp::from_nanos(START));
                 }
             }
             for i in 0..warm {
@@ -120,26 +122,32 @@ fn main() {
     }
     match which {
         "kw" => {
-            let s = KeyedWindows::with_clock(w, 10, ManualClock::new()).unwrap();
-            run!(|k: u64, now: u64| {
+            let s = KeyedWindows::builder(w, 10)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            run!(|k: u64, now: Timestamp| {
                 black_box(s.add_at(&k, now, 1));
             })
         }
         "hk" => {
-            let s = HotKeyDetector::with_clock(w, 10, 1000, ManualClock::new()).unwrap();
-            run!(|k: u64, now: u64| {
+            let s = HotKeyDetector::builder(w, 10, 1000)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            run!(|k: u64, now: Timestamp| {
                 black_box(s.add_at(&k, now, 1));
             })
         }
         "dm" => {
             let s = DashCounter::<u64>::new();
-            run!(|k: u64, _now: u64| {
+            run!(|k: u64, _now: Timestamp| {
                 black_box(s.add(&k, 1));
             })
         }
         "gv" | "gvr" => {
             let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(gov_quota());
-            run!(|k: u64, _now: u64| {
+            run!(|k: u64, _now: Timestamp| {
                 let _ = black_box(s.check_key(&k));
             })
         }
@@ -157,19 +165,17 @@ fn main() {
                 governor::state::keyed::DashMapStateStore::<u64>::default(),
                 clock,
             );
-            run!(|k: u64, _now: u64| {
+            run!(|k: u64, _now: Timestamp| {
                 let _ = black_box(s.check_key(&k));
             })
         }
         "kl" | "klr" => {
-            let s = stripecount::KeyedLimiter::with_clock(
-                if refusing { 1 } else { u64::from(u32::MAX) },
-                w,
-                10,
-                ManualClock::new(),
-            )
-            .unwrap();
-            run!(|k: u64, now: u64| {
+            let limit = if refusing { 1 } else { u64::from(u32::MAX) };
+            let s = KeyedLimiter::builder(Quota::per(limit, w).slices(10))
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            run!(|k: u64, now: Timestamp| {
                 black_box(s.try_acquire_at(&k, now, 1));
             })
         }

@@ -1,18 +1,20 @@
 //! The slowest requests of a `KeyedLimiter` (`kl`, refusing: 1 permit per
-//! window) or `KeyedWindows` (`kw`) on the issue-10 Zipf stream (1M keys,
-//! every key added once first), one thread, past `warm` requests (by
+//! window) or `KeyedWindows` (`kw`) on the benchmarks' Zipf stream
+//! (`stripecount_baselines::zipf`: Zipf(1.0) over 1M keys, every key added
+//! once first), one thread, past `warm` requests (by
 //! default the first window: 40,960,000; 0 times the first window too):
 //! each request timed on its own, then percentiles and the requests over
 //! 100 µs. Time advances 1 ms
 //! every 4096 requests (`keyed_steady`'s pace), so a 1 s slice opens every
 //! 4,096,000 requests: what shows here is the work done when a slice
 //! opens, such as the limiter's automatic sweep of idle keys (BENCHMARKS.md,
-//! issue 11, ninth session) or the windows' new slice map.
+//! "The refusal count; the sweep spread over the epoch") or the windows'
+//! new slice map.
 //!
 //! With `QUIET=n` nothing is filled first and the warm-up is a quiet
 //! spell (one request a millisecond, over `n` keys), so the first busy
-//! slice's map is sized from a quiet one's (BENCHMARKS.md, issue 11,
-//! eleventh session, "A busy slice after a quiet one"); it also prints
+//! slice's map is sized from a quiet one's (BENCHMARKS.md, "A busy slice
+//! after a quiet one"); it also prints
 //! the structure's memory after the quiet spell.
 //!
 //! ```sh
@@ -20,15 +22,16 @@
 //! QUIET=100 cargo run --release --example keyed_tail -- kw 8192000 40960000
 //! ```
 use std::time::{Duration, Instant};
-use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{KeyedLimiter, KeyedWindows, Quota, Timestamp};
 use stripecount_baselines::zipf::ZipfStream;
 
 const START: u64 = 1_000_000_000;
 /// What counts as a slow request (ns).
 const THRESHOLD: u64 = 100_000;
 
-fn now_of(i: u64) -> u64 {
-    START + (i / 4096) * 1_000_000
+fn now_of(i: u64) -> Timestamp {
+    Timestamp::from_nanos(START + (i / 4096) * 1_000_000)
 }
 
 fn main() {
@@ -45,9 +48,11 @@ fn main() {
     let window = Duration::from_secs(10);
     let (lim, win);
     let memory: Box<dyn Fn() -> usize + '_>;
-    let op: &dyn Fn(u64, u64) = match which {
+    let op: &dyn Fn(u64, Timestamp) = match which {
         "kl" => {
-            lim = KeyedLimiter::with_clock(1, window, 10, ManualClock::new())
+            lim = KeyedLimiter::builder(Quota::per(1, window).slices(10))
+                .clock(ManualClock::new())
+                .build()
                 .expect("a valid configuration");
             memory = Box::new(|| lim.memory_bytes());
             &|k, now| {
@@ -55,7 +60,9 @@ fn main() {
             }
         }
         "kw" => {
-            win = KeyedWindows::with_clock(window, 10, ManualClock::new())
+            win = KeyedWindows::builder(window, 10)
+                .clock(ManualClock::new())
+                .build()
                 .expect("a valid configuration");
             memory = Box::new(|| win.memory_bytes());
             &|k, now| {
@@ -74,7 +81,7 @@ fn main() {
     match quiet {
         None => {
             for k in z.all_keys() {
-                op(k, START);
+                op(k, Timestamp::from_nanos(START));
             }
             for i in 0..warm {
                 op(z.key(i as usize), now_of(i));

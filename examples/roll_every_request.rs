@@ -1,4 +1,4 @@
-//! The roll's cost on one thread: a `SlidingWindowLimiter` (10 slices) whose
+//! The roll's cost on one thread: a `RateLimiter` (10 slices) whose
 //! every request falls in a new slice, so every request rolls its state
 //! (advance, seal, history, unseal) before it is granted; beside it the
 //! same limiter with every request in one slice (no roll), and governor's
@@ -8,11 +8,11 @@
 //! ```sh
 //! cargo run --release --example roll_every_request
 //! ```
-use governor::{Quota, RateLimiter};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
-use stripecount::{ManualClock, SlidingWindowLimiter};
+use stripecount::clock::ManualClock;
+use stripecount::{Quota, RateLimiter, Timestamp};
 
 const N: u64 = 20_000_000;
 
@@ -29,8 +29,11 @@ fn timed(name: &str, mut f: impl FnMut(u64) -> bool) {
 }
 
 /// A limit no request reaches, over `window` in 10 slices.
-fn limiter(window: Duration) -> SlidingWindowLimiter<ManualClock> {
-    SlidingWindowLimiter::with_clock(u64::from(u32::MAX), window, 10, ManualClock::new())
+fn limiter(window: Duration) -> RateLimiter<ManualClock> {
+    let quota = Quota::per(u64::from(u32::MAX), window).slices(10);
+    RateLimiter::builder(quota)
+        .clock(ManualClock::new())
+        .build()
         .expect("a valid window")
 }
 
@@ -38,12 +41,10 @@ fn main() {
     // 1 ns slices: request `i` at time `i` is in slice `i`.
     let lim = limiter(Duration::from_nanos(10));
     timed("ours, a roll on every request", |i| {
-        lim.try_acquire_verbose_at(i, 1).is_ok()
+        lim.try_acquire_at(Timestamp::from_nanos(i), 1)
     });
     let lim = limiter(Duration::from_secs(10));
-    timed("ours, no roll", |_| {
-        lim.try_acquire_verbose_at(0, 1).is_ok()
-    });
-    let gov = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
+    timed("ours, no roll", |_| lim.try_acquire_at(Timestamp::ZERO, 1));
+    let gov = governor::RateLimiter::direct(governor::Quota::per_second(NonZeroU32::MAX));
     timed("governor direct", |_| gov.check().is_ok());
 }

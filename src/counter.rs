@@ -2,7 +2,7 @@
 //! writing thread, so that an add is a plain load and store.
 //!
 //! # Protocol
-//! - Cells are stripes (see [`crate::stripes`]): none until the first add,
+//! - Cells are stripes (see `crate::stripes`): none until the first add,
 //!   then one *owned* cell per writing thread (up to the CPU count rounded
 //!   up to a power of two), written only by its owner; threads beyond that
 //!   (or whose slot another thread owns) add to *shared* cells with a CAS,
@@ -31,7 +31,7 @@
 //!   `Relaxed`: counts are independent facts, and coherence alone makes a
 //!   sum see every add that happened before it.
 //! - A cell passes from an exited owner to the next holder of its token
-//!   through [`crate::thread_id`]'s mutex, so the new owner's first load
+//!   through `crate::thread_id`'s mutex, so the new owner's first load
 //!   sees the old owner's last store.
 //!
 //! # Saturation

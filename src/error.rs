@@ -12,7 +12,7 @@ pub enum ConfigError {
     ZeroWindow,
     /// Zero slices were asked for.
     ZeroSlices,
-    /// More slices than [`MAX_SLICES`](crate::MAX_SLICES).
+    /// More slices than [`MAX_SLICES`](crate::window::MAX_SLICES).
     TooManySlices {
         /// Slices asked for.
         slices: usize,

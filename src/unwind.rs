@@ -17,7 +17,7 @@
 //! - **A key's `Eq`** in a probe (`map/table/`): before the probe writes.
 //!   In an insert's new-entry check (`map/insert.rs`, the detector's home
 //!   check in `keyed/exact.rs`): before the slot's key is written; the
-//!   reservation (and its `with_max_keys` place) is given back.
+//!   reservation (and its `max_keys` place) is given back.
 //! - **A key's `Clone`** at its first add in a slice (`map/insert.rs`):
 //!   before the slot is written; the reservation is given back. In reads
 //!   that return owned keys (`keyed/reads.rs`): the read changed nothing.

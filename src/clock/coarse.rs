@@ -6,21 +6,22 @@ use std::time::Duration;
 /// A clock of about 1 ms resolution whose `now()` is one atomic load.
 ///
 /// The first `CoarseClock` starts one process-wide ticker thread that stores
-/// [`MonotonicClock::now`](crate::MonotonicClock) into a shared atomic every
-/// [`CoarseClock::TICK`] (1 ms). The thread exits about a second after the
-/// last `CoarseClock` is dropped and is restarted by the next one. `now()`
-/// never goes backwards and reads the same timeline as `MonotonicClock`
-/// (the ticker reads a `MonotonicClock`: the same source, TSC or `Instant`,
-/// and the same origin), at most one tick (plus scheduling delay) behind
-/// it.
+/// [`MonotonicClock::now`](crate::clock::MonotonicClock) into a shared
+/// atomic every [`CoarseClock::TICK`] (1 ms). The thread exits about a
+/// second after the last `CoarseClock` is dropped and is restarted by the
+/// next one. `now()` never goes backwards and reads the same timeline as
+/// `MonotonicClock` (the ticker reads a `MonotonicClock`: the same source,
+/// TSC or `Instant`, and the same origin), at most one tick (plus
+/// scheduling delay) behind it.
 ///
 /// ```
-/// use stripecount::{Clock, CoarseClock, MonotonicClock};
+/// use std::time::Duration;
+/// use stripecount::clock::{Clock, CoarseClock, MonotonicClock};
 ///
 /// let coarse = CoarseClock::new();
 /// let precise = MonotonicClock::new();
 /// // One timeline: the coarse time is an earlier precise time.
-/// assert!(coarse.now() <= precise.now() + 1_000_000);
+/// assert!(coarse.now() <= precise.now() + Duration::from_millis(1));
 /// ```
 ///
 /// Why a ticker and not `CLOCK_MONOTONIC_COARSE`: on the development machines

@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 /// `MonotonicClock` literal pays it at its first `now()`).
 ///
 /// ```
-/// use stripecount::{Clock, MonotonicClock};
+/// use stripecount::clock::{Clock, MonotonicClock};
 ///
 /// let clock = MonotonicClock::new();
 /// let a = clock.now();
@@ -73,7 +73,7 @@ impl MonotonicClock {
     /// chooses and calibrates the timeline's source.
     ///
     /// ```
-    /// let clock = stripecount::MonotonicClock::new();
+    /// let clock = stripecount::clock::MonotonicClock::new();
     /// # let _ = clock;
     /// ```
     pub fn new() -> Self {
@@ -85,7 +85,7 @@ impl MonotonicClock {
     /// it reads `Instant`).
     ///
     /// ```
-    /// let clock = stripecount::MonotonicClock::new();
+    /// let clock = stripecount::clock::MonotonicClock::new();
     /// println!("reading the TSC: {}", clock.uses_tsc());
     /// ```
     pub fn uses_tsc(&self) -> bool {

@@ -51,9 +51,9 @@
 //! # Memory (measured; 10 slices, `u64` keys, x86-64)
 //! A key's slot holds the key and its 24-byte entry; with the tables'
 //! slack and control bytes, 43.3 bytes a key for 1M keys each added once
-//! (BENCHMARKS.md, issue 10). A key with adds in every slice of its window
-//! holds one slot in each slice's map; a key idle for a window holds
-//! nothing. A contended entry adds a striped counter.
+//! (BENCHMARKS.md, per-key engine). A key with adds in every slice of its
+//! window holds one slot in each slice's map; a key idle for a window
+//! holds nothing. A contended entry adds a striped counter.
 
 mod add;
 mod bound;

@@ -9,8 +9,9 @@
 //! structure outgrows the last-level cache, and each key's first add in a
 //! new slice touches its cold out-of-line window. Here the hot path only
 //! touches the current slice's map, which holds the keys seen in one slice
-//! (a few hundred thousand on the issue-10 stream, about 16 MB), so it
-//! stays cache-resident the way a `DashMap` of one counter per key does.
+//! (a few hundred thousand on the benchmarks' Zipf stream, about 16 MB),
+//! so it stays cache-resident the way a `DashMap` of one counter per key
+//! does.
 //! A key's window sum reads `S` maps instead of one ring: reads pay, adds
 //! do not. Measured in IMPLEMENTATION.md and BENCHMARKS.md.
 //!
@@ -193,8 +194,8 @@ where
     /// when that is the map the `head` hint names: the common case of
     /// every add, found without dividing `now` (two multiplies of a
     /// reciprocal and their fix-ups, about 30 instructions an add, measured
-    /// with callgrind on the issue-10 stream). `None` says nothing: the
-    /// caller takes the general path.
+    /// with callgrind on the benchmarks' Zipf stream). `None` says nothing:
+    /// the caller takes the general path.
     #[inline(always)]
     pub(crate) fn head<'g>(&self, now: u64, _guard: &'g Guard<'_>) -> Option<&'g SliceMap<K, S>> {
         let i = self.head.load(Ordering::Relaxed);

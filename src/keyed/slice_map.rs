@@ -9,8 +9,8 @@
 //! [`KEYS_PER_SHARD`] keys a shard (at least [`min_shards`]), each shard's
 //! first table presized so that filling the map needs no rebuild. With no
 //! newest map to go by (the ring's first), every shard: a busy first slice
-//! spread over `min_shards()` grew tables of 250K keys on the issue-10
-//! stream, moved 190K keys on one request (7.8 ms) and took 1.3 ms a table
+//! spread over `min_shards()` grew tables of 250K keys on the benchmarks'
+//! Zipf stream, moved 190K keys on one request (7.8 ms) and took 1.3 ms a table
 //! to free; the other shards cost about 6 KB, once.
 //!
 //! # Freeing

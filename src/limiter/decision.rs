@@ -33,9 +33,9 @@ pub enum Denied {
     /// `retry_after_at`).
     Exhausted,
     /// A per-key limiter holds its maximum number of keys, none of them
-    /// idle, and refuses keys it cannot track (see
-    /// [`KeyedLimiter::with_max_keys`](crate::KeyedLimiter::with_max_keys)):
-    /// an overload of the limiter, not of the key's quota.
+    /// idle, and refuses keys it cannot track (see the builder's
+    /// [`max_keys`](crate::limiter::KeyedLimiterBuilder::max_keys)): an
+    /// overload of the limiter, not of the key's quota.
     TooManyKeys,
 }
 
@@ -52,20 +52,22 @@ impl fmt::Display for Denied {
 impl std::error::Error for Denied {}
 
 /// A limiter's decision on one request, with what a caller needs to tell
-/// its own client (see `try_acquire_decision_at` and `peek_at`).
+/// its own client (see the limiters' `decide` and `peek`).
 ///
 /// ```
-/// use stripecount::{Denied, ManualClock, SlidingWindowLimiter};
 /// use std::time::Duration;
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{Denied, Quota, RateLimiter};
 ///
 /// let clock = ManualClock::new();
-/// let lim = SlidingWindowLimiter::with_clock(3, Duration::from_secs(3), 3, clock.clone())?;
-/// let d = lim.try_acquire_decision(2);
+/// let quota = Quota::per(3, Duration::from_secs(3)).slices(3);
+/// let lim = RateLimiter::builder(quota).clock(clock.clone()).build()?;
+/// let d = lim.decide(2);
 /// assert!(d.is_granted());
 /// assert_eq!((d.limit(), d.remaining()), (3, 1));
 /// assert_eq!(d.reset_after(), Duration::from_secs(3)); // when the window is empty
 /// clock.advance(Duration::from_secs(1));
-/// let d = lim.try_acquire_decision(2);
+/// let d = lim.decide(2);
 /// assert_eq!(d.denied(), Some(Denied::Exhausted));
 /// assert_eq!(d.remaining(), 1);
 /// assert_eq!(d.retry_after(), Some(Duration::from_secs(2))); // the first 2 expire

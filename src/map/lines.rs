@@ -10,7 +10,7 @@
 //! the hot word (the hot-key detector, on every add) or a limiter state
 //! that spans the slot then misses twice where once would do. Starting
 //! the array on a line boundary puts every 32-byte slot inside one line
-//! (measured with callgrind in BENCHMARKS.md, issue 10).
+//! (measured with callgrind: BENCHMARKS.md, per-key engine).
 //!
 //! # How
 //! The allocation is [`LINE`] bytes longer than the elements, with `T`'s

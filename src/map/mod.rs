@@ -238,7 +238,7 @@ where
 
     /// The key's state, if the key is held. Lock-free. Always inlined:
     /// it is most of an add, and a call frame costs an add ~16
-    /// instructions (callgrind, issue-10 stream).
+    /// instructions (callgrind, the benchmarks' Zipf stream).
     #[inline(always)]
     pub(crate) fn get<'g>(
         &'g self,

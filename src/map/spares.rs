@@ -4,13 +4,14 @@
 //! # Why
 //! Every slice opens a new map, and each of its shards makes a table on
 //! its first insert. Allocated fresh, a table costs `calloc` its zeroing
-//! and the page faults of memory the allocator reuses (on the issue-10
-//! stream ~50 µs for each of a map's 128 first tables, ~6 ms a slice;
+//! and the page faults of memory the allocator reuses (on the benchmarks'
+//! Zipf stream ~50 µs for each of a map's 128 first tables, ~6 ms a slice;
 //! ~370 µs each in some runs), and its free walks every slot and unmaps
-//! (BENCHMARKS.md, issue 10, tenth session). Meanwhile the map that left
-//! the window frees tables of the same size. Here its tables are cleared
-//! and handed to the new map instead: the pages stay mapped, the zeroing
-//! is limited to the slots that held keys, and nothing is unmapped.
+//! (BENCHMARKS.md, per-key engine: a retired slice map's tables reused).
+//! Meanwhile the map that left the window frees tables of the same size.
+//! Here its tables are cleared and handed to the new map instead: the
+//! pages stay mapped, the zeroing is limited to the slots that held keys,
+//! and nothing is unmapped.
 //!
 //! # The path of a table
 //! A retired slice map is freed in parts (`limbo.rs`): each of its tables

@@ -96,15 +96,15 @@ impl ScrapeCollector {
     ///
     /// ```
     /// use prometheus_client::{encoding::text::encode, registry::Registry};
-    /// use std::{sync::Arc, time::Duration};
-    /// use stripecount::{prometheus::ScrapeCollector, KeyedLimiter};
+    /// use std::sync::Arc;
+    /// use stripecount::{prometheus::ScrapeCollector, KeyedLimiter, Quota};
     ///
-    /// let lim = Arc::new(KeyedLimiter::<String>::new(1, Duration::from_secs(1), 1)?);
+    /// let lim = Arc::new(KeyedLimiter::<String>::new(Quota::per_minute(1))?);
     /// let collector = ScrapeCollector::new();
     /// collector.keyed_limiter("api_limiter", "Per-client API limit", &[], Arc::clone(&lim))?;
     /// let mut registry = Registry::default();
     /// registry.register_collector(Box::new(collector));
-    /// assert!(lim.try_acquire("alice") && !lim.try_acquire("alice"));
+    /// assert!(lim.try_acquire("alice", 1) && !lim.try_acquire("alice", 1));
     /// let mut text = String::new();
     /// encode(&mut text, &registry).unwrap();
     /// assert!(text.contains("api_limiter_keys 1\n"));

@@ -25,14 +25,16 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use stripecount::prometheus::ScrapeCollector;
-//! use stripecount::{ManualClock, SlidingWindow, StripedCounter};
+//! use stripecount::clock::ManualClock;
+//! use stripecount::{SlidingWindow, StripedCounter};
 //!
 //! let mut registry = Registry::default();
 //! let jobs = Counter::<u64, StripedCounter>::default();
 //! registry.register("jobs", "Jobs done", jobs.clone());
 //!
-//! let clock = ManualClock::new();
-//! let errors = Arc::new(SlidingWindow::with_clock(Duration::from_secs(60), 60, clock.clone())?);
+//! // A manual clock keeps the window still while the test reads it.
+//! let window = SlidingWindow::builder(Duration::from_secs(60), 60).clock(ManualClock::new());
+//! let errors = Arc::new(window.build()?);
 //! let collector = ScrapeCollector::new();
 //! collector.sliding_window("errors", "Errors seen", &[("service", "api")], Arc::clone(&errors))?;
 //! registry.register_collector(Box::new(collector));

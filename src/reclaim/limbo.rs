@@ -13,7 +13,7 @@
 //! freed, it hands those parts to the `ready` list ([`Parts`]) and frees
 //! only the rest. So no request frees more than one table, where it used to
 //! free a whole retired slice map (a few hundred thousand keys, 7.7-10.8 ms
-//! on the issue-10 stream; BENCHMARKS.md). A slice map's table is not
+//! on the benchmarks' Zipf stream; BENCHMARKS.md). A slice map's table is not
 //! always freed: the ring may keep it for a later slice (`spares.rs`).
 //!
 //! # Memory held

@@ -54,14 +54,15 @@ fn verdict(r: Result<u64, Refused>) -> Option<Result<u64, Denied>> {
 }
 
 impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
-    /// Takes one permit for `key` now; `true` if granted.
+    /// Takes `n` permits for `key` now; `true` if granted.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// assert!(lim.try_acquire(&"ip:10.0.0.1"));
-    /// assert!(!lim.try_acquire(&"ip:10.0.0.1"));
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<String>::new(Quota::per_minute(1))?;
+    /// assert!(lim.try_acquire("ip:10.0.0.1", 1));
+    /// assert!(!lim.try_acquire("ip:10.0.0.1", 1));
+    /// assert!(lim.try_acquire("ip:10.0.0.2", 1)); // every key has its own quota
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     #[inline]
@@ -69,19 +70,20 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         self.try_acquire_at(key, self.clock.now(), n)
     }
 
-    /// Takes `n` permits for `key` at time `now` (nanoseconds on this
-    /// limiter's clock). A `now` before the newest time the key has seen is
+    /// Takes `n` permits for `key` at time `now` (on this limiter's clock's
+    /// timeline). A `now` before the newest time the key has seen is
     /// judged at that newest time (a key's time never runs backwards).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(2), 2, ManualClock::new())?;
-    /// let sec = 1_000_000_000;
-    /// assert!(lim.try_acquire_at(&1u64, 0, 1));
-    /// assert!(lim.try_acquire_at(&1, sec, 1));
-    /// assert!(!lim.try_acquire_at(&1, sec, 1)); // 2 in the last 2 s
-    /// assert!(lim.try_acquire_at(&1, 2 * sec, 1)); // the first has expired
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota, Timestamp};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per(2, Duration::from_secs(2)).slices(2))?;
+    /// let at = |secs| Timestamp::from_duration(Duration::from_secs(secs));
+    /// assert!(lim.try_acquire_at(&1u64, at(0), 1));
+    /// assert!(lim.try_acquire_at(&1, at(1), 1));
+    /// assert!(!lim.try_acquire_at(&1, at(1), 1)); // 2 in the last 2 s
+    /// assert!(lim.try_acquire_at(&1, at(2), 1)); // the first has expired
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     #[inline]
@@ -138,14 +140,16 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// `RateLimit` and `Retry-After` fields), without a second lookup.
     ///
     /// ```
-    /// use stripecount::{Denied, KeyedLimiter, ManualClock};
     /// use std::time::Duration;
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{Denied, KeyedLimiter, Quota};
     ///
-    /// let lim = KeyedLimiter::with_clock(3, Duration::from_secs(3), 3, ManualClock::new())?;
-    /// let d = lim.try_acquire_decision(&"alice", 3);
+    /// let quota = Quota::per(3, Duration::from_secs(3)).slices(3);
+    /// let lim = KeyedLimiter::builder(quota).clock(ManualClock::new()).build()?;
+    /// let d = lim.decide(&"alice", 3);
     /// assert!(d.is_granted());
     /// assert_eq!((d.limit(), d.remaining()), (3, 0));
-    /// let d = lim.try_acquire_decision(&"alice", 1);
+    /// let d = lim.decide(&"alice", 1);
     /// assert_eq!(d.denied(), Some(Denied::Exhausted));
     /// assert_eq!(d.retry_after(), Some(Duration::from_secs(3)));
     /// # Ok::<(), stripecount::ConfigError>(())
@@ -154,14 +158,14 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         self.decide_at(key, self.clock.now(), n)
     }
 
-    /// [`try_acquire_decision`](Self::try_acquire_decision) at time `now`.
+    /// [`decide`](Self::decide) at time `now`.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// let d = lim.try_acquire_decision_at(&7u64, 0, 2);
-    /// assert_eq!((d.result(), d.remaining()), (Ok(0), 3));
+    /// use stripecount::{KeyedLimiter, Quota, Timestamp};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(5).slices(1))?;
+    /// let d = lim.decide_at(&7u64, Timestamp::ZERO, 2);
+    /// assert_eq!((d.result(), d.remaining()), (Ok(()), 3));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn decide_at<Q: KeyRef<K> + ?Sized>(
@@ -272,8 +276,8 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Counts one refused request ([`refusals`](Self::refusals)). Not
     /// `#[cold]`: a refusal is the common case of a limiter under load,
     /// and a cold call moved it out of the request's path, which cost a
-    /// refused Zipf request about 8 ns of 76 (`keyed_steady klr`,
-    /// BENCHMARKS.md, issue 11, twelfth session) for ten instructions.
+    /// refused Zipf request about 8 ns of 76 (`keyed_steady klr`, see
+    /// BENCHMARKS.md) for ten instructions.
     #[inline(always)]
     fn count_refusal(&self) {
         self.refused.add_one();

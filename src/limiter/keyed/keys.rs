@@ -35,10 +35,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Keys held now (never more than `max_keys`).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// lim.try_acquire(&"a");
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(5))?;
+    /// lim.try_acquire(&"a", 1);
     /// lim.peek(&"b", 1); // a read holds no key
     /// assert_eq!(lim.len(), 1);
     /// # Ok::<(), stripecount::ConfigError>(())
@@ -50,9 +50,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Whether no key is held.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::<u8, _>::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new(Quota::per_second(5))?;
     /// assert!(lim.is_empty());
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
@@ -71,12 +71,14 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// a grant that lands during the eviction keeps its key.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(2), 2, ManualClock::new())?;
-    /// lim.try_acquire_at(&"a", 0, 1);
-    /// assert_eq!(lim.evict_idle_at(1_000_000_000), 0); // still in the window
-    /// assert_eq!(lim.evict_idle_at(2_000_000_000), 1);
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota, Timestamp};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per(5, Duration::from_secs(2)).slices(2))?;
+    /// let (t0, sec) = (Timestamp::ZERO, Duration::from_secs(1));
+    /// lim.try_acquire_at(&"a", t0, 1);
+    /// assert_eq!(lim.evict_idle_at(t0 + sec), 0); // still in the window
+    /// assert_eq!(lim.evict_idle_at(t0 + 2 * sec), 1);
     /// assert!(lim.is_empty());
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
@@ -87,14 +89,14 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     }
 
     /// Decisions made for keys the limiter could not track (full of keys
-    /// that are not idle), whatever the [`FloodPolicy`] decided.
+    /// that are not idle), whatever the
+    /// [`FloodPolicy`](crate::limiter::FloodPolicy) decided.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?
-    ///     .with_max_keys(0);
-    /// assert!(!lim.try_acquire(&1u64));
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::builder(Quota::per_second(5)).max_keys(0).build()?;
+    /// assert!(!lim.try_acquire(&1u64, 1));
     /// assert_eq!(lim.untracked_decisions(), 1);
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
@@ -103,18 +105,19 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     }
 
     /// Requests refused so far, whatever the reason ([`Denied`]'s
-    /// `Exhausted`, `ExceedsLimit` or `TooManyKeys`), by `try_acquire*`;
-    /// peeks and other reads are not requests. Counted in a cell per
+    /// `Exhausted`, `ExceedsLimit` or `TooManyKeys`), by `try_acquire` and
+    /// `decide` (and their `_at` twins); peeks and other reads are not
+    /// requests. Counted in a cell per
     /// thread, off the grant path: read it for metrics, not for decisions
     /// (a read sums every cell).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// assert!(lim.try_acquire_n(&"k", 2));
-    /// assert!(!lim.try_acquire(&"k")); // the window is full
-    /// assert!(!lim.try_acquire_decision(&"k", 3).is_granted()); // more than the limit
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_minute(2))?;
+    /// assert!(lim.try_acquire(&"k", 2));
+    /// assert!(!lim.try_acquire(&"k", 1)); // the window is full
+    /// assert!(!lim.decide(&"k", 3).is_granted()); // more than the limit
     /// assert!(!lim.peek(&"k", 1).is_granted()); // a read: not counted
     /// assert_eq!(lim.refusals(), 2);
     /// # Ok::<(), stripecount::ConfigError>(())
@@ -128,15 +131,15 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Bytes held by the structure: the map's tables (each slot a key and
     /// its 24-byte state, whose history stays inline while each slice count
     /// fits its field: 31 for 10 slices), the history blocks of keys that
-    /// outgrew it, the overrides and the refusal counter's cells. Keys' own heap data (a `String`'s
-    /// buffer) is not included.
+    /// outgrew it, the overrides and the refusal counter's cells. Keys' own
+    /// heap data (a `String`'s buffer) is not included.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(5))?;
     /// let empty = lim.memory_bytes();
-    /// lim.try_acquire(&1u64);
+    /// lim.try_acquire(&1u64, 1);
     /// assert!(lim.memory_bytes() > empty);
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```

@@ -14,14 +14,16 @@ use std::hash::BuildHasher;
 use std::time::Duration;
 
 impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
-    /// The number of limits every key has (1 unless built with
-    /// [`multi`](KeyedLimiter::multi)).
+    /// The number of limits every key has: one per quota the limiter was
+    /// built with.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::<u8, _>::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new(Quota::per_second(5))?;
     /// assert_eq!(lim.limit_count(), 1);
+    /// let lim = KeyedLimiter::<u8>::new([Quota::per_second(10), Quota::per_minute(100)])?;
+    /// assert_eq!(lim.limit_count(), 2);
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn limit_count(&self) -> usize {
@@ -32,9 +34,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// key without an override.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::<u8, _>::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new(Quota::per_second(5))?;
     /// assert_eq!(lim.limit(), 5);
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
@@ -45,11 +47,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Default limit `index`, or `None` past the last.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let s = Duration::from_secs(1);
-    /// let lim = KeyedLimiter::<u8, _>::multi_with_clock(&[(2, s, 1), (9, 9 * s, 9)], ManualClock::new())?;
-    /// assert_eq!((lim.limit_of(1), lim.limit_of(2)), (Some(9), None));
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new([Quota::per_second(10), Quota::per_minute(100)])?;
+    /// assert_eq!((lim.limit_of(1), lim.limit_of(2)), (Some(100), None));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn limit_of(&self, index: usize) -> Option<u64> {
@@ -61,16 +62,16 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// change. Permits already granted stay counted: a key whose window
     /// holds more than the new limit is refused until enough expires.
     /// Units are fixed at construction, as for
-    /// [`SlidingWindowLimiter::set_limit`](crate::SlidingWindowLimiter::set_limit).
+    /// [`RateLimiter::set_limit`](crate::RateLimiter::set_limit).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// assert!(lim.try_acquire_n(&"k", 3));
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_minute(5))?;
+    /// assert!(lim.try_acquire(&"k", 3));
     /// lim.set_limit(2);
-    /// assert!(!lim.try_acquire(&"k")); // 3 already in the window: nothing resets
-    /// assert!(lim.try_acquire_n(&"other", 2));
+    /// assert!(!lim.try_acquire(&"k", 1)); // 3 already in the window: nothing resets
+    /// assert!(lim.try_acquire(&"other", 2));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn set_limit(&self, limit: u64) {
@@ -81,13 +82,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// [`set_limit`](Self::set_limit)); `false` if there is no such limit.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let s = Duration::from_secs(1);
-    /// let lim = KeyedLimiter::<u8, _>::multi_with_clock(&[(2, s, 1), (9, 9 * s, 9)], ManualClock::new())?;
-    /// assert!(lim.set_limit_of(1, 20));
-    /// assert!(!lim.set_limit_of(2, 20));
-    /// assert_eq!(lim.limit_of(1), Some(20));
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new([Quota::per_second(10), Quota::per_minute(100)])?;
+    /// assert!(lim.set_limit_of(1, 200));
+    /// assert!(!lim.set_limit_of(2, 200));
+    /// assert_eq!(lim.limit_of(1), Some(200));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn set_limit_of(&self, index: usize, limit: u64) -> bool {
@@ -108,12 +108,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// per limit.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(1))?;
     /// lim.set_key_limits(&"premium", &[3])?;
-    /// assert!(lim.try_acquire_n(&"premium", 3));
-    /// assert!(!lim.try_acquire_n(&"basic", 3));
+    /// assert!(lim.try_acquire(&"premium", 3));
+    /// assert!(!lim.try_acquire(&"basic", 3));
     /// assert!(lim.set_key_limits(&"premium", &[3, 4]).is_err());
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
@@ -137,11 +137,11 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Errors: [`ConfigError::Invalid`] if the limiter has several limits.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(1))?;
     /// lim.set_key_limit(&7u64, 0)?; // blocked
-    /// assert!(!lim.try_acquire(&7));
+    /// assert!(!lim.try_acquire(&7, 1));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn set_key_limit<Q: KeyRef<K> + ?Sized>(
@@ -156,9 +156,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// had any.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(1))?;
     /// lim.set_key_limit(&"k", 9)?;
     /// assert!(lim.clear_key_limits(&"k"));
     /// assert!(!lim.clear_key_limits(&"k"));
@@ -173,9 +173,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// the defaults.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(1))?;
     /// lim.set_key_limit(&"k", 9)?;
     /// assert_eq!((lim.limits_for(&"k"), lim.limits_for(&"j")), (vec![9], vec![1]));
     /// # Ok::<(), stripecount::ConfigError>(())
@@ -191,9 +191,9 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Keys with their own limits.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(1))?;
     /// lim.set_key_limit(&"a", 2)?;
     /// lim.set_key_limit(&"a", 3)?;
     /// assert_eq!(lim.key_overrides(), 1);
@@ -205,6 +205,16 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
 
     /// Default quota `index` (its limit as it is now), or `None` past the
     /// last.
+    ///
+    /// ```
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new([Quota::per_second(10), Quota::per_minute(100)])?;
+    /// lim.set_limit_of(1, 200);
+    /// assert_eq!(lim.quota_of(1), Some(Quota::per_minute(200)));
+    /// assert_eq!(lim.quota_of(2), None);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
     pub fn quota_of(&self, index: usize) -> Option<Quota> {
         (index < self.limit_count()).then(|| self.quota_at(index))
     }
@@ -212,10 +222,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// The window of the default limit (limit 0 with several).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::<u8, _>::with_clock(1, Duration::from_secs(2), 4, ManualClock::new())?;
-    /// assert_eq!((lim.window(), lim.slice_len()), (Duration::from_secs(2), Duration::from_millis(500)));
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new(Quota::per(1, Duration::from_secs(2)).slices(4))?;
+    /// assert_eq!(lim.window(), Duration::from_secs(2));
+    /// assert_eq!(lim.slice_len(), Duration::from_millis(500));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn window(&self) -> Duration {
@@ -225,11 +237,11 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Limit `index`'s window, or `None` past the last.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let s = Duration::from_secs(1);
-    /// let lim = KeyedLimiter::<u8, _>::multi_with_clock(&[(2, s, 1), (9, 9 * s, 9)], ManualClock::new())?;
-    /// assert_eq!(lim.window_of(1), Some(9 * s));
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new([Quota::per_second(10), Quota::per_minute(100)])?;
+    /// assert_eq!(lim.window_of(1), Some(Duration::from_secs(60)));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn window_of(&self, index: usize) -> Option<Duration> {
@@ -240,9 +252,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// this length).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::<u8, _>::with_clock(1, Duration::from_secs(1), 10, ManualClock::new())?;
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u8>::new(Quota::per_second(1))?; // 10 slices
     /// assert_eq!(lim.slice_len(), Duration::from_millis(100));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```

@@ -6,8 +6,8 @@
 //! open-addressing tables, lock-free lookups, inserts and moves under a
 //! shard lock, `max_keys`, a rolling sweep of idle keys), each slot holding
 //! its key's [`AdmissionState`] inline. Per key, the semantics are exactly
-//! [`SlidingWindowLimiter`](crate::SlidingWindowLimiter)'s (or
-//! [`MultiLimiter`](crate::MultiLimiter)'s, with several limits).
+//! [`RateLimiter`](crate::RateLimiter)'s (or
+//! [`MultiLimiter`](crate::MultiLimiter)'s, with several quotas).
 //!
 //! # Files
 //! - `slot.rs`: the slot's life (new, moved, evicted) and why no grant is
@@ -85,34 +85,35 @@ pub enum FloodPolicy {
 /// did not fit at the moment it was decided. Keys are held in a bounded map
 /// and evicted when idle, as part of normal operation.
 ///
-/// Per key it behaves exactly as a
-/// [`SlidingWindowLimiter`](crate::SlidingWindowLimiter) (one slice: a
-/// fixed window), or with [`multi`](Self::multi) as a
-/// [`MultiLimiter`](crate::MultiLimiter): several limits, all or nothing,
-/// in one CAS. A request on a held key costs one lookup (no lock, nothing
-/// shared written) and one CAS on the key's 24-byte state, which lives in
-/// the key's map slot.
+/// Per key it behaves exactly as a [`RateLimiter`](crate::RateLimiter) of
+/// its [`Quota`] (of one slice: a fixed window), or, built with several
+/// quotas, as a [`MultiLimiter`](crate::MultiLimiter): several limits, all
+/// or nothing, in one CAS. A request on a held key costs one lookup (no
+/// lock, nothing shared written) and one CAS on the key's 24-byte state,
+/// which lives in the key's map slot.
 ///
 /// `K` is the key type; methods take any borrowed form of it (`&str` for a
-/// `String` key, see [`KeyRef`](crate::KeyRef)). The hasher `S` defaults to
-/// `RandomState` (keys come from clients: a keyed hash resists collision
-/// floods).
+/// `String` key, see [`KeyRef`](crate::keyed::KeyRef)). The hasher `S`
+/// defaults to `RandomState` (keys come from clients: a keyed hash resists
+/// collision floods).
 ///
 /// ```
-/// use stripecount::{KeyedLimiter, ManualClock};
 /// use std::time::Duration;
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{KeyedLimiter, Quota};
 ///
 /// let clock = ManualClock::new();
 /// // 2 requests per second per client, the second cut into 10 slices.
-/// let lim: KeyedLimiter<String, _> =
-///     KeyedLimiter::with_clock(2, Duration::from_secs(1), 10, clock.clone())?;
-/// assert!(lim.try_acquire("alice"));
-/// assert!(lim.try_acquire("alice"));
-/// assert!(!lim.try_acquire("alice")); // alice's window is full...
-/// assert!(lim.try_acquire("bob")); // ...bob's is his own
+/// let lim: KeyedLimiter<String, _> = KeyedLimiter::builder(Quota::per_second(2))
+///     .clock(clock.clone())
+///     .build()?;
+/// assert!(lim.try_acquire("alice", 1));
+/// assert!(lim.try_acquire("alice", 1));
+/// assert!(!lim.try_acquire("alice", 1)); // alice's window is full...
+/// assert!(lim.try_acquire("bob", 1)); // ...bob's is his own
 /// assert_eq!(lim.len(), 2);
 /// clock.advance(Duration::from_secs(1));
-/// assert!(lim.try_acquire("alice"));
+/// assert!(lim.try_acquire("alice", 1));
 /// assert_eq!(lim.len(), 1); // bob, idle for a whole window, was evicted
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```

@@ -8,8 +8,8 @@
 //! lock. Sweeping an epoch's `ceil(SHARDS / S)` shards at its first
 //! request stalled that request 3.4-6.2 ms on a 1M-key map; one shard a
 //! step, 0.47-0.53 ms; a sixteenth of a shard a step (a *part*: a run of
-//! its table's groups), what this file sets (BENCHMARKS.md, issue 11,
-//! ninth session).
+//! its table's groups), what this file sets (BENCHMARKS.md, per-key
+//! limits: the sweep spread over the epoch).
 //!
 //! # Invariant
 //! A window holds enough steps to sweep every part of every shard: steps

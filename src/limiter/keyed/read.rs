@@ -17,16 +17,16 @@ use std::time::Duration;
 
 impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Whether `n` permits for `key` would be granted now, taking nothing:
-    /// the [`Decision`] [`try_acquire_decision`](Self::try_acquire_decision)
-    /// would give, without its effect. A key the limiter does not hold
+    /// the [`Decision`] [`decide`](Self::decide) would give, without its
+    /// effect. A key the limiter does not hold
     /// reads as an empty window (and is not inserted).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new())?;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_minute(2))?;
     /// assert!(lim.peek(&"k", 2).is_granted());
-    /// assert!(lim.try_acquire(&"k"));
+    /// assert!(lim.try_acquire(&"k", 1));
     /// assert!(!lim.peek(&"k", 2).is_granted());
     /// assert_eq!(lim.peek(&"k", 1).remaining(), 1);
     /// # Ok::<(), stripecount::ConfigError>(())
@@ -38,12 +38,14 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// [`peek`](Self::peek) at time `now`. A read: it moves no key's time.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// lim.try_acquire_at(&"k", 0, 2);
-    /// assert!(!lim.peek_at(&"k", 0, 1).is_granted());
-    /// assert!(lim.peek_at(&"k", 1_000_000_000, 1).is_granted());
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota, Timestamp};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_second(2))?;
+    /// let t0 = Timestamp::ZERO;
+    /// lim.try_acquire_at(&"k", t0, 2);
+    /// assert!(!lim.peek_at(&"k", t0, 1).is_granted());
+    /// assert!(lim.peek_at(&"k", t0 + Duration::from_secs(1), 1).is_granted());
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn peek_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> Decision {
@@ -61,10 +63,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// a key the limiter does not hold).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// lim.try_acquire_n(&"k", 2);
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per_minute(5))?;
+    /// lim.try_acquire(&"k", 2);
     /// assert_eq!((lim.available(&"k"), lim.available(&"new")), (3, 5));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
@@ -76,13 +78,15 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// smallest over its limits; a limit in an empty window). A read.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(5, Duration::from_secs(2), 2, ManualClock::new())?;
-    /// lim.try_acquire_at(&1u64, 0, 2);
-    /// lim.try_acquire_at(&1, 1_000_000_000, 1);
-    /// assert_eq!(lim.available_at(&1, 1_000_000_000), 2);
-    /// assert_eq!(lim.available_at(&1, 2_000_000_000), 4); // the 2 expired
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota, Timestamp};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per(5, Duration::from_secs(2)).slices(2))?;
+    /// let (t0, sec) = (Timestamp::ZERO, Duration::from_secs(1));
+    /// lim.try_acquire_at(&1u64, t0, 2);
+    /// lim.try_acquire_at(&1, t0 + sec, 1);
+    /// assert_eq!(lim.available_at(&1, t0 + sec), 2);
+    /// assert_eq!(lim.available_at(&1, t0 + 2 * sec), 4); // the 2 expired
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
     pub fn available_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> u64 {
@@ -101,10 +105,13 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// never can (`n` above the key's limit).
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(1, Duration::from_secs(1), 1, ManualClock::new())?;
-    /// lim.try_acquire(&"k");
+    /// use std::time::Duration;
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{KeyedLimiter, Quota};
+    ///
+    /// let quota = Quota::per_second(1).slices(1); // a fixed window
+    /// let lim = KeyedLimiter::builder(quota).clock(ManualClock::new()).build()?;
+    /// lim.try_acquire(&"k", 1);
     /// assert_eq!(lim.retry_after(&"k", 1), Some(Duration::from_secs(1)));
     /// assert_eq!(lim.retry_after(&"k", 2), None);
     /// # Ok::<(), stripecount::ConfigError>(())
@@ -116,11 +123,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// [`retry_after`](Self::retry_after) from time `now`.
     ///
     /// ```
-    /// # use stripecount::{KeyedLimiter, ManualClock};
-    /// # use std::time::Duration;
-    /// let lim = KeyedLimiter::with_clock(2, Duration::from_secs(2), 2, ManualClock::new())?;
-    /// lim.try_acquire_at(&"k", 0, 2);
-    /// let half = 500_000_000;
+    /// use std::time::Duration;
+    /// use stripecount::{KeyedLimiter, Quota, Timestamp};
+    ///
+    /// let lim = KeyedLimiter::new(Quota::per(2, Duration::from_secs(2)).slices(2))?;
+    /// lim.try_acquire_at(&"k", Timestamp::ZERO, 2);
+    /// let half = Timestamp::from_duration(Duration::from_millis(500));
     /// assert_eq!(lim.retry_after_at(&"k", half, 1), Some(Duration::from_millis(1500)));
     /// assert_eq!(lim.retry_after_at(&"new", half, 2), Some(Duration::ZERO));
     /// # Ok::<(), stripecount::ConfigError>(())

@@ -9,7 +9,7 @@
 //! indexed by the token itself needs one (the token), the array's address
 //! being read from the limiter beside it. On `keyed_steady klr` (1
 //! thread, Zipf, every request refused) that took a request from 78.5 to
-//! 73.9 ns (BENCHMARKS.md, issue 11, ninth session).
+//! 73.9 ns (BENCHMARKS.md, per-key limits: the refusal count).
 //!
 //! The limiter makes a cell for each CPU (rounded up to a power of two, as
 //! [`StripedCounter`] does): 128 bytes each. Services run more threads

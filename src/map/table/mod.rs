@@ -212,7 +212,8 @@ impl<K, V> Table<K, V> {
     ///
     /// The probe of every add: written out, without bounds checks (the
     /// indices are in range by construction), it is ~10 instructions an
-    /// add shorter than the iterator form (callgrind, issue-10 stream).
+    /// add shorter than the iterator form (callgrind, the benchmarks' Zipf
+    /// stream).
     #[inline]
     pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(&K) -> bool) -> Option<&Slot<K, V>> {
         let tag = h2(hash);

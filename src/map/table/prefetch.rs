@@ -27,10 +27,11 @@ impl<K, V> Table<K, V> {
     /// map's control bytes are 1.7 MB; its slots over 40 MB), so
     /// without this the slot's miss starts only when the control word's
     /// has ended. Fetching the group's lines alongside overlaps the two.
-    /// On the issue-10 Zipf stream (1M keys, one thread, steady state) that
-    /// took `KeyedLimiter`'s grant from 80.9 to 61.6 ns and `KeyedWindows`'s
-    /// add from 57.1 to 45.9 ns (medians of five alternating runs,
-    /// BENCHMARKS.md, issue 11, eighth session), for up to 3 lines a lookup
+    /// On the benchmarks' Zipf stream (1M keys, one thread, steady state)
+    /// that took `KeyedLimiter`'s grant from 80.9 to 61.6 ns and
+    /// `KeyedWindows`'s add from 57.1 to 45.9 ns (medians of five
+    /// alternating runs, BENCHMARKS.md: a lookup prefetches its group's
+    /// slots), for up to 3 lines a lookup
     /// fetches and does not use; a key past its first group gains nothing.
     /// A hint: it changes nothing.
     #[inline(always)]
