@@ -1,26 +1,55 @@
-//! # stripecount
-//!
 //! Lock-free concurrent counters for services that count per key at very
-//! high rates:
+//! high rates: striped counters, exact sliding time windows, strict rate
+//! limiters (direct and per key), and per-key windows with hot-key
+//! detection.
 //!
+//! ```
+//! use stripecount::{KeyedLimiter, Quota};
+//!
+//! // 100 requests a second per client, in every span of one second.
+//! let limiter = KeyedLimiter::<String>::new(Quota::per_second(100).strict())?;
+//! assert!(limiter.try_acquire("203.0.113.7", 1));
+//! let decision = limiter.decide("203.0.113.7", 100); // the whole verdict
+//! assert!(!decision.is_granted());
+//! assert_eq!(decision.remaining(), 99);
+//! # Ok::<(), stripecount::ConfigError>(())
+//! ```
+//!
+//! # The types
 //! - [`StripedCounter`]: a LongAdder-style counter whose cache-padded cells
 //!   grow only when contention is seen.
-//! - [`SlidingWindow`]: an exact sliding time window built from
-//!   epoch-tagged slices recycled by CAS: no add is ever wiped, counted
+//! - [`SlidingWindow`] and [`MultiWindow`]: exact sliding time windows built
+//!   from epoch-tagged slices recycled by CAS: no add is ever wiped, counted
 //!   twice, or filed under the wrong slice.
-//! - Strict limiters: [`SlidingWindowLimiter`], [`FixedWindowLimiter`],
-//!   [`MultiLimiter`] (several limits in one CAS) and, per key with bounded
-//!   memory, [`KeyedLimiter`].
-//! - Clocks ([`MonotonicClock`], [`CoarseClock`], [`ManualClock`]) injected
-//!   into every structure, plus `*_at(now)` methods for callers that already
-//!   know the time.
+//! - [`RateLimiter`], [`MultiLimiter`] and, per key with bounded memory,
+//!   [`KeyedLimiter`]: strict limiters of a [`Quota`], never over the limit
+//!   under any concurrency; a request is answered by a bool or a
+//!   [`Decision`].
+//! - [`KeyedWindows`] and [`HotKeyDetector`]: a window per key, and the keys
+//!   that cross a threshold in it, reported exactly once per crossing.
+//! - [`Clock`] and [`Timestamp`]: where time comes from
+//!   ([`clock`] has the clocks), and the type every `*_at` method takes.
 //!
-//! Every atomic protocol is documented at the top of its module and model
-//! checked with loom (see `loom-tests/`). The design notes are in
-//! `IMPLEMENTATION.md`.
+//! The [`guide`] tells which type to use, how the methods are named (every
+//! clock-reading method has an `_at` twin that takes a [`Timestamp`]; a
+//! request has a bool form and a [`Decision`] form), what each guarantees,
+//! and how to use them in a service. The modules hold the rest of the
+//! names: [`clock`], [`limiter`], [`keyed`], [`window`], [`counter`].
 //!
-//! Time is `u64` nanoseconds on a clock's own monotonic timeline.
+//! # Features
+//! - `tsc` (default): [`clock::MonotonicClock`] reads the CPU's time-stamp
+//!   counter where it is trusted (`Instant` otherwise).
+//! - `metrics`: [`StripedCounter`] as a [`metrics`](https://docs.rs/metrics)
+//!   counter.
+//! - `prometheus`: [`StripedCounter`] as a
+//!   [`prometheus-client`](https://docs.rs/prometheus-client) counter, and a
+//!   collector of windows and limiters read at scrape time.
+//!
+//! Every atomic protocol is documented at the top of the file that owns it
+//! and model checked with loom; the unsafe code runs under Miri and the
+//! sanitizers.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod clock;
 pub mod counter;
@@ -43,8 +72,10 @@ pub mod window;
 // Integrations, each behind its own non-default feature and named after the
 // crate it integrates.
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 
 // The public names, listed (no glob re-exports). The root holds the types

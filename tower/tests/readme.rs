@@ -7,7 +7,7 @@
 fn the_readme_snippet_is_the_crate_example() {
     let readme = include_str!("../../README.md");
     let section = readme
-        .split("### Per-key limits in a web stack")
+        .split("## Per-key limits in a web stack")
         .nth(1)
         .expect("the README's tower section");
     let snippet = section
