@@ -1,45 +1,47 @@
 //! [`StripedCounter`]: a LongAdder-style counter whose cells each have one
 //! writing thread, so that an add is a plain load and store.
-//!
-//! # Protocol
-//! - Cells are stripes (see `crate::stripes`): none until the first add,
-//!   then one *owned* cell per writing thread (up to the CPU count rounded
-//!   up to a power of two), written only by its owner; threads beyond that
-//!   (or whose slot another thread owns) add to *shared* cells with a CAS,
-//!   grown on contention as `LongAdder`'s are.
-//! - A cell holds `count`, the running total of every add into it
-//!   (wrapping), and `taken`, the part of `count` that resets have already
-//!   handed out. Its value is `count - taken` (wrapping arithmetic).
-//! - An add reads `count` and `taken` and writes `count + min(n, room)`,
-//!   `room = u64::MAX - (count - taken)`: the owner with a plain store, a
-//!   shared writer with a CAS against the `count` it read.
-//! - `sum` reads each cell's `taken`, then its `count`. `sum_and_reset`
-//!   (and `reset`) reads them the same way and CASes `taken` from what it
-//!   read to the `count` it read, retrying on failure: an add racing it
-//!   lands before that `count` (and is in this total) or after it (and is in
-//!   the next), never in both and never in neither. Zeroing a cell in place
-//!   (or `swap(0)`, which is enough for CAS-only cells) would lose or double
-//!   an owner's add: the owner's store would put back a count read before
-//!   the swap.
-//!
-//! # Orderings
-//! - `taken` is CASed with `AcqRel` and loaded with `Acquire` before
-//!   `count`. A reset's load of `count` happens-before its CAS of `taken`,
-//!   so a later reader that sees that `taken` reads a `count` at least as
-//!   new (read-read coherence): `count - taken` never goes "negative".
-//! - `count` is written with plain stores (owner) or CASes, and read
-//!   `Relaxed`: counts are independent facts, and coherence alone makes a
-//!   sum see every add that happened before it.
-//! - A cell passes from an exited owner to the next holder of its token
-//!   through `crate::thread_id`'s mutex, so the new owner's first load
-//!   sees the old owner's last store.
-//!
-//! # Saturation
-//! A cell's value saturates at `u64::MAX`: the room is computed against the
-//! `taken` the writer read, which may be older than the current one, so the
-//! writer can only under-estimate its room (saturate early, which needs
-//! 2^64 counts between two resets), never wrap. `sum` adds cells with
-//! saturation, so a counter pinned at its maximum reads `u64::MAX`.
+
+// Design notes (for maintainers; not part of the public docs).
+//
+// # Protocol
+// - Cells are stripes (see `crate::stripes`): none until the first add,
+//   then one *owned* cell per writing thread (up to the CPU count rounded
+//   up to a power of two), written only by its owner; threads beyond that
+//   (or whose slot another thread owns) add to *shared* cells with a CAS,
+//   grown on contention as `LongAdder`'s are.
+// - A cell holds `count`, the running total of every add into it
+//   (wrapping), and `taken`, the part of `count` that resets have already
+//   handed out. Its value is `count - taken` (wrapping arithmetic).
+// - An add reads `count` and `taken` and writes `count + min(n, room)`,
+//   `room = u64::MAX - (count - taken)`: the owner with a plain store, a
+//   shared writer with a CAS against the `count` it read.
+// - `sum` reads each cell's `taken`, then its `count`. `sum_and_reset`
+//   (and `reset`) reads them the same way and CASes `taken` from what it
+//   read to the `count` it read, retrying on failure: an add racing it
+//   lands before that `count` (and is in this total) or after it (and is in
+//   the next), never in both and never in neither. Zeroing a cell in place
+//   (or `swap(0)`, which is enough for CAS-only cells) would lose or double
+//   an owner's add: the owner's store would put back a count read before
+//   the swap.
+//
+// # Orderings
+// - `taken` is CASed with `AcqRel` and loaded with `Acquire` before
+//   `count`. A reset's load of `count` happens-before its CAS of `taken`,
+//   so a later reader that sees that `taken` reads a `count` at least as
+//   new (read-read coherence): `count - taken` never goes "negative".
+// - `count` is written with plain stores (owner) or CASes, and read
+//   `Relaxed`: counts are independent facts, and coherence alone makes a
+//   sum see every add that happened before it.
+// - A cell passes from an exited owner to the next holder of its token
+//   through `crate::thread_id`'s mutex, so the new owner's first load
+//   sees the old owner's last store.
+//
+// # Saturation
+// A cell's value saturates at `u64::MAX`: the room is computed against the
+// `taken` the writer read, which may be older than the current one, so the
+// writer can only under-estimate its room (saturate early, which needs
+// 2^64 counts between two resets), never wrap. `sum` adds cells with
+// saturation, so a counter pinned at its maximum reads `u64::MAX`.
 
 use crate::stripes::{default_cap, normalize_cap, Stripes, Writer};
 use crate::sync::{AtomicU64, Ordering};

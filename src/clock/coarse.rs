@@ -101,7 +101,9 @@ mod ticker {
         pub(super) fn acquire() -> Live {
             LIVE.fetch_add(1, Ordering::AcqRel);
             // Publish a fresh time before the first `now()` can run.
-            SHARED.now.fetch_max(MonotonicClock.now().as_nanos(), Ordering::AcqRel);
+            SHARED
+                .now
+                .fetch_max(MonotonicClock.now().as_nanos(), Ordering::AcqRel);
             let mut running = TICKER.lock().unwrap_or_else(|e| e.into_inner());
             if !*running {
                 *running = true;

@@ -18,8 +18,8 @@
 //! suite checks both, with the swap as its counter-example.
 
 use super::config::{Config, MAX_LIMITS};
-use super::quota::Quota;
 use super::decision::Decision;
+use super::quota::Quota;
 use super::state::AdmissionState;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::sync::{AtomicU64, Ordering};
@@ -250,7 +250,8 @@ impl<S: Shape, C: Clock> fmt::Debug for Limiter<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let k = self.cfg.len();
         let quotas: Vec<Quota> = (0..k).map(|i| self.quota_at(i)).collect();
-        f.debug_struct(S::NAME).field("quotas", &quotas)
+        f.debug_struct(S::NAME)
+            .field("quotas", &quotas)
             .finish_non_exhaustive()
     }
 }

@@ -44,48 +44,50 @@
 //! windows `[k W, (k+1) W)`. A limiter's time
 //! never runs backwards: a request stamped before the newest epoch the
 //! limiter has reached is judged (and counted) at that epoch.
-//!
-//! # Files (each with its invariants at the top)
-//! - `quota.rs`: [`Quota`], and what each choice of it guarantees;
-//!   `builder.rs`: the direct limiters' builder.
-//! - `config.rs`: `Config`, what every state of one limiter shares: the
-//!   time grid, the windows of its limits (*levels*), the units.
-//! - `state.rs`: `AdmissionState`, three atomics that can live inline in
-//!   a table slot; the grant (hot path) and its invariants.
-//! - `help.rs`: helping a state forward (advance the epoch, seal, roll,
-//!   unseal), and the grant that rides the unseal.
-//! - `roll.rs`: the roll's record step, the history of the new epoch (one
-//!   limit); `levels.rs`: the same for several limits.
-//! - `inline.rs`: the state's `block` word, which holds the history inline
-//!   while its counts are small (or, with several limits, says none is
-//!   recorded yet).
-//! - `history.rs`: the history block, for the rest.
-//! - `snapshot.rs`: consistent reads (available permits, when a request
-//!   fits, when the window empties, idleness).
-//! - `lifecycle.rs`: sealing for good, idleness and copying, for an owner
-//!   that evicts and moves states (a per-key table), and how it must use
-//!   them.
-//! - `decision.rs`: [`Denied`] and [`Decision`].
-//! - `direct.rs`: [`Limiter`], one state shared by every caller, and limits
-//!   that change at run time; `rate.rs`, `multi.rs`: its two shapes.
-//! - `keyed/`: [`KeyedLimiter`], one state per key, inline in the slots of
-//!   the per-key map (`crate::map`), with quotas per key and the
-//!   eviction and move protocols wired to the map.
-//!
-//! # Widths and bounds
-//! `used` has 47 bits and its all-ones value is reserved: limits up to
-//! [`MAX_EXACT_LIMIT`] (2^47 - 2, about 1.4e14 permits per window) are
-//! exact. A larger limit is accounted in units of `2^k` permits, the
-//! smallest power of two that brings it under that: the budget is `limit >>
-//! k` units and a request costs `ceil(n / 2^k)` units, but never more than
-//! the whole budget (so a single request for the whole limit, even
-//! `u64::MAX`, is granted in an empty window). This never over-admits (a
-//! request charged the whole budget is alone in its window; otherwise the
-//! permits granted are at most `2^k` times the units); it may refuse a
-//! request that fits by less than `2^k` permits per grant in the window. No
-//! arithmetic anywhere can overflow. Epochs are at most 2^63 - 2 (bit 63
-//! marks a sealed state): only 1 ns slices of a clock past 292 years reach
-//! it, and all later times share that last epoch.
+
+// Design notes (for maintainers; not part of the public docs).
+//
+// # Files (each with its invariants at the top)
+// - `quota.rs`: [`Quota`], and what each choice of it guarantees;
+//   `builder.rs`: the direct limiters' builder.
+// - `config.rs`: `Config`, what every state of one limiter shares: the
+//   time grid, the windows of its limits (*levels*), the units.
+// - `state.rs`: `AdmissionState`, three atomics that can live inline in
+//   a table slot; the grant (hot path) and its invariants.
+// - `help.rs`: helping a state forward (advance the epoch, seal, roll,
+//   unseal), and the grant that rides the unseal.
+// - `roll.rs`: the roll's record step, the history of the new epoch (one
+//   limit); `levels.rs`: the same for several limits.
+// - `inline.rs`: the state's `block` word, which holds the history inline
+//   while its counts are small (or, with several limits, says none is
+//   recorded yet).
+// - `history.rs`: the history block, for the rest.
+// - `snapshot.rs`: consistent reads (available permits, when a request
+//   fits, when the window empties, idleness).
+// - `lifecycle.rs`: sealing for good, idleness and copying, for an owner
+//   that evicts and moves states (a per-key table), and how it must use
+//   them.
+// - `decision.rs`: [`Denied`] and [`Decision`].
+// - `direct.rs`: [`Limiter`], one state shared by every caller, and limits
+//   that change at run time; `rate.rs`, `multi.rs`: its two shapes.
+// - `keyed/`: [`KeyedLimiter`], one state per key, inline in the slots of
+//   the per-key map (`crate::map`), with quotas per key and the
+//   eviction and move protocols wired to the map.
+//
+// # Widths and bounds
+// `used` has 47 bits and its all-ones value is reserved: limits up to
+// [`MAX_EXACT_LIMIT`] (2^47 - 2, about 1.4e14 permits per window) are
+// exact. A larger limit is accounted in units of `2^k` permits, the
+// smallest power of two that brings it under that: the budget is `limit >>
+// k` units and a request costs `ceil(n / 2^k)` units, but never more than
+// the whole budget (so a single request for the whole limit, even
+// `u64::MAX`, is granted in an empty window). This never over-admits (a
+// request charged the whole budget is alone in its window; otherwise the
+// permits granted are at most `2^k` times the units); it may refuse a
+// request that fits by less than `2^k` permits per grant in the window. No
+// arithmetic anywhere can overflow. Epochs are at most 2^63 - 2 (bit 63
+// marks a sealed state): only 1 ns slices of a clock past 292 years reach
+// it, and all later times share that last epoch.
 
 mod builder;
 mod config;

@@ -200,7 +200,10 @@ mod tests {
                 slices: 3
             })
         );
-        assert_eq!(Quota::per_hour(1).slices(0).validate(), Err(ConfigError::ZeroSlices));
+        assert_eq!(
+            Quota::per_hour(1).slices(0).validate(),
+            Err(ConfigError::ZeroSlices)
+        );
         assert_eq!(Quota::per_hour(1).slice_count(), 10);
         assert_eq!(Quota::per_minute(1).as_ref(), &[Quota::per_minute(1)]);
     }

@@ -9,26 +9,28 @@
 //! The engine is a striped ring of epoch-tagged slices (`ring.rs`): a row
 //! of `S` cells per writing thread, each cell recycling itself
 //! (`crate::slice`), so there is no global "current epoch" and no lock.
-//!
-//! # Invariants
-//! - Every add is counted in exactly one cell, under its own epoch, or is
-//!   dropped as older than the ring ([`SlidingWindow::add_at`] returns
-//!   `false`); never filed under another epoch.
-//! - A sum reads each cell's `(epoch, count)` atomically and keeps the cells
-//!   whose epoch is in its window, so it never counts an add outside its
-//!   window or twice, and sees every add that happened before it.
-//!
-//! # Files
-//! `ring.rs` is the engine; `builder.rs` the [`WindowBuilder`]. This module
-//! also names the limits of every window type ([`MAX_SLICES`],
-//! [`MAX_LEVELS`], [`MAX_COUNT_PER_SLICE`]) and re-exports [`MultiWindow`]
-//! and its builder from `crate::multi`.
-//!
-//! # Memory
-//! A window holds no row until its first add, then one row per writing
-//! thread: `16 * S` bytes rounded up to a multiple of 128, plus a fixed
-//! header of about 150 bytes and three words per possible stripe (CPU count
-//! rounded up to a power of two).
+
+// Design notes (for maintainers; not part of the public docs).
+//
+// # Invariants
+// - Every add is counted in exactly one cell, under its own epoch, or is
+//   dropped as older than the ring ([`SlidingWindow::add_at`] returns
+//   `false`); never filed under another epoch.
+// - A sum reads each cell's `(epoch, count)` atomically and keeps the cells
+//   whose epoch is in its window, so it never counts an add outside its
+//   window or twice, and sees every add that happened before it.
+//
+// # Files
+// `ring.rs` is the engine; `builder.rs` the [`WindowBuilder`]. This module
+// also names the limits of every window type ([`MAX_SLICES`],
+// [`MAX_LEVELS`], [`MAX_COUNT_PER_SLICE`]) and re-exports [`MultiWindow`]
+// and its builder from `crate::multi`.
+//
+// # Memory
+// A window holds no row until its first add, then one row per writing
+// thread: `16 * S` bytes rounded up to a multiple of 128, plus a fixed
+// header of about 150 bytes and three words per possible stripe (CPU count
+// rounded up to a power of two).
 
 mod builder;
 mod ring;

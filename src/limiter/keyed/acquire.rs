@@ -168,12 +168,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// assert_eq!((d.result(), d.remaining()), (Ok(()), 3));
     /// # Ok::<(), stripecount::ConfigError>(())
     /// ```
-    pub fn decide_at<Q: KeyRef<K> + ?Sized>(
-        &self,
-        key: &Q,
-        now: Timestamp,
-        n: u64,
-    ) -> Decision {
+    pub fn decide_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> Decision {
         let now = now.as_nanos();
         let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
