@@ -31,15 +31,14 @@ mod support;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use std::time::{Duration, Instant};
-use stripecount::{Clock, KeyedLimiter, KeyedWindows};
+use stripecount::{Clock, KeyedLimiter, KeyedWindows, Quota};
 use stripecount_redis::{ClusterLimiter, ClusterWindows, WallClock, MAX_LEASE};
 use support::RedisServer;
 
 const KEYS: u64 = 4096;
 
 fn node(url: &str, ns: &str, flush: Option<Duration>) -> ClusterWindows<u64> {
-    ClusterWindows::builder(url, ns)
-        .window(Duration::from_secs(600), 10)
+    ClusterWindows::builder(url, ns, Duration::from_secs(600), 10)
         .flush_interval(flush)
         .build()
         .expect("a node")
@@ -49,8 +48,10 @@ fn add(c: &mut Criterion) {
     let redis = RedisServer::start();
     let mut g = c.benchmark_group("redis_add");
     g.throughput(Throughput::Elements(1));
-    let local: KeyedWindows<u64, WallClock> =
-        KeyedWindows::with_clock(Duration::from_secs(600), 10, WallClock::new()).unwrap();
+    let local: KeyedWindows<u64, WallClock> = KeyedWindows::builder(Duration::from_secs(600), 10)
+        .clock(WallClock::new())
+        .build()
+        .unwrap();
     let cluster = node(&redis.url(), "bench_add", None);
     let flushing = node(&redis.url(), "bench_add2", Some(Duration::from_millis(100)));
     for k in 0..KEYS {
@@ -136,19 +137,21 @@ fn lease(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let day = Duration::from_secs(86_400);
     let limit = 1 << 50;
-    let local: KeyedLimiter<u64, WallClock> =
-        KeyedLimiter::with_clock(limit, day, 1, WallClock::new()).unwrap();
-    let cluster: ClusterLimiter<u64> = ClusterLimiter::builder(&redis.url(), "bench_lease", limit)
-        .window(day, 1)
+    let quota = Quota::per(limit, day).slices(1);
+    let local: KeyedLimiter<u64, WallClock> = KeyedLimiter::builder(quota)
+        .clock(WallClock::new())
+        .build()
+        .unwrap();
+    let cluster: ClusterLimiter<u64> = ClusterLimiter::builder(&redis.url(), "bench_lease", quota)
         .max_batch(MAX_LEASE)
         .build()
         .expect("a limiter");
     // A full lease of every key: a first lease of 1 runs out at once, and
     // the next is sized to that rate (capped at MAX_LEASE).
     for k in 0..KEYS {
-        assert!(cluster.try_acquire(&k));
-        assert!(cluster.try_acquire(&k));
-        assert!(local.try_acquire(&k));
+        assert!(cluster.try_acquire(&k, 1));
+        assert!(cluster.try_acquire(&k, 1));
+        assert!(local.try_acquire(&k, 1));
     }
     let mut i = 0u64;
     let now = local.clock().now();

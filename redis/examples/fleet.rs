@@ -16,8 +16,8 @@ fn main() -> Result<(), stripecount_redis::ClusterError> {
         .unwrap_or_else(|| "redis://127.0.0.1:6379/".into());
     let nodes: Vec<Arc<ClusterWindows<String>>> = (0..3)
         .map(|_| {
-            ClusterWindows::builder(&url, &format!("fleet-example-{}", std::process::id()))
-                .window(Duration::from_secs(60), 60)
+            let ns = format!("fleet-example-{}", std::process::id());
+            ClusterWindows::builder(&url, &ns, Duration::from_secs(60), 60)
                 .flush_interval(Some(Duration::from_millis(50)))
                 .hot_threshold(1_000)
                 .on_hot_crossing(|k, sum| println!("crossing: {k} reached {sum} across the fleet"))

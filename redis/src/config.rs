@@ -1,5 +1,5 @@
-//! [`Builder`]: a node's configuration, validated by
-//! [`build`](Builder::build).
+//! [`ClusterWindowsBuilder`]: a node's configuration, validated by
+//! [`build`](ClusterWindowsBuilder::build).
 
 use crate::error::ClusterError;
 use crate::key::RedisKey;
@@ -19,9 +19,10 @@ pub const MAX_CLUSTER_SLICES: usize = 1024;
 /// window sum after the batch that made it hot.
 pub type HotCallback<K> = Arc<dyn Fn(&K, u64) + Send + Sync>;
 
-/// Builds a [`ClusterWindows`] node. Every node of a namespace must use the
-/// same window and slice count (checked by Redis: a node whose shape
-/// differs gets [`ClusterError::ShapeMismatch`] from its flushes).
+/// Builds a [`ClusterWindows`] node ([`ClusterWindows::builder`]). Every
+/// node of a namespace must use the same window and slice count (checked
+/// by Redis: a node whose shape differs gets
+/// [`ClusterError::ShapeMismatch`] from its flushes).
 ///
 /// ```
 /// use stripecount_redis::ClusterWindows;
@@ -29,8 +30,8 @@ pub type HotCallback<K> = Arc<dyn Fn(&K, u64) + Send + Sync>;
 ///
 /// // No Redis needed to build: the node connects when it flushes (here it
 /// // tries once and records the failure in its health).
-/// let node = ClusterWindows::<String>::builder("redis://127.0.0.1:1/", "doc")
-///     .window(Duration::from_secs(60), 12)
+/// let minute = Duration::from_secs(60);
+/// let node = ClusterWindows::<String>::builder("redis://127.0.0.1:1/", "doc", minute, 12)
 ///     .flush_interval(None) // explicit flushes only
 ///     .hot_threshold(1_000)
 ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
@@ -41,7 +42,8 @@ pub type HotCallback<K> = Arc<dyn Fn(&K, u64) + Send + Sync>;
 /// assert_eq!(node.sum("alice"), 2);
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
-pub struct Builder<K, C = WallClock> {
+#[must_use = "a builder does nothing until `build`"]
+pub struct ClusterWindowsBuilder<K, C = WallClock> {
     pub(crate) url: String,
     pub(crate) namespace: String,
     pub(crate) window: Duration,
@@ -57,13 +59,13 @@ pub struct Builder<K, C = WallClock> {
     _k: PhantomData<fn() -> K>,
 }
 
-impl<K: RedisKey> Builder<K> {
-    pub(crate) fn new(url: &str, namespace: &str) -> Self {
-        Builder {
+impl<K: RedisKey> ClusterWindowsBuilder<K> {
+    pub(crate) fn new(url: &str, namespace: &str, window: Duration, slices: usize) -> Self {
+        ClusterWindowsBuilder {
             url: url.to_owned(),
             namespace: namespace.to_owned(),
-            window: Duration::from_secs(10),
-            slices: 10,
+            window,
+            slices,
             flush_interval: Some(Duration::from_millis(100)),
             hot_threshold: None,
             on_hot: None,
@@ -77,16 +79,7 @@ impl<K: RedisKey> Builder<K> {
     }
 }
 
-impl<K: RedisKey, C: Clock> Builder<K, C> {
-    /// The window and its slice count (default 10 s in 10 slices). The
-    /// slice length must be a whole number of milliseconds (Redis time and
-    /// expiry are in milliseconds), and at most [`MAX_CLUSTER_SLICES`].
-    pub fn window(mut self, window: Duration, slices: usize) -> Self {
-        self.window = window;
-        self.slices = slices;
-        self
-    }
-
+impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
     /// How often the background flusher flushes (default 100 ms); `None`
     /// starts no flusher (flush with [`ClusterWindows::flush`]). The
     /// interval plus both timeouts must fit in the window less one slice,
@@ -116,7 +109,7 @@ impl<K: RedisKey, C: Clock> Builder<K, C> {
     }
 
     /// Bounds the keys the local windows hold (see
-    /// [`KeyedWindows::with_max_keys`](stripecount::KeyedWindows::with_max_keys)).
+    /// [`KeyedWindowsBuilder::max_keys`](stripecount::keyed::KeyedWindowsBuilder::max_keys)).
     pub fn max_keys(mut self, n: usize) -> Self {
         self.max_keys = Some(n);
         self
@@ -152,12 +145,12 @@ impl<K: RedisKey, C: Clock> Builder<K, C> {
         self
     }
 
-    /// The node clock, read as Unix nanoseconds (default [`WallClock`]).
-    /// Epochs come from Redis time once sampled; this clock only measures
-    /// the time since the sample (and stands in for Redis time before the
-    /// first one).
-    pub fn clock<C2: Clock>(self, clock: C2) -> Builder<K, C2> {
-        Builder {
+    /// The node clock, read as Unix time (default [`WallClock`]). Slices
+    /// come from Redis time once sampled; this clock only measures the time
+    /// since the sample (and stands in for Redis time before the first
+    /// one).
+    pub fn clock<C2: Clock>(self, clock: C2) -> ClusterWindowsBuilder<K, C2> {
+        ClusterWindowsBuilder {
             url: self.url,
             namespace: self.namespace,
             window: self.window,

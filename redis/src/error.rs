@@ -17,8 +17,10 @@ pub enum ClusterError {
     /// append-only file, or `BUSY`).
     Server(redis::RedisError),
     /// This node's window shape differs from the one the namespace's other
-    /// nodes use (`slices:slice_ms`): counts would be filed in different
-    /// slices. Nothing was applied.
+    /// nodes use (windows: `slices:slice_ms`; limiters: the quota,
+    /// `slices:slice_ms:limit`, then `:strict` if strict): counts would be
+    /// filed in different slices, or judged differently. Nothing was
+    /// applied.
     ShapeMismatch(String),
     /// Redis answered something this crate did not expect.
     Protocol(String),

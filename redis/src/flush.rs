@@ -41,7 +41,8 @@ use crate::timeline::ServerTime;
 use redis::Value;
 use std::collections::HashMap;
 use std::time::Instant;
-use stripecount::{Clock, KeyRef};
+use stripecount::keyed::KeyRef;
+use stripecount::Clock;
 
 impl<K: RedisKey, C: Clock> Inner<K, C> {
     pub(crate) fn time(&self) -> &ServerTime<C> {
@@ -164,14 +165,15 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// left the window, and prunes the cache and hot set once an epoch.
     pub(crate) fn stage(&self) {
         let now = self.time().now();
-        let e = now / self.slice_nanos;
+        let e = now.as_nanos() / self.slice_nanos;
         let s = self.slices as u64;
         let floor = e.saturating_sub(s);
         let mut full = 0u64;
         let mut guard = write(&self.state);
         let st = &mut *guard;
-        self.windows.take_all(|k, ep, c| {
-            if !st.pending.stage(k, ep, c) {
+        let slice_nanos = self.slice_nanos;
+        self.windows.take_all(|k, start, c| {
+            if !st.pending.stage(k, start.as_nanos() / slice_nanos, c) {
                 full = full.saturating_add(c);
             }
         });
@@ -236,7 +238,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         reply: FlushReply,
         report: &mut FlushReport<K>,
     ) -> Result<u64, ClusterError> {
-        let e = self.time().now() / self.slice_nanos;
+        let e = self.time().now().as_nanos() / self.slice_nanos;
         let mut crossings = Vec::with_capacity(reply.crossings.len());
         for &(i, sum) in &reply.crossings {
             crossings.push((ob.order[i].clone(), sum));

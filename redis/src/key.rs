@@ -1,6 +1,6 @@
 //! [`RedisKey`]: how a key is named in Redis and read back.
 
-use stripecount::Key;
+use stripecount::keyed::Key;
 
 /// A key type the cluster layer can store in Redis: written as bytes after
 /// the namespace's prefix, and read back from them (hot keys announced by

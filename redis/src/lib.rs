@@ -11,8 +11,8 @@
 //! use stripecount_redis::ClusterWindows;
 //! use std::time::Duration;
 //!
-//! let node = ClusterWindows::<String>::builder("redis://127.0.0.1:6379/", "api")
-//!     .window(Duration::from_secs(10), 10)
+//! let ten_s = Duration::from_secs(10);
+//! let node = ClusterWindows::<String>::builder("redis://127.0.0.1:6379/", "api", ten_s, 10)
 //!     .flush_interval(Some(Duration::from_millis(100)))
 //!     .hot_threshold(50_000)
 //!     .on_hot_crossing(|key, sum| eprintln!("{key} is hot across the fleet ({sum})"))
@@ -37,7 +37,7 @@
 //!   add is counted once in Redis, or dropped *and counted* in
 //!   [`Stats::dropped_old`] when it left the window before Redis could
 //!   have it (no window includes it then).
-//! - **One timeline.** Epochs (slice numbers) come from Redis server time:
+//! - **One timeline.** Slices come from Redis server time:
 //!   each node samples `TIME` (on connect and at every flush) and keeps the
 //!   offset to its own clock ([`ServerTime`]), so a node whose clock is off
 //!   files its counts in the same slices as every other node, and the
@@ -55,7 +55,7 @@
 //! - **Cluster hot keys.** With a threshold, the flush script decides
 //!   hotness on the cluster window: the batch that takes a key to the
 //!   threshold reports the crossing (to its node's
-//!   [`on_hot_crossing`](Builder::on_hot_crossing) callback and
+//!   [`on_hot_crossing`](ClusterWindowsBuilder::on_hot_crossing) callback and
 //!   [`FlushReport::crossings`]), exactly once across the cluster per
 //!   crossing, even when its reply is lost and it is resent. Every node
 //!   learns the hot set at its next flush ([`ClusterWindows::cluster_hot_keys`]).
@@ -66,34 +66,40 @@
 //!   visible ([`ClusterWindows::health`], [`ClusterWindows::stats`]).
 //!
 //! # The cluster limiter
-//! [`ClusterLimiter`] holds a per-key limit across the nodes of a
-//! namespace (the `KeyedLimiter` semantics, fleet-wide), by leases:
+//! [`ClusterLimiter`] holds a per-key [`Quota`](stripecount::Quota)
+//! across the nodes of a namespace (the `KeyedLimiter` semantics,
+//! fleet-wide), by leases:
 //!
 //! ```no_run
+//! use stripecount::Quota;
 //! use stripecount_redis::{ClusterLimiter, OutagePolicy};
-//! use std::time::Duration;
 //!
-//! let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:6379/", "api", 100)
-//!     .window(Duration::from_secs(1), 10)
+//! let url = "redis://127.0.0.1:6379/";
+//! let limiter = ClusterLimiter::<String>::builder(url, "api", Quota::per_second(100))
 //!     .outage(OutagePolicy::LocalShare { expected_nodes: 4 })
 //!     .build()?;
-//! if limiter.try_acquire("client-42") { /* serve */ }
+//! if limiter.try_acquire("client-42", 1) { /* serve */ }
 //! # Ok::<(), stripecount_redis::ClusterError>(())
 //! ```
 //!
-//! - **Never over the limit.** In every window, the permits granted
-//!   across all nodes are at most the limit. Redis counts, per key and
-//!   server slice, the permits leased less those returned; the lease
-//!   script (on the server's clock) adds a batch to the current slice only
-//!   if the window's live slices plus the batch fit. A node grants a
+//! - **Never over the limit.** The permits granted across all nodes are
+//!   at most the limit in any `S` consecutive server slices of a quota of
+//!   `S` slices (so in every span of the window less a slice), and, for a
+//!   [`strict`](stripecount::Quota::strict) quota, in any `S + 1` (so in
+//!   every span of the whole window). Redis counts, per key and server
+//!   slice, the permits leased less those returned; the lease script (on
+//!   the server's clock) adds a batch to the current slice only if the
+//!   last `S` (strict: `S + 1`) slices plus the batch fit. A node grants a
 //!   lease's permits only while its slice is current on the server's
 //!   clock: after the script ran, and before a deadline the node computes
 //!   from the lease's own round trip (the time the script said was left
 //!   in the slice, less the node clock's drift over it and a margin), so a
 //!   node's clock offset does not matter. Returns only lower a slice's
-//!   count, by permits no grant can take any more. Hence each window's
-//!   grants are at most the counts the last lease in it was checked
-//!   against (the proof in full: `src/lease/mod.rs`).
+//!   count, by permits no grant can take any more. Hence the grants of
+//!   any `S` (strict: `S + 1`) consecutive slices are at most the counts
+//!   the last lease among them was checked against (the proof in full:
+//!   `src/lease/mod.rs`). Each grant says which server slice counts it
+//!   ([`Grant::Granted`]).
 //! - **Local grants.** A grant from a held lease is one compare-and-swap
 //!   on the key's lease word: no lock, no allocation, no I/O. A request
 //!   the lease cannot serve makes one round trip (returns plus a new
@@ -106,7 +112,7 @@
 //!   window's counted permits plus the request exceed the limit; counted =
 //!   granted + leased and not yet used or returned. So a refusal
 //!   under-admits by at most what the other nodes hold unused then: at
-//!   most [`max_batch`](LimiterBuilder::max_batch) each, and less near the
+//!   most [`max_batch`](ClusterLimiterBuilder::max_batch) each, and less near the
 //!   limit (a lease gets at most half the room left beyond the request).
 //!   Permits of a lease whose slice ended count until returned (the next
 //!   miss of the key, or the sweeper within its interval).
@@ -134,8 +140,8 @@
 //! `ns:n:<node id>` a node's last applied batch; `ns:cfg` the window shape
 //! every node must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set;
 //! for the cluster limiter `ns:l:<key>` a key's leased permits per slice
-//! (a hash), `ns:ln:<node id>` a node's last request, `ns:lcfg` the limit
-//! and window shape every node must share.
+//! (a hash), `ns:ln:<node id>` a node's last request, `ns:lcfg` the quota
+//! (limit, window shape, strictness) every node must share.
 //! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
 //!
 //! # Modules
@@ -168,12 +174,13 @@ mod script;
 mod sync;
 mod timeline;
 
-pub use config::{Builder, HotCallback, MAX_CLUSTER_SLICES};
+pub use config::{ClusterWindowsBuilder, HotCallback, MAX_CLUSTER_SLICES};
 pub use error::ClusterError;
 pub use health::{Health, LinkState, Stats};
 pub use key::RedisKey;
-pub use lease::{ClusterLimiter, Grant, LeaseStats, LimiterBuilder, OutagePolicy, MAX_LEASE};
+pub use lease::{
+    ClusterLimiter, ClusterLimiterBuilder, Grant, LeaseStats, OutagePolicy, MAX_LEASE,
+};
 pub use node::ClusterWindows;
 pub use results::{FlushReport, SumParts};
-pub use ring::Ring;
 pub use timeline::{ServerTime, WallClock, DRIFT_PPM};

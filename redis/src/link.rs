@@ -16,7 +16,7 @@ use crate::timeline::ServerTime;
 use rand::Rng;
 use redis::{ConnectionLike, Value};
 use std::time::{Duration, Instant};
-use stripecount::Clock;
+use stripecount::{Clock, Timestamp};
 
 /// Exponential backoff with jitter between failed attempts.
 #[derive(Debug)]
@@ -256,7 +256,7 @@ impl Link {
 /// `t0`; returns whether the sample was accepted.
 pub(crate) fn sample_time<C: Clock>(
     time: &ServerTime<C>,
-    t0: u64,
+    t0: Timestamp,
     v: &Value,
 ) -> Result<bool, ClusterError> {
     let t1 = time.node_clock().now();
@@ -267,7 +267,7 @@ pub(crate) fn sample_time<C: Clock>(
         return Err(ClusterError::Protocol("TIME has the wrong length".into()));
     }
     let us = time_us(&a[0], &a[1])?;
-    Ok(time.sample(t0, t1, us.saturating_mul(1_000)))
+    Ok(time.sample(t0, t1, Timestamp::from_nanos(us.saturating_mul(1_000))))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! the local windows, the pending buffer (staged or in flight), or Redis.
 //!
 //! # Reads
-//! `sum_at(key)` = the key's cached cluster ring (as Redis last returned it,
+//! `sum_at(key, now)` = the key's cached cluster ring (as Redis last returned it,
 //! counting this node's acknowledged counts) + its pending counts + its
 //! local counts. The take and the acknowledgement (which moves a batch from
 //! pending into the cache) hold the state lock for writing, and a read holds
@@ -26,7 +26,7 @@
 //! and `hot` are held only for memory work, never across I/O. Order:
 //! `sender`, then `state`, then `hot`. Adds take none of them.
 
-use crate::config::{Builder, HotCallback};
+use crate::config::{ClusterWindowsBuilder, HotCallback};
 use crate::error::ClusterError;
 use crate::flusher::Flusher;
 use crate::health::{Counters, Health, Stats};
@@ -45,7 +45,8 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use stripecount::{Clock, KeyRef, KeyedWindows};
+use stripecount::keyed::KeyRef;
+use stripecount::{Clock, KeyedWindows, Timestamp};
 
 /// A node's share of cluster-wide per-key sliding windows on Redis.
 ///
@@ -62,8 +63,8 @@ use stripecount::{Clock, KeyRef, KeyedWindows};
 /// use stripecount_redis::ClusterWindows;
 /// use std::time::Duration;
 ///
-/// let node = ClusterWindows::<String>::builder("redis://127.0.0.1:6379/", "api")
-///     .window(Duration::from_secs(60), 60)
+/// let minute = Duration::from_secs(60);
+/// let node = ClusterWindows::<String>::builder("redis://127.0.0.1:6379/", "api", minute, 60)
 ///     .hot_threshold(10_000)
 ///     .build()?;
 /// node.add("client-42", 1); // local: no round trip
@@ -125,23 +126,66 @@ pub(crate) struct Outbox<K> {
 }
 
 impl<K: RedisKey> ClusterWindows<K> {
-    /// A builder for a node of namespace `namespace` on the Redis at `url`
-    /// (e.g. `redis://127.0.0.1:6379/0`).
-    pub fn builder(url: &str, namespace: &str) -> Builder<K> {
-        Builder::new(url, namespace)
+    /// A node of namespace `namespace` on the Redis at `url` (e.g.
+    /// `redis://127.0.0.1:6379/0`), sharing per-key windows of `window` cut
+    /// into `slices` slices, with the default options (a flush every 100
+    /// ms, no hot-key detection). Every node of the namespace must use the
+    /// same window and slices. The slice length must be a whole number of
+    /// milliseconds (Redis time and expiry are in milliseconds) and there
+    /// are at most [`MAX_CLUSTER_SLICES`](crate::MAX_CLUSTER_SLICES)
+    /// slices; the flush interval plus the timeouts (1.6 s by default)
+    /// must fit in the window less a slice.
+    ///
+    /// Building needs no Redis: the node tries to connect once (a failure
+    /// is recorded in its [`health`](Self::health), not returned) and its
+    /// flusher keeps trying. Errors only on an invalid configuration.
+    ///
+    /// ```
+    /// use stripecount_redis::ClusterWindows;
+    /// use std::time::Duration;
+    ///
+    /// // Nothing listens on port 1: the node counts locally and holds the
+    /// // counts for Redis.
+    /// let ten_s = Duration::from_secs(10);
+    /// let node = ClusterWindows::<String>::new("redis://127.0.0.1:1/", "doc", ten_s, 10)?;
+    /// assert!(node.add("alice", 1));
+    /// assert_eq!(node.sum("alice"), 1);
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
+    pub fn new(
+        url: &str,
+        namespace: &str,
+        window: Duration,
+        slices: usize,
+    ) -> Result<Self, ClusterError> {
+        Self::builder(url, namespace, window, slices).build()
+    }
+
+    /// The builder of a node like [`new`](Self::new)'s, for the options of
+    /// [`ClusterWindowsBuilder`] (flush interval, hot threshold, bounds,
+    /// timeouts, clock); checked by its
+    /// [`build`](ClusterWindowsBuilder::build), with the errors of `new`.
+    pub fn builder(
+        url: &str,
+        namespace: &str,
+        window: Duration,
+        slices: usize,
+    ) -> ClusterWindowsBuilder<K> {
+        ClusterWindowsBuilder::new(url, namespace, window, slices)
     }
 }
 
 impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
-    pub(crate) fn from_builder(b: Builder<K, C>) -> Result<Self, ClusterError> {
+    pub(crate) fn from_builder(b: ClusterWindowsBuilder<K, C>) -> Result<Self, ClusterError> {
         // Slices leave the local ring whole: when an add opens the slice a
         // window after them, or at the eviction right after a take
         // (`stage`). A flush interval within the window less one slice
-        // (`Builder` checks it) takes every slice before it leaves.
-        let mut windows = KeyedWindows::with_clock(b.window, b.slices, ServerTime::new(b.clock))?;
+        // (the builder checks it) takes every slice before it leaves.
+        let mut local = KeyedWindows::builder(b.window, b.slices).clock(ServerTime::new(b.clock));
         if let Some(m) = b.max_keys {
-            windows = windows.with_max_keys(m);
+            local = local.max_keys(m);
         }
+        let windows = local.build()?;
         let slice_nanos = u64::try_from(windows.slice_len().as_nanos())
             .map_err(|_| ClusterError::Config("the slice is too long".into()))?;
         let slice_ms = slice_nanos / 1_000_000;
@@ -200,22 +244,17 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         self.inner.windows.add(key, n)
     }
 
-    /// Adds one to `key` now.
-    #[inline]
-    pub fn increment<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
-        self.add(key, 1)
-    }
-
     /// Adds `n` to `key` at `now`, a time on the server timeline (see
     /// [`now`](Self::now)): for callers that stamp many adds with one read.
     #[inline]
-    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: u64, n: u64) -> bool {
+    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> bool {
         self.inner.windows.add_at(key, now, n)
     }
 
-    /// The server time now, as this node estimates it (Unix nanoseconds).
+    /// The server time now, as this node estimates it (Unix time): the
+    /// time the `*_at` methods take.
     #[inline]
-    pub fn now(&self) -> u64 {
+    pub fn now(&self) -> Timestamp {
         self.inner.time().now()
     }
 
@@ -229,7 +268,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     }
 
     /// The key's cluster window sum at `now` (server timeline).
-    pub fn sum_at<Q>(&self, key: &Q, now: u64) -> u64
+    pub fn sum_at<Q>(&self, key: &Q, now: Timestamp) -> u64
     where
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
@@ -237,18 +276,28 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         self.sum_parts_at(key, now).total()
     }
 
+    /// The key's window sum now in its three parts (see
+    /// [`sum_parts_at`](Self::sum_parts_at)).
+    pub fn sum_parts<Q>(&self, key: &Q) -> SumParts
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        self.sum_parts_at(key, self.now())
+    }
+
     /// The key's window sum at `now` in its three parts: the cluster ring
     /// Redis last returned to this node (every node's flushed counts as of
     /// then, this node's acknowledged ones included), this node's pending
     /// counts, and its local unflushed counts. Each of this node's counts is
     /// in exactly one part. Needs no round trip.
-    pub fn sum_parts_at<Q>(&self, key: &Q, now: u64) -> SumParts
+    pub fn sum_parts_at<Q>(&self, key: &Q, now: Timestamp) -> SumParts
     where
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
         let i = &*self.inner;
-        let e = now / i.slice_nanos;
+        let e = now.as_nanos() / i.slice_nanos;
         let floor = e.saturating_sub(i.slices as u64);
         let st = read(&i.state);
         SumParts {
@@ -266,13 +315,32 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
+        self.fresh_ring(key)?;
+        Ok(self.sum(key))
+    }
+
+    /// [`fresh_sum`](Self::fresh_sum) with the window read at `now`
+    /// (server timeline) once Redis answered.
+    pub fn fresh_sum_at<Q>(&self, key: &Q, now: Timestamp) -> Result<u64, ClusterError>
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        self.fresh_ring(key)?;
+        Ok(self.sum_at(key, now))
+    }
+
+    /// Reads the key's ring from Redis into the cache.
+    fn fresh_ring<Q>(&self, key: &Q) -> Result<(), ClusterError>
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
         let i = &*self.inner;
         let mut s = lock(&i.sender);
         let r = i.fresh_ring(&mut s, key);
         i.settle(&mut s, &r);
-        drop(s);
-        r?;
-        Ok(self.sum(key))
+        r
     }
 
     /// Sends everything this node holds to Redis, now: takes the local
@@ -293,14 +361,31 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         Q: Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
-        let e = self.now() / self.inner.slice_nanos;
+        self.is_cluster_hot_at(key, self.now())
+    }
+
+    /// Whether `key` is hot in the cluster at `now` (server timeline), as
+    /// of this node's last flush: a key cools when its window would fall
+    /// below the threshold with nothing more added.
+    pub fn is_cluster_hot_at<Q>(&self, key: &Q, now: Timestamp) -> bool
+    where
+        Q: Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        let e = now.as_nanos() / self.inner.slice_nanos;
         read(&self.inner.hot).is_hot(key, e)
     }
 
     /// The keys hot in the cluster now, as of this node's last flush (in
     /// unspecified order).
     pub fn cluster_hot_keys(&self) -> Vec<K> {
-        let e = self.now() / self.inner.slice_nanos;
+        self.cluster_hot_keys_at(self.now())
+    }
+
+    /// The keys hot in the cluster at `now` (server timeline), as of this
+    /// node's last flush (in unspecified order).
+    pub fn cluster_hot_keys_at(&self, now: Timestamp) -> Vec<K> {
+        let e = now.as_nanos() / self.inner.slice_nanos;
         read(&self.inner.hot).keys_at(e)
     }
 
@@ -323,18 +408,13 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         h.pending_counts = st.pending.counts();
         h.staged_keys = st.pending.staged_keys();
         h.batch_in_flight = st.pending.in_flight();
-        h.time_uncertainty = i.time().uncertainty().map(Duration::from_nanos);
+        h.time_uncertainty = i.time().uncertainty();
         h
     }
 
     /// Counters of this node's flushes.
     pub fn stats(&self) -> Stats {
         self.inner.counters.stats()
-    }
-
-    /// The local windows (unflushed counts, on the server timeline).
-    pub fn local(&self) -> &KeyedWindows<K, ServerTime<C>> {
-        &self.inner.windows
     }
 
     /// The server timeline this node stamps its adds with.
@@ -346,11 +426,6 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     /// new node with a new flush sequence).
     pub fn node_id(&self) -> &str {
         &self.inner.node_id
-    }
-
-    /// The slice number of server time `now`.
-    pub fn epoch_at(&self, now: u64) -> u64 {
-        now / self.inner.slice_nanos
     }
 
     /// Stops the background flusher and flushes what is held (one

@@ -23,7 +23,7 @@ pub(crate) const MAX_EXACT: u64 = 1 << 53;
 
 /// One key's per-slice cluster counts and hot horizon.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct Ring {
+pub(crate) struct Ring {
     until: u64,
     slots: Vec<(u64, u64)>,
 }
@@ -73,7 +73,7 @@ impl Ring {
 
     /// The window sum at epoch `e` of a window of `slices` slices: the
     /// counts of slices `e - slices + 1 ..= e`.
-    pub fn sum_at(&self, e: u64, slices: usize) -> u64 {
+    pub(crate) fn sum_at(&self, e: u64, slices: usize) -> u64 {
         let floor = e.saturating_sub(slices as u64);
         self.slots
             .iter()
@@ -83,12 +83,13 @@ impl Ring {
 
     /// The first epoch at which the key stops being hot if nothing is
     /// added (0: not hot when Redis last wrote it).
-    pub fn until(&self) -> u64 {
+    pub(crate) fn until(&self) -> u64 {
         self.until
     }
 
     /// The `(epoch, count)` slices held, oldest first.
-    pub fn slots(&self) -> &[(u64, u64)] {
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> &[(u64, u64)] {
         &self.slots
     }
 

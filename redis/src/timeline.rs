@@ -25,14 +25,16 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
-use stripecount::{Clock, MonotonicClock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use stripecount::clock::MonotonicClock;
+use stripecount::{Clock, Timestamp};
 
 /// How fast a node clock is assumed to drift, at most (parts per million).
 pub const DRIFT_PPM: u64 = 100;
 
-/// A node's estimate of Unix time in nanoseconds: `inner` anchored to the
-/// system clock when created. Monotonic if `inner` is; the default runs on
+/// A node's estimate of Unix time: `inner` anchored to the system clock
+/// when created, read as a [`Timestamp`] of nanoseconds since the Unix
+/// epoch. Monotonic if `inner` is; the default runs on
 /// [`MonotonicClock`]. Use `WallClock::over(CoarseClock::new())` for ~1 ns
 /// reads at ~1 ms resolution.
 ///
@@ -43,7 +45,7 @@ pub const DRIFT_PPM: u64 = 100;
 ///
 /// let c = WallClock::new();
 /// let unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
-/// assert!(c.now().abs_diff(unix) < 1_000_000_000);
+/// assert!(c.now().as_nanos().abs_diff(unix) < 1_000_000_000);
 /// ```
 #[derive(Debug, Clone)]
 pub struct WallClock<C: Clock = MonotonicClock> {
@@ -70,15 +72,15 @@ impl<C: Clock> WallClock<C> {
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let anchor = unix.wrapping_sub(inner.now());
+        let anchor = unix.wrapping_sub(inner.now().as_nanos());
         WallClock { inner, anchor }
     }
 }
 
 impl<C: Clock> Clock for WallClock<C> {
     #[inline]
-    fn now(&self) -> u64 {
-        self.inner.now().wrapping_add(self.anchor)
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.inner.now().as_nanos().wrapping_add(self.anchor))
     }
 }
 
@@ -95,21 +97,26 @@ struct Offset {
     at: AtomicU64,
 }
 
-/// The cluster's timeline: a node clock `C` (read as Unix nanoseconds)
-/// plus the offset to the Redis server's time. Clones share the offset.
+/// The cluster's timeline: a node clock `C` (read as Unix time) plus the
+/// offset to the Redis server's time. Its [`now`](Clock::now) is the
+/// node's estimate of the server's Unix time. Clones share the offset.
 ///
 /// ```
-/// use stripecount::{Clock, ManualClock};
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{Clock, Timestamp};
 /// use stripecount_redis::ServerTime;
+/// use std::time::Duration;
 ///
-/// let node = ManualClock::starting_at(1_000);
-/// let t = ServerTime::new(node.clone());
-/// assert_eq!(t.now(), 1_000); // not sampled: the node clock
-/// assert_eq!(t.uncertainty(), None);
+/// let t = |ns| Timestamp::from_nanos(ns);
+/// let node = ManualClock::starting_at(t(1_000));
+/// let server = ServerTime::new(node.clone());
+/// assert_eq!(server.now(), t(1_000)); // not sampled: the node clock
+/// assert_eq!(server.uncertainty(), None);
 /// // TIME answered 5_000 ns between node times 990 and 1_010.
-/// assert!(t.sample(990, 1_010, 5_000));
-/// assert_eq!(t.now(), 5_000);
-/// assert_eq!(t.uncertainty(), Some(10 + 1_000)); // half the round trip + 1 us
+/// assert!(server.sample(t(990), t(1_010), t(5_000)));
+/// assert_eq!(server.now(), t(5_000));
+/// // Half the round trip plus the server's 1 us resolution.
+/// assert_eq!(server.uncertainty(), Some(Duration::from_nanos(10 + 1_000)));
 /// ```
 #[derive(Debug)]
 pub struct ServerTime<C> {
@@ -144,11 +151,13 @@ impl<C: Clock> ServerTime<C> {
         &self.clock
     }
 
-    /// Records a `TIME` sample: the server answered `server_ns` (Unix
-    /// nanoseconds) to a request sent at node time `t0` and answered at
-    /// `t1`. Returns whether the sample replaced the offset (its error
-    /// bound is no worse than the current one's, drift included).
-    pub fn sample(&self, t0: u64, t1: u64, server_ns: u64) -> bool {
+    /// Records a `TIME` sample: the server answered `server` (its Unix
+    /// time) to a request sent at node time `t0` and answered at `t1`.
+    /// Returns whether the sample replaced the offset (its error bound is
+    /// no worse than the current one's, drift included).
+    pub fn sample(&self, t0: Timestamp, t1: Timestamp, server: Timestamp) -> bool {
+        let (t0, t1) = (t0.as_nanos(), t1.as_nanos());
+        let server_ns = server.as_nanos();
         let (t0, t1) = (t0.min(t1), t0.max(t1));
         let half = (t1 - t0) / 2;
         let mid = t0 + half;
@@ -176,10 +185,16 @@ impl<C: Clock> ServerTime<C> {
         Some(b.saturating_add(age / (1_000_000 / DRIFT_PPM)))
     }
 
-    /// How far [`now`](Clock::now) may be from the server's time, at most,
-    /// in nanoseconds (`None` before the first sample).
-    pub fn uncertainty(&self) -> Option<u64> {
-        self.bound_at(self.clock.now())
+    /// How far [`now`](Clock::now) may be from the server's time, at most
+    /// (`None` before the first sample).
+    pub fn uncertainty(&self) -> Option<Duration> {
+        self.uncertainty_at(self.clock.now())
+    }
+
+    /// [`uncertainty`](Self::uncertainty) at node time `now` (the bound
+    /// widens with the drift since the sample).
+    pub fn uncertainty_at(&self, now: Timestamp) -> Option<Duration> {
+        self.bound_at(now.as_nanos()).map(Duration::from_nanos)
     }
 
     /// `server - node`, in nanoseconds (0 before the first sample).
@@ -194,45 +209,66 @@ impl<C: Clock> ServerTime<C> {
     }
 }
 
+impl<C: Clock> ServerTime<C> {
+    /// The node's estimate of the server's time at node time `node_ns`.
+    #[inline]
+    pub(crate) fn server_at(&self, node_ns: u64) -> u64 {
+        node_ns.wrapping_add(self.state.offset.load(Ordering::Relaxed))
+    }
+
+    /// The node clock now, in nanoseconds.
+    #[inline]
+    pub(crate) fn node_ns(&self) -> u64 {
+        self.clock.now().as_nanos()
+    }
+}
+
 impl<C: Clock> Clock for ServerTime<C> {
     #[inline]
-    fn now(&self) -> u64 {
-        self.clock
-            .now()
-            .wrapping_add(self.state.offset.load(Ordering::Relaxed))
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.server_at(self.node_ns()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stripecount::ManualClock;
+    use stripecount::clock::ManualClock;
+
+    fn ts(ns: u64) -> Timestamp {
+        Timestamp::from_nanos(ns)
+    }
+
+    fn ns(ns: u64) -> Option<Duration> {
+        Some(Duration::from_nanos(ns))
+    }
 
     #[test]
     fn keeps_the_tightest_sample_and_lets_drift_widen_it() {
-        let c = ManualClock::starting_at(10_000_000);
+        let c = ManualClock::starting_at(ts(10_000_000));
         let t = ServerTime::new(c.clone());
-        assert!(t.sample(10_000_000, 10_200_000, 50_000_000)); // rtt 200 us
-        assert_eq!(t.now(), 50_000_000 - 100_000);
-        assert_eq!(t.uncertainty(), Some(101_000));
+        assert!(t.sample(ts(10_000_000), ts(10_200_000), ts(50_000_000))); // rtt 200 us
+        assert_eq!(t.now(), ts(50_000_000 - 100_000));
+        assert_eq!(t.uncertainty(), ns(101_000));
         // A slower sample right after is refused.
-        assert!(!t.sample(10_000_000, 10_400_000, 60_000_000));
+        assert!(!t.sample(ts(10_000_000), ts(10_400_000), ts(60_000_000)));
         assert_eq!(t.offset(), 50_000_000 - 10_100_000);
         // Ten seconds later (less the 100 us since the sample's midpoint)
         // drift has widened the bound by 100 ppm of that.
-        c.advance(std::time::Duration::from_secs(10));
-        assert_eq!(t.uncertainty(), Some(101_000 + 999_990));
+        c.advance(Duration::from_secs(10));
+        assert_eq!(t.uncertainty(), ns(101_000 + 999_990));
+        assert_eq!(t.uncertainty_at(c.now()), t.uncertainty());
         let now = c.now();
-        assert!(t.sample(now, now + 400_000, 70_000_000));
-        assert_eq!(t.now(), 70_000_000 - 200_000);
+        assert!(t.sample(now, now + Duration::from_nanos(400_000), ts(70_000_000)));
+        assert_eq!(t.now(), ts(70_000_000 - 200_000));
     }
 
     #[test]
     fn a_negative_offset_wraps() {
-        let c = ManualClock::starting_at(5_000_000_000);
+        let c = ManualClock::starting_at(ts(5_000_000_000));
         let t = ServerTime::new(c);
-        assert!(t.sample(5_000_000_000, 5_000_000_000, 0));
+        assert!(t.sample(ts(5_000_000_000), ts(5_000_000_000), ts(0)));
         assert_eq!(t.offset(), -5_000_000_000);
-        assert_eq!(t.now(), 0);
+        assert_eq!(t.now(), ts(0));
     }
 }

@@ -11,8 +11,7 @@ use stripecount_redis::{ClusterError, ClusterWindows, LinkState};
 use support::{flush_ok, RedisServer, Rng};
 
 fn node(url: &str, ns: &str) -> ClusterWindows<String> {
-    ClusterWindows::builder(url, ns)
-        .window(Duration::from_secs(600), 10)
+    ClusterWindows::builder(url, ns, Duration::from_secs(600), 10)
         .flush_interval(None)
         .build()
         .unwrap()
@@ -26,8 +25,7 @@ fn nodes_adding_concurrently_sum_exactly() {
     let nodes: Vec<Arc<ClusterWindows<String>>> = (0..3)
         .map(|_| {
             Arc::new(
-                ClusterWindows::builder(&url, "conc")
-                    .window(Duration::from_secs(600), 10)
+                ClusterWindows::builder(&url, "conc", Duration::from_secs(600), 10)
                     .flush_interval(Some(Duration::from_millis(5)))
                     .max_batch_keys(64)
                     .build()
@@ -152,7 +150,7 @@ fn redis_holds_no_slice_older_than_the_window() {
     // out while held during an outage are counted in `dropped_old`: see
     // faults.rs.)
     let now = n.now();
-    assert!(!n.add_at("old", now - 1_000_000_000_000, 4));
+    assert!(!n.add_at("old", now - Duration::from_nanos(1_000_000_000_000), 4));
     let r = n.flush().unwrap();
     assert_eq!(r.batches, 0);
     assert_eq!(n.stats().dropped_old, 0);
@@ -169,11 +167,11 @@ fn a_node_with_another_window_shape_is_refused() {
     let a = node(&redis.url(), "shape");
     a.add("k", 1);
     a.flush().unwrap();
-    let b: ClusterWindows<String> = ClusterWindows::builder(&redis.url(), "shape")
-        .window(Duration::from_secs(600), 20)
-        .flush_interval(None)
-        .build()
-        .unwrap();
+    let b: ClusterWindows<String> =
+        ClusterWindows::builder(&redis.url(), "shape", Duration::from_secs(600), 20)
+            .flush_interval(None)
+            .build()
+            .unwrap();
     b.add("k", 1);
     match b.flush() {
         Err(ClusterError::ShapeMismatch(m)) => assert!(m.contains("10:60000"), "{m}"),
@@ -194,8 +192,7 @@ fn cluster_hot_keys_are_reported_once_per_crossing_and_seen_by_every_node() {
     let nodes: Vec<ClusterWindows<String>> = (0..3)
         .map(|i| {
             let r = Arc::clone(&reports);
-            ClusterWindows::builder(&redis.url(), "hot")
-                .window(Duration::from_secs(600), 10)
+            ClusterWindows::builder(&redis.url(), "hot", Duration::from_secs(600), 10)
                 .flush_interval(None)
                 .hot_threshold(100)
                 .on_hot_crossing(move |k: &String, s| r.lock().unwrap().push((i, k.clone(), s)))
@@ -231,12 +228,12 @@ fn cluster_hot_keys_are_reported_once_per_crossing_and_seen_by_every_node() {
     assert!(!late.is_cluster_hot("h"));
     late.refresh_hot().unwrap();
     assert_eq!(late.cluster_hot_keys(), Vec::<String>::new()); // no threshold
-    let late: ClusterWindows<String> = ClusterWindows::builder(&redis.url(), "hot")
-        .window(Duration::from_secs(600), 10)
-        .flush_interval(None)
-        .hot_threshold(100)
-        .build()
-        .unwrap();
+    let late: ClusterWindows<String> =
+        ClusterWindows::builder(&redis.url(), "hot", Duration::from_secs(600), 10)
+            .flush_interval(None)
+            .hot_threshold(100)
+            .build()
+            .unwrap();
     late.flush().unwrap();
     assert!(late.is_cluster_hot("h"));
 }
@@ -247,15 +244,15 @@ fn a_cooled_key_that_crosses_again_is_reported_again() {
     let count = Arc::new(AtomicU64::new(0));
     let c2 = Arc::clone(&count);
     // A short window on the real clock: the key cools in real time.
-    let n: ClusterWindows<String> = ClusterWindows::builder(&redis.url(), "cool")
-        .window(Duration::from_millis(600), 2)
-        .flush_interval(None)
-        .hot_threshold(10)
-        .on_hot_crossing(move |_, _| {
-            c2.fetch_add(1, Ordering::Relaxed);
-        })
-        .build()
-        .unwrap();
+    let n: ClusterWindows<String> =
+        ClusterWindows::builder(&redis.url(), "cool", Duration::from_millis(600), 2)
+            .flush_interval(None)
+            .hot_threshold(10)
+            .on_hot_crossing(move |_, _| {
+                c2.fetch_add(1, Ordering::Relaxed);
+            })
+            .build()
+            .unwrap();
     n.add("k", 10);
     flush_ok(&n);
     assert_eq!(count.load(Ordering::Relaxed), 1);

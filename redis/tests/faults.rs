@@ -8,14 +8,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use stripecount::{Clock, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{Clock, Timestamp};
 use stripecount_redis::{ClusterError, ClusterWindows, LinkState, WallClock};
 use support::proxy::{Fault, Proxy};
 use support::{flush_ok, wait_until, RedisServer, Rng, Skewed};
 
-fn builder(url: &str, ns: &str) -> stripecount_redis::Builder<String> {
-    ClusterWindows::builder(url, ns)
-        .window(Duration::from_secs(600), 10)
+fn builder(url: &str, ns: &str) -> stripecount_redis::ClusterWindowsBuilder<String> {
+    ClusterWindows::builder(url, ns, Duration::from_secs(600), 10)
         .flush_interval(None)
         .timeouts(Duration::from_millis(500), Duration::from_millis(500))
 }
@@ -245,14 +245,14 @@ fn an_outage_holds_counts_and_the_flusher_reconnects() {
 fn counts_older_than_the_window_are_dropped_and_counted_during_an_outage() {
     let redis = RedisServer::start();
     let proxy = Proxy::start(redis.port());
-    let clock = ManualClock::starting_at(1_000_000_000_000_000_000);
-    let n: ClusterWindows<String, ManualClock> = ClusterWindows::builder(&proxy.url(), "old")
-        .window(Duration::from_secs(10), 10)
-        .flush_interval(None)
-        .timeouts(Duration::from_millis(200), Duration::from_millis(200))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let clock = ManualClock::starting_at(Timestamp::from_nanos(1_000_000_000_000_000_000));
+    let n: ClusterWindows<String, ManualClock> =
+        ClusterWindows::builder(&proxy.url(), "old", Duration::from_secs(10), 10)
+            .flush_interval(None)
+            .timeouts(Duration::from_millis(200), Duration::from_millis(200))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
     n.add("a", 3);
     n.add("b", 4);
     proxy.set_down(true);
@@ -274,11 +274,11 @@ fn counts_older_than_the_window_are_dropped_and_counted_during_an_outage() {
     // the offset, and the count stamped ahead lands in Redis's current
     // slice.
     flush_ok(&n);
-    let reader: ClusterWindows<String> = ClusterWindows::builder(&redis.url(), "old")
-        .window(Duration::from_secs(10), 10)
-        .flush_interval(None)
-        .build()
-        .unwrap();
+    let reader: ClusterWindows<String> =
+        ClusterWindows::builder(&redis.url(), "old", Duration::from_secs(10), 10)
+            .flush_interval(None)
+            .build()
+            .unwrap();
     assert_eq!(reader.fresh_sum("c").unwrap(), 1);
     assert_eq!(reader.fresh_sum("b").unwrap(), 0);
 }
@@ -376,8 +376,7 @@ fn a_node_whose_clock_is_5s_off_files_counts_in_the_same_slices() {
     let redis = RedisServer::start();
     let slice = 1_000_000_000u64; // 10 s in 10 slices
     let mk = |off: i64| -> ClusterWindows<String, Skewed> {
-        ClusterWindows::builder(&redis.url(), "skew")
-            .window(Duration::from_secs(10), 10)
+        ClusterWindows::builder(&redis.url(), "skew", Duration::from_secs(10), 10)
             .flush_interval(None)
             .timeouts(Duration::from_millis(200), Duration::from_millis(200))
             .clock(Skewed {
@@ -391,7 +390,7 @@ fn a_node_whose_clock_is_5s_off_files_counts_in_the_same_slices() {
     let ahead = mk(5_000_000_000);
     let behind = mk(-5_000_000_000);
     // Their own clocks are 5 slices apart; their server time is not.
-    let own = |n: &ClusterWindows<String, Skewed>| n.time().node_clock().now() / slice;
+    let own = |n: &ClusterWindows<String, Skewed>| n.time().node_clock().now().as_nanos() / slice;
     assert!(own(&ahead) >= own(&right) + 4);
     assert!(own(&behind) + 4 <= own(&right));
     let mut conn = redis.conn();
@@ -425,7 +424,7 @@ fn a_node_whose_clock_is_5s_off_files_counts_in_the_same_slices() {
         let mut loose = false;
         for n in [&right, &ahead, &behind] {
             n.flush().unwrap();
-            loose |= n.time().uncertainty().unwrap() >= 50_000_000;
+            loose |= n.time().uncertainty().unwrap() >= Duration::from_nanos(50_000_000);
         }
         if loose {
             // A round trip of 100 ms or more (a loaded machine): the 50 ms

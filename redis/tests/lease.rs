@@ -10,8 +10,9 @@ mod support;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stripecount::Quota;
 use stripecount_redis::{
-    ClusterError, ClusterLimiter, Grant, LimiterBuilder, LinkState, OutagePolicy, WallClock,
+    ClusterError, ClusterLimiter, ClusterLimiterBuilder, Grant, LinkState, OutagePolicy, WallClock,
 };
 use support::proxy::{Fault, Proxy};
 use support::{recorded, RedisServer, Rng, Skewed};
@@ -43,16 +44,20 @@ fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_
         .iter()
         .map(|&off| {
             Arc::new(
-                ClusterLimiter::builder(&redis.url(), "hammer", LIMIT)
-                    .window(Duration::from_millis(SLICE_MS * SLICES), SLICES as usize)
-                    .max_batch(64)
-                    .sweep_interval(Duration::from_millis(20))
-                    .clock(Skewed {
-                        wall: WallClock::new(),
-                        off: off as u64,
-                    })
-                    .build()
-                    .unwrap(),
+                ClusterLimiter::builder(
+                    &redis.url(),
+                    "hammer",
+                    Quota::per(LIMIT, Duration::from_millis(SLICE_MS * SLICES))
+                        .slices(SLICES as usize),
+                )
+                .max_batch(64)
+                .sweep_interval(Duration::from_millis(20))
+                .clock(Skewed {
+                    wall: WallClock::new(),
+                    off: off as u64,
+                })
+                .build()
+                .unwrap(),
             )
         })
         .collect();
@@ -83,7 +88,8 @@ fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_
                     let g = node.decide(key.as_str(), n);
                     let after = unix_ns();
                     match g {
-                        Grant::Granted { slice } => {
+                        Grant::Granted { slice_start } => {
+                            let slice = slice_start.as_nanos() / slice_ns;
                             if before >= (slice + 1) * slice_ns || after < slice * slice_ns {
                                 late += 1;
                             }
@@ -182,9 +188,16 @@ fn proxied(url: &str, ns: &str, limit: u64, policy: OutagePolicy) -> ClusterLimi
     builder(url, ns, limit).outage(policy).build().unwrap()
 }
 
-fn builder(url: &str, ns: &str, limit: u64) -> LimiterBuilder<String> {
-    ClusterLimiter::builder(url, ns, limit)
-        .window(Duration::from_secs(86_400), 1)
+fn builder(url: &str, ns: &str, limit: u64) -> ClusterLimiterBuilder<String> {
+    builder_of(
+        url,
+        ns,
+        Quota::per(limit, Duration::from_secs(86_400)).slices(1),
+    )
+}
+
+fn builder_of(url: &str, ns: &str, quota: Quota) -> ClusterLimiterBuilder<String> {
+    ClusterLimiter::builder(url, ns, quota)
         .max_batch(8)
         .timeouts(Duration::from_millis(200), Duration::from_millis(200))
         .backoff(Duration::from_millis(1), Duration::from_millis(5))
@@ -283,7 +296,7 @@ fn a_lease_whose_reply_was_lost_is_granted_once() {
     let l = proxied(&proxy.url(), "lostlease", 100, OutagePolicy::FailClosed);
     take_two(&l, "k"); // and 8 more next time (max_batch)
     for _ in 0..7 {
-        assert!(l.try_acquire("k"));
+        assert!(l.try_acquire("k", 1));
     }
     proxy.arm(Fault::DropReply(b"lostlease:l:k".to_vec()));
     assert_eq!(l.decide("k", 1), Grant::OutageRefused);
@@ -321,7 +334,7 @@ fn a_return_whose_reply_was_lost_is_applied_once() {
     // Returned twice would leave 0 (and 105 would fit below).
     assert_eq!(recorded(&redis, "lostret", "k").values().sum::<u64>(), 2);
     // The permits are free again: 98 more fit.
-    let more = (0..200).filter(|_| l.try_acquire("k")).count();
+    let more = (0..200).filter(|_| l.try_acquire("k", 1)).count();
     assert_eq!(more, 98);
 }
 
@@ -329,29 +342,34 @@ fn a_return_whose_reply_was_lost_is_applied_once() {
 fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
     let redis = RedisServer::start();
     let a = builder(&redis.url(), "shape", 10).build().unwrap();
-    assert!(a.try_acquire("k"));
+    assert!(a.try_acquire("k", 1));
     let b = builder(&redis.url(), "shape", 11).build().unwrap();
     assert_eq!(b.decide("k", 1), Grant::OutageRefused);
     assert!(matches!(
         b.health().last_error,
         Some(ClusterError::ShapeMismatch(_))
     ));
-    let bad = |b: LimiterBuilder<String>| matches!(b.build(), Err(ClusterError::Config(_)));
+    let bad = |b: ClusterLimiterBuilder<String>| matches!(b.build(), Err(ClusterError::Config(_)));
     let url = redis.url();
     assert!(bad(builder(&url, "x", 0)));
     assert!(bad(builder(&url, "", 1)));
-    assert!(bad(builder(&url, "x", 1).window(Duration::from_secs(1), 0)));
-    assert!(bad(
-        builder(&url, "x", 1).window(Duration::from_millis(1500), 1000)
-    ));
-    assert!(bad(
-        builder(&url, "x", 1).window(Duration::from_secs(2 * 86_400), 1)
-    ));
+    let per = |window: Duration, slices: usize| Quota::per(1, window).slices(slices);
+    assert!(bad(builder_of(&url, "x", per(Duration::from_secs(1), 0))));
+    assert!(bad(builder_of(
+        &url,
+        "x",
+        per(Duration::from_millis(1500), 1000)
+    )));
+    assert!(bad(builder_of(
+        &url,
+        "x",
+        per(Duration::from_secs(2 * 86_400), 1)
+    )));
     assert!(bad(builder(&url, "x", 1).max_batch(0)));
     assert!(bad(
         builder(&url, "x", 1).outage(OutagePolicy::LocalShare { expected_nodes: 0 })
     ));
     // More than the limit never fits; nothing is leased for it.
     assert_eq!(a.decide("k", 11), Grant::Refused { retry_after: None });
-    assert!(a.try_acquire_n("k", 0));
+    assert!(a.try_acquire("k", 0));
 }

@@ -8,15 +8,15 @@ mod support;
 
 use std::collections::HashMap;
 use std::time::Duration;
-use stripecount::Clock;
+use stripecount::{Clock, Quota};
 use stripecount_redis::{ClusterLimiter, Grant};
 use support::{recorded, RedisServer};
 
 #[test]
 fn the_sweeper_returns_what_a_lease_held_when_its_slice_ended() {
     let redis = RedisServer::start();
-    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "sweep", 100)
-        .window(Duration::from_millis(400), 2)
+    let quota = Quota::per(100, Duration::from_millis(400)).slices(2);
+    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "sweep", quota)
         .max_batch(8)
         .sweep_interval(Duration::from_millis(10))
         .build()
@@ -24,9 +24,14 @@ fn the_sweeper_returns_what_a_lease_held_when_its_slice_ended() {
     // A lease of 1, then one of 8: one or both granted in a slice (a
     // slice edge may fall between them).
     let mut granted: HashMap<u64, u64> = HashMap::new();
+    let slice_ns = 200_000_000;
     for _ in 0..2 {
         match l.decide("k", 1) {
-            Grant::Granted { slice } => *granted.entry(slice).or_default() += 1,
+            Grant::Granted { slice_start } => {
+                *granted
+                    .entry(slice_start.as_nanos() / slice_ns)
+                    .or_default() += 1
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -49,8 +54,8 @@ fn the_sweeper_returns_what_a_lease_held_when_its_slice_ended() {
 #[test]
 fn a_cold_key_keeps_leasing_one_permit_at_a_time() {
     let redis = RedisServer::start();
-    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "cold", 100)
-        .window(Duration::from_millis(400), 4)
+    let quota = Quota::per(100, Duration::from_millis(400)).slices(4);
+    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "cold", quota)
         .max_batch(64)
         .build()
         .unwrap();
@@ -59,10 +64,12 @@ fn a_cold_key_keeps_leasing_one_permit_at_a_time() {
     for _ in 0..5 {
         // One request a slice: each lease runs out, and its slice ends
         // before the next request (the sweeper judged it by then).
-        support::wait_until(10, "the next slice", || l.time().now() / slice > last);
+        support::wait_until(10, "the next slice", || {
+            l.time().now().as_nanos() / slice > last
+        });
         l.sweep().unwrap();
         match l.decide("k", 1) {
-            Grant::Granted { slice } => last = slice,
+            Grant::Granted { slice_start } => last = slice_start.as_nanos() / slice,
             other => panic!("{other:?}"),
         }
     }
@@ -78,14 +85,14 @@ fn a_cold_key_keeps_leasing_one_permit_at_a_time() {
 fn a_refusal_says_when_the_window_frees_enough() {
     let redis = RedisServer::start();
     let hour = Duration::from_secs(3_600);
-    let l = ClusterLimiter::<String>::builder(&redis.url(), "retry", 3)
-        .max_batch(8)
-        .sweep_interval(Duration::from_secs(3_600))
-        .window(4 * hour, 4)
-        .build()
-        .unwrap();
+    let l =
+        ClusterLimiter::<String>::builder(&redis.url(), "retry", Quota::per(3, 4 * hour).slices(4))
+            .max_batch(8)
+            .sweep_interval(Duration::from_secs(3_600))
+            .build()
+            .unwrap();
     for _ in 0..3 {
-        assert!(l.try_acquire("k"));
+        assert!(l.try_acquire("k", 1));
     }
     // Near the limit the leases shrink to the request: nothing is held.
     assert_eq!(l.stats().leased_permits, 3);
@@ -109,8 +116,8 @@ fn a_refusal_says_when_the_window_frees_enough() {
 fn a_request_at_a_slice_end_waits_for_the_next_slice() {
     let redis = RedisServer::start();
     let slice_us = 100_000;
-    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "edge", 100)
-        .window(Duration::from_millis(200), 2)
+    let quota = Quota::per(100, Duration::from_millis(200)).slices(2);
+    let l: ClusterLimiter<String> = ClusterLimiter::builder(&redis.url(), "edge", quota)
         .margin(Duration::from_millis(5))
         .build()
         .unwrap();
@@ -129,11 +136,12 @@ fn a_request_at_a_slice_end_waits_for_the_next_slice() {
         let leases = l.stats().leases;
         let g = l.decide(format!("k{attempt}").as_str(), 1);
         let st = l.stats();
-        let Grant::Granted { slice } = g else {
+        let Grant::Granted { slice_start } = g else {
             panic!("attempt {attempt}: {g:?} {st:?}");
         };
         if st.leases >= leases + 2 {
             // A dead lease, then one from the next slice.
+            let slice = slice_start.as_nanos() / (slice_us * 1_000);
             assert_eq!(slice, edge / slice_us, "{st:?}");
             assert!(st.returned_permits >= 1, "{st:?}");
             break;

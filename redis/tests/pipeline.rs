@@ -18,8 +18,7 @@ const KEYS: u64 = 9;
 const BATCH: usize = 3; // three batches a flush
 
 fn node(url: &str, ns: &str) -> ClusterWindows<String> {
-    ClusterWindows::builder(url, ns)
-        .window(Duration::from_secs(600), 10)
+    ClusterWindows::builder(url, ns, Duration::from_secs(600), 10)
         .flush_interval(None)
         .timeouts(Duration::from_millis(500), Duration::from_millis(500))
         .max_batch_keys(BATCH)
@@ -80,8 +79,7 @@ fn cut_one_batch(redis: &RedisServer, proxy: &Proxy, attempt: u64, drop_reply: b
     );
     assert_eq!(st.counts_flushed, total + 1);
     assert_eq!(n.health().pending_counts, 0);
-    let reader = ClusterWindows::<String>::builder(&redis.url(), &ns)
-        .window(Duration::from_secs(600), 10)
+    let reader = ClusterWindows::<String>::builder(&redis.url(), &ns, Duration::from_secs(600), 10)
         .flush_interval(None)
         .build()
         .unwrap();

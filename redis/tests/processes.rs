@@ -40,11 +40,11 @@ fn three_node_processes_sum_exactly() {
     }
     assert!(reference.len() > 300);
     assert!(reference.values().sum::<u64>() > 180_000);
-    let reader: ClusterWindows<String> = ClusterWindows::builder(&redis.url(), "procs")
-        .window(Duration::from_secs(600), 10)
-        .flush_interval(None)
-        .build()
-        .unwrap();
+    let reader: ClusterWindows<String> =
+        ClusterWindows::builder(&redis.url(), "procs", Duration::from_secs(600), 10)
+            .flush_interval(None)
+            .build()
+            .unwrap();
     for (k, &c) in &reference {
         assert_eq!(reader.fresh_sum(k.as_str()).unwrap(), c, "key {k}");
     }

@@ -21,10 +21,14 @@ const SLICE_S: u64 = 600;
 const KEYS: u64 = 60;
 
 fn node(redis: &RedisServer, ns: &str, threshold: Option<u64>) -> ClusterWindows<String> {
-    let mut b = ClusterWindows::builder(&redis.url(), ns)
-        .window(Duration::from_secs(SLICE_S * SLICES), SLICES as usize)
-        .flush_interval(None)
-        .max_batch_keys(16); // several batches a flush
+    let mut b = ClusterWindows::builder(
+        &redis.url(),
+        ns,
+        Duration::from_secs(SLICE_S * SLICES),
+        SLICES as usize,
+    )
+    .flush_interval(None)
+    .max_batch_keys(16); // several batches a flush
     if let Some(t) = threshold {
         b = b.hot_threshold(t);
     }
@@ -59,7 +63,7 @@ fn the_fast_path_stores_what_the_general_path_stores() {
                 let t = if round % 2 == 0 || a == 0 && rng.next().is_multiple_of(2) {
                     now
                 } else {
-                    now - (rng.next() % 5) * slice_ns
+                    now - Duration::from_nanos((rng.next() % 5) * slice_ns)
                 };
                 let c = rng.next() % 9 + 1;
                 assert!(fast.add_at(key.as_str(), t, c));
@@ -92,12 +96,16 @@ fn the_fast_path_stores_what_the_general_path_stores() {
 #[test]
 fn a_batch_larger_than_one_decode_call_is_applied_whole() {
     let redis = RedisServer::start();
-    let n = ClusterWindows::<String>::builder(&redis.url(), "big")
-        .window(Duration::from_secs(SLICE_S * SLICES), SLICES as usize)
-        .flush_interval(None)
-        .max_batch_keys(5000)
-        .build()
-        .unwrap();
+    let n = ClusterWindows::<String>::builder(
+        &redis.url(),
+        "big",
+        Duration::from_secs(SLICE_S * SLICES),
+        SLICES as usize,
+    )
+    .flush_interval(None)
+    .max_batch_keys(5000)
+    .build()
+    .unwrap();
     let slice_ns = SLICE_S * 1_000_000_000;
     let now = n.now();
     let mut reference = HashMap::new();
@@ -106,7 +114,7 @@ fn a_batch_larger_than_one_decode_call_is_applied_whole() {
         for i in 0..3000u64 {
             let key = format!("k{i}");
             for (j, c) in [(0, i % 5 + 1), (2, round + 1)] {
-                assert!(n.add_at(key.as_str(), now - j * slice_ns, c));
+                assert!(n.add_at(key.as_str(), now - Duration::from_nanos(j * slice_ns), c));
                 *reference.entry(key.clone()).or_insert(0u64) += c;
             }
         }

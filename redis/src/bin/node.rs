@@ -30,8 +30,7 @@ fn main() {
     let seed: u64 = arg(&args, 3, "SEED");
     let adds: u64 = arg(&args, 4, "ADDS");
     let keys: u64 = arg(&args, 5, "KEYS");
-    let node = ClusterWindows::<String>::builder(&url, &ns)
-        .window(Duration::from_secs(600), 10)
+    let node = ClusterWindows::<String>::builder(&url, &ns, Duration::from_secs(600), 10)
         .flush_interval(Some(Duration::from_millis(5)))
         .max_batch_keys(100)
         .build()

@@ -1,4 +1,4 @@
-//! [`LimiterBuilder`]: a cluster limiter's configuration, and the
+//! [`ClusterLimiterBuilder`]: a cluster limiter's configuration, and the
 //! [`OutagePolicy`] it applies while Redis is unreachable.
 
 use super::limiter::ClusterLimiter;
@@ -10,7 +10,7 @@ use crate::link::LinkConfig;
 use crate::timeline::WallClock;
 use std::marker::PhantomData;
 use std::time::Duration;
-use stripecount::Clock;
+use stripecount::{Clock, Quota};
 
 /// What a [`ClusterLimiter`] does with a request its held leases cannot
 /// serve while Redis is unreachable (a connection, timeout or server
@@ -22,43 +22,44 @@ pub enum OutagePolicy {
     FailClosed,
     /// Admit: availability first, the limit is not enforced meanwhile.
     FailOpen,
-    /// Admit up to `limit / expected_nodes` (at least 1) per window on this node, by a
-    /// local [`KeyedLimiter`](stripecount::KeyedLimiter) on the server
-    /// timeline: the cluster admits about the limit if `expected_nodes`
-    /// nodes share it (more if more nodes are cut off, on top of the
-    /// permits granted through Redis in the same window).
+    /// Admit up to `limit / expected_nodes` (at least 1) per window on this
+    /// node, by a local [`KeyedLimiter`](stripecount::KeyedLimiter) of the
+    /// same quota (window, slices, strictness) on the server timeline: the
+    /// cluster admits about the limit if `expected_nodes` nodes share it
+    /// (more if more nodes are cut off, on top of the permits granted
+    /// through Redis in the same window).
     LocalShare {
         /// The nodes expected to share the limit (at least 1).
         expected_nodes: u64,
     },
 }
 
-/// Builds a [`ClusterLimiter`]. Every node of a namespace must use the same
-/// limit, window and slice count (checked by Redis: a node that differs
-/// gets [`ClusterError::ShapeMismatch`], and its requests the outage
-/// policy).
+/// Builds a [`ClusterLimiter`] ([`ClusterLimiter::builder`]). Every node of
+/// a namespace must use the same quota: limit, window, slices and
+/// strictness (checked by Redis: a node that differs gets
+/// [`ClusterError::ShapeMismatch`], and its requests the outage policy).
 ///
 /// ```
+/// use stripecount::Quota;
 /// use stripecount_redis::{ClusterLimiter, OutagePolicy};
 /// use std::time::Duration;
 ///
 /// // Nothing listens on port 1: building works (the failure is recorded in
 /// // the health), requests get the outage policy.
-/// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 100)
-///     .window(Duration::from_secs(1), 4)
+/// let quota = Quota::per_second(100).slices(4);
+/// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", quota)
 ///     .outage(OutagePolicy::LocalShare { expected_nodes: 4 })
 ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
 ///     .build()?;
-/// let admitted = (0..50).filter(|_| limiter.try_acquire("alice")).count();
+/// let admitted = (0..50).filter(|_| limiter.try_acquire("alice", 1)).count();
 /// assert_eq!(admitted, 25); // 100 / 4 nodes, locally
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
-pub struct LimiterBuilder<K, C = WallClock> {
+#[must_use = "a builder does nothing until `build`"]
+pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) url: String,
     pub(crate) namespace: String,
-    pub(crate) limit: u64,
-    pub(crate) window: Duration,
-    pub(crate) slices: usize,
+    pub(crate) quota: Quota,
     pub(crate) policy: OutagePolicy,
     pub(crate) max_batch: u64,
     pub(crate) margin: Duration,
@@ -68,14 +69,12 @@ pub struct LimiterBuilder<K, C = WallClock> {
     _k: PhantomData<fn() -> K>,
 }
 
-impl<K: RedisKey> LimiterBuilder<K> {
-    pub(crate) fn new(url: &str, namespace: &str, limit: u64) -> Self {
-        LimiterBuilder {
+impl<K: RedisKey> ClusterLimiterBuilder<K> {
+    pub(crate) fn new(url: &str, namespace: &str, quota: Quota) -> Self {
+        ClusterLimiterBuilder {
             url: url.to_owned(),
             namespace: namespace.to_owned(),
-            limit,
-            window: Duration::from_secs(1),
-            slices: 10,
+            quota,
             policy: OutagePolicy::FailClosed,
             max_batch: 1024,
             margin: Duration::from_millis(1),
@@ -87,17 +86,7 @@ impl<K: RedisKey> LimiterBuilder<K> {
     }
 }
 
-impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
-    /// The window and its slice count (default 1 s in 10 slices): a slice
-    /// is a whole number of milliseconds, at most a day, and there are at
-    /// most [`MAX_CLUSTER_SLICES`]. A lease lives within one slice, so
-    /// shorter slices mean more round trips.
-    pub fn window(mut self, window: Duration, slices: usize) -> Self {
-        self.window = window;
-        self.slices = slices;
-        self
-    }
-
+impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
     /// What to do while Redis is unreachable (default
     /// [`OutagePolicy::FailClosed`]).
     pub fn outage(mut self, policy: OutagePolicy) -> Self {
@@ -144,17 +133,15 @@ impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
         self
     }
 
-    /// The node clock, read as Unix nanoseconds (default [`WallClock`]).
-    /// Lease deadlines are measured on it from each lease's round trip, so
-    /// its offset from server time does not matter; only its rate (within
+    /// The node clock, read as Unix time (default [`WallClock`]). Lease
+    /// deadlines are measured on it from each lease's round trip, so its
+    /// offset from server time does not matter; only its rate (within
     /// [`DRIFT_PPM`](crate::DRIFT_PPM)).
-    pub fn clock<C2: Clock>(self, clock: C2) -> LimiterBuilder<K, C2> {
-        LimiterBuilder {
+    pub fn clock<C2: Clock>(self, clock: C2) -> ClusterLimiterBuilder<K, C2> {
+        ClusterLimiterBuilder {
             url: self.url,
             namespace: self.namespace,
-            limit: self.limit,
-            window: self.window,
-            slices: self.slices,
+            quota: self.quota,
             policy: self.policy,
             max_batch: self.max_batch,
             margin: self.margin,
@@ -179,24 +166,24 @@ impl<K: RedisKey, C: Clock> LimiterBuilder<K, C> {
         if self.namespace.is_empty() {
             return bad("the namespace is empty".into());
         }
-        if self.limit == 0 {
+        let q = &self.quota;
+        if q.limit() == 0 {
             return bad("the limit is 0".into());
         }
-        if self.slices == 0 || self.slices > MAX_CLUSTER_SLICES {
+        let (window, slices) = (q.window(), q.slice_count());
+        if slices == 0 || slices > MAX_CLUSTER_SLICES {
             return bad(format!(
-                "{} slices: a cluster window has 1 to {MAX_CLUSTER_SLICES}",
-                self.slices
+                "{slices} slices: a cluster window has 1 to {MAX_CLUSTER_SLICES}"
             ));
         }
-        let slice = self.window / self.slices as u32;
-        if slice * self.slices as u32 != self.window
-            || slice.is_zero()
+        q.validate()?;
+        let slice = q.slice_len();
+        if slice.is_zero()
             || !slice.as_nanos().is_multiple_of(1_000_000)
             || slice > Duration::from_secs(86_400)
         {
             return bad(format!(
-                "a window of {:?} in {} slices: the slice must be a whole number of milliseconds, at most a day",
-                self.window, self.slices
+                "a window of {window:?} in {slices} slices: the slice must be a whole number of milliseconds, at most a day"
             ));
         }
         if self.max_batch == 0 || self.max_batch > MAX_LEASE {

@@ -2,17 +2,27 @@
 //! request.
 
 use std::time::Duration;
+use stripecount::Timestamp;
 
 /// How one request was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Grant {
-    /// Granted from this node's lease of server slice `slice` (a held lease,
+    /// Granted from this node's lease of one server slice (a held lease,
     /// or one this request fetched): counted in Redis in that slice, and
-    /// granted while that slice is current on the server's clock.
+    /// granted while that slice was current on the server's clock.
     Granted {
-        /// The server slice (epoch) of the lease.
-        slice: u64,
+        /// The start of the server slice the permits are counted in, on the
+        /// server's timeline (Unix time, as
+        /// [`ClusterLimiter::time`](crate::ClusterLimiter::time) estimates
+        /// it); a whole multiple of the slice length. The permits count
+        /// against the key's window until `slice_start + window` (plus a
+        /// slice for a [`strict`](stripecount::Quota::strict) quota): from
+        /// then on they no longer take room from anyone. An audit can
+        /// also check the limit from these: the permits granted with slice
+        /// starts in any `slices` consecutive slices (`slices + 1` when
+        /// strict) are at most the limit.
+        slice_start: Timestamp,
     },
     /// Refused: the key's cluster window had no room for the request (or
     /// it asks for more than the limit).

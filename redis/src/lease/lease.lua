@@ -5,13 +5,17 @@
 --
 -- KEYS: 1 node record, 2 namespace config, 3 the key leased from (unused
 --       when need is 0), 4.. keys returned to.
--- ARGV: 1 sequence, 2 slices, 3 slice ms, 4 limit, 5 need (0: lease
---       nothing), 6 want, 7 record ttl ms, 8 config string, then per
---       returned key: its slice (epoch) and the permits returned.
+-- ARGV: 1 sequence, 2 J: the slices a request is judged against (the
+--       quota's slices, one more when it is strict), 3 slice ms, 4 limit,
+--       5 need (0: lease nothing), 6 want, 7 record ttl ms, 8 config
+--       string, then per returned key: its slice (epoch) and the permits
+--       returned.
+-- "The window" below is the last J slices: a request fits if the window's
+-- permits plus the request are at most the limit.
 -- A key's value: a hash, field = slice, value = permits leased in it less
 -- those returned; it expires when its newest slice leaves the window.
 local seq = tonumber(ARGV[1])
-local S = tonumber(ARGV[2])
+local J = tonumber(ARGV[2])
 local slice_ms = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
 local need = tonumber(ARGV[5])
@@ -45,7 +49,7 @@ if seq == last then
   return { 1, lg, le, (le + 1) * slice_us - now_us, t[1], t[2], -1 }
 end
 
-local floor = cur - S
+local floor = cur - J
 -- Returns only lower a live slice's count, never below 0; a slice that
 -- left the window is gone already.
 for i = 1, nret do
@@ -88,14 +92,14 @@ if need > 0 then
     granted = math.min(room, math.max(need, extra))
     redis.call('HINCRBY', KEYS[3], string.format('%d', cur), granted)
     -- Expires when its newest slice (this one) leaves the window.
-    redis.call('PEXPIREAT', KEYS[3], (cur + S) * slice_ms)
+    redis.call('PEXPIREAT', KEYS[3], (cur + J) * slice_ms)
   elseif need <= limit then
     table.sort(live, function(a, b) return a[1] < b[1] end)
     local left = sum
     for _, x in ipairs(live) do
       left = left - x[2]
       if limit - left >= need then
-        retry = (x[1] + S) * slice_us - now_us
+        retry = (x[1] + J) * slice_us - now_us
         break
       end
     end

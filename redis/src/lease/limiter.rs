@@ -1,7 +1,7 @@
 //! [`ClusterLimiter`]: a per-key limit across every node that names the
 //! same Redis and namespace, granted locally from leases.
 
-use super::config::{LimiterBuilder, OutagePolicy};
+use super::config::{ClusterLimiterBuilder, OutagePolicy};
 use super::grant::Grant;
 use super::remote::{Sender, Shared, TimeRef};
 use super::script::{LeaseNames, LeaseShape, LEASE};
@@ -22,12 +22,14 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use stripecount::{Clock, KeyRef, KeyedLimiter};
+use stripecount::keyed::KeyRef;
+use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
 
-/// A per-key limit of `limit` permits per sliding window, shared by every
-/// node that names the same Redis and namespace: in every window, the
-/// permits granted across all nodes are at most the limit (see the crate
-/// docs for why, and for the bound on what it leaves unused).
+/// A per-key [`Quota`] shared by every node that names the same Redis and
+/// namespace: the permits granted across all nodes are at most the limit
+/// in any `slices` consecutive server slices, or, for a
+/// [`strict`](Quota::strict) quota, in every span of the window (see the
+/// crate docs for why, and for the bound on what it leaves unused).
 ///
 /// A node leases batches of a key's permits from Redis and grants from its
 /// lease locally: one load and one compare-and-swap, no lock, no
@@ -37,17 +39,16 @@ use stripecount::{Clock, KeyRef, KeyedLimiter};
 /// unreachable.
 ///
 /// ```no_run
+/// use stripecount::Quota;
 /// use stripecount_redis::{ClusterLimiter, Grant};
-/// use std::time::Duration;
 ///
-/// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:6379/", "api", 100)
-///     .window(Duration::from_secs(1), 10)
-///     .build()?;
-/// if limiter.try_acquire("client-42") {
+/// let url = "redis://127.0.0.1:6379/";
+/// let limiter = ClusterLimiter::<String>::new(url, "api", Quota::per_second(100))?;
+/// if limiter.try_acquire("client-42", 1) {
 ///     // serve
 /// }
 /// match limiter.decide("client-42", 5) {
-///     Grant::Granted { slice } => println!("5 permits of server slice {slice}"),
+///     Grant::Granted { slice_start } => println!("5 permits, counted from {slice_start:?}"),
 ///     other => println!("not now: {other:?}"),
 /// }
 /// # Ok::<(), stripecount_redis::ClusterError>(())
@@ -58,27 +59,67 @@ pub struct ClusterLimiter<K: RedisKey, C: Clock = WallClock> {
 }
 
 impl<K: RedisKey> ClusterLimiter<K> {
-    /// A builder for a limiter of `limit` permits per window, for a node of
-    /// namespace `namespace` on the Redis at `url`.
-    pub fn builder(url: &str, namespace: &str, limit: u64) -> LimiterBuilder<K> {
-        LimiterBuilder::new(url, namespace, limit)
+    /// A limiter of `quota` per key for a node of namespace `namespace` on
+    /// the Redis at `url` (e.g. `redis://127.0.0.1:6379/0`), with the
+    /// default options ([`OutagePolicy::FailClosed`], leases of at most
+    /// 1024 permits). Every node of the namespace must use the same quota.
+    ///
+    /// The quota's limit is at least 1, its slice a whole number of
+    /// milliseconds (Redis time is in milliseconds), at most a day, and
+    /// there are at most [`MAX_CLUSTER_SLICES`](crate::MAX_CLUSTER_SLICES)
+    /// slices. A lease lives within one slice, so shorter slices mean more
+    /// round trips. Building needs no Redis: the limiter tries to connect
+    /// once (a failure is recorded in its [`health`](Self::health), not
+    /// returned). Errors only on an invalid configuration.
+    ///
+    /// ```
+    /// use stripecount::Quota;
+    /// use stripecount_redis::{ClusterError, ClusterLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let url = "redis://127.0.0.1:1/"; // nothing listens: FailClosed refuses
+    /// let quota = Quota::per_second(100).strict();
+    /// let limiter = ClusterLimiter::<String>::new(url, "doc", quota)?;
+    /// assert_eq!(limiter.quota(), quota);
+    /// // A slice of 1.5 ms: not a whole number of milliseconds.
+    /// let bad = Quota::per(10, Duration::from_millis(3)).slices(2);
+    /// assert!(matches!(ClusterLimiter::<String>::new(url, "doc", bad), Err(ClusterError::Config(_))));
+    /// # Ok::<(), ClusterError>(())
+    /// ```
+    pub fn new(url: &str, namespace: &str, quota: Quota) -> Result<Self, ClusterError> {
+        Self::builder(url, namespace, quota).build()
+    }
+
+    /// The builder of a limiter like [`new`](Self::new)'s, for the options
+    /// of [`ClusterLimiterBuilder`] (outage policy, lease size, margin,
+    /// timeouts, backoff, sweep interval, clock); checked by its
+    /// [`build`](ClusterLimiterBuilder::build), with the errors of `new`.
+    pub fn builder(url: &str, namespace: &str, quota: Quota) -> ClusterLimiterBuilder<K> {
+        ClusterLimiterBuilder::new(url, namespace, quota)
     }
 }
 
 impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
-    pub(crate) fn from_builder(b: LimiterBuilder<K, C>) -> Result<Self, ClusterError> {
-        let slice = b.window / b.slices as u32;
-        let slice_ns = u64::try_from(slice.as_nanos())
+    pub(crate) fn from_builder(b: ClusterLimiterBuilder<K, C>) -> Result<Self, ClusterError> {
+        let q = b.quota;
+        let slice_ns = u64::try_from(q.slice_len().as_nanos())
             .map_err(|_| ClusterError::Config("the slice is too long".into()))?;
         let slice_ms = slice_ns / 1_000_000;
+        // The slices a request is judged against: one more when strict, so
+        // that every span of the window is covered (see `mod.rs`).
+        let judged = q.slice_count() as u64 + u64::from(q.is_strict());
         let time = Arc::new(ServerTime::new(b.clock));
         let local = match b.policy {
-            OutagePolicy::LocalShare { expected_nodes } => Some(KeyedLimiter::with_clock(
-                (b.limit / expected_nodes).max(1),
-                b.window,
-                b.slices,
-                TimeRef(Arc::clone(&time)),
-            )?),
+            OutagePolicy::LocalShare { expected_nodes } => {
+                let share = Quota::per((q.limit() / expected_nodes).max(1), q.window())
+                    .slices(q.slice_count());
+                let share = if q.is_strict() { share.strict() } else { share };
+                Some(
+                    KeyedLimiter::builder(share)
+                        .clock(TimeRef(Arc::clone(&time)))
+                        .build()?,
+                )
+            }
             _ => None,
         };
         let node_id = format!("{:032x}", rand::random::<u128>());
@@ -86,19 +127,21 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         let inner = Arc::new(Shared {
             words: HashIndex::new(),
             time,
-            slices: b.slices as u64,
+            judged,
             slice_ns,
-            limit: b.limit,
+            quota: q,
             max_batch: b.max_batch,
             margin_ns: u64::try_from(b.margin.as_nanos()).unwrap_or(u64::MAX),
             policy: b.policy,
             local,
             names: LeaseNames::new(&b.namespace, &node_id),
             shape: LeaseShape {
-                slices: b.slices as u64,
+                slices: q.slice_count() as u64,
+                judged,
+                strict: q.is_strict(),
                 slice_ms,
-                limit: b.limit,
-                record_ttl_ms: slice_ms * (b.slices as u64 + 1) + 300_000,
+                limit: q.limit(),
+                record_ttl_ms: slice_ms * (judged + 1) + 300_000,
             },
             lua: Lua::new(LEASE),
             node_id,
@@ -138,41 +181,25 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         })
     }
 
-    /// One permit of `key`, now.
-    ///
-    /// ```no_run
-    /// # let limiter = stripecount_redis::ClusterLimiter::<String>::builder("redis://127.0.0.1:6379/", "api", 10).build()?;
-    /// if !limiter.try_acquire("alice") {
-    ///     // 429
-    /// }
-    /// # Ok::<(), stripecount_redis::ClusterError>(())
-    /// ```
-    #[inline]
-    pub fn try_acquire<Q>(&self, key: &Q) -> bool
-    where
-        Q: KeyRef<K> + Hash + Eq + ?Sized,
-        K: Borrow<Q>,
-    {
-        self.try_acquire_at(key, self.now(), 1)
-    }
-
-    /// `n` permits of `key`, now, all or none.
+    /// `n` permits of `key`, now, all or none; `n` 0 is always granted.
     ///
     /// ```
-    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use stripecount::Quota;
+    /// use stripecount_redis::{ClusterLimiter, OutagePolicy};
     /// use std::time::Duration;
     ///
     /// // Nothing listens on port 1: Redis is unreachable.
-    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    /// let url = "redis://127.0.0.1:1/";
+    /// let limiter = ClusterLimiter::<String>::builder(url, "doc", Quota::per_second(10))
     ///     .outage(OutagePolicy::FailOpen)
     ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
     ///     .build()?;
-    /// assert!(limiter.try_acquire_n("alice", 3)); // admitted by FailOpen
-    /// assert!(!limiter.try_acquire_n("alice", 11)); // more than the limit: never
+    /// assert!(limiter.try_acquire("alice", 3)); // admitted by FailOpen
+    /// assert!(!limiter.try_acquire("alice", 11)); // more than the limit: never
     /// # Ok::<(), stripecount_redis::ClusterError>(())
     /// ```
     #[inline]
-    pub fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> bool
+    pub fn try_acquire<Q>(&self, key: &Q, n: u64) -> bool
     where
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
@@ -186,26 +213,29 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// compare-and-swap; otherwise a round trip or the outage policy (the
     /// clock is read again then).
     #[inline]
-    pub fn try_acquire_at<Q>(&self, key: &Q, now: u64, n: u64) -> bool
+    pub fn try_acquire_at<Q>(&self, key: &Q, now: Timestamp, n: u64) -> bool
     where
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
-        if n == 0 || self.inner.take(key, now, n).is_some() {
+        if n == 0 || self.inner.take(key, now.as_nanos(), n).is_some() {
             return true;
         }
         self.inner.miss(key, n).is_granted()
     }
 
     /// `n` permits of `key` now, with how the request was decided (for a
-    /// grant, the server slice it is counted in).
+    /// grant, the start of the server slice it is counted in; for a
+    /// refusal, when the window frees enough).
     ///
     /// ```
+    /// use stripecount::Quota;
     /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
     /// use std::time::Duration;
     ///
     /// // Nothing listens on port 1: Redis is unreachable.
-    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    /// let url = "redis://127.0.0.1:1/";
+    /// let limiter = ClusterLimiter::<String>::builder(url, "doc", Quota::per_second(10))
     ///     .outage(OutagePolicy::FailOpen)
     ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
     ///     .build()?;
@@ -222,41 +252,45 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     }
 
     /// [`decide`](Self::decide) at node time `now` (as
-    /// [`try_acquire_at`](Self::try_acquire_at)).
-    pub fn decide_at<Q>(&self, key: &Q, now: u64, n: u64) -> Grant
+    /// [`try_acquire_at`](Self::try_acquire_at)). `n` 0 is granted in the
+    /// server slice of `now`, counting nothing.
+    pub fn decide_at<Q>(&self, key: &Q, now: Timestamp, n: u64) -> Grant
     where
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
         let i = &*self.inner;
+        let now = now.as_nanos();
         if n == 0 {
-            return Grant::Granted {
-                slice: i.time.now() / i.slice_ns,
-            };
+            return i.granted(i.time.server_at(now) / i.slice_ns);
         }
         match i.take(key, now, n) {
-            Some(tag) => Grant::Granted {
-                slice: i.slice_of(tag),
-            },
+            Some(tag) => i.granted(i.slice_of(tag, now)),
             None => i.miss(key, n),
         }
     }
 
-    /// The node clock now (the time [`try_acquire_at`](Self::try_acquire_at)
-    /// takes).
+    /// The node clock now: the time the `*_at` methods take. (Grants report
+    /// server slices, on the server timeline: [`time`](Self::time).)
     #[inline]
-    pub fn now(&self) -> u64 {
-        self.inner.node_now()
+    pub fn now(&self) -> Timestamp {
+        self.inner.time.node_clock().now()
     }
 
-    /// This node's estimate of the server's time (for reading slices).
+    /// This node's estimate of the server's time: the timeline of
+    /// [`Grant::Granted`]'s `slice_start`.
     pub fn time(&self) -> &ServerTime<C> {
         &self.inner.time
     }
 
+    /// The quota every node of the namespace enforces together.
+    pub fn quota(&self) -> Quota {
+        self.inner.quota
+    }
+
     /// The limit per window.
     pub fn limit(&self) -> u64 {
-        self.inner.limit
+        self.inner.quota.limit()
     }
 
     /// The length of a slice.
@@ -268,9 +302,17 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// sweeper does this every `sweep_interval`); returns how many were
     /// revoked. On error they stay queued and go with the next request.
     pub fn sweep(&self) -> Result<u64, ClusterError> {
+        self.sweep_at(self.now())
+    }
+
+    /// [`sweep`](Self::sweep) of the leases whose deadline passed by node
+    /// time `now`. A `now` later than the clock's revokes leases early (their
+    /// permits are returned, never lost); an earlier one leaves them to
+    /// the next sweep.
+    pub fn sweep_at(&self, now: Timestamp) -> Result<u64, ClusterError> {
         let i = &*self.inner;
         let mut s = lock(&i.sender);
-        i.sweep(&mut s, false)
+        i.sweep(&mut s, false, now.as_nanos())
     }
 
     /// Revokes every lease this node holds and returns its unused permits
@@ -278,18 +320,20 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     pub fn release_all(&self) -> Result<u64, ClusterError> {
         let i = &*self.inner;
         let mut s = lock(&i.sender);
-        i.sweep(&mut s, true)
+        i.sweep(&mut s, true, i.node_now())
     }
 
     /// The link's state and last error; `batch_in_flight` says a request
     /// awaits its acknowledgement (the flush fields are 0).
     ///
     /// ```
-    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use stripecount::Quota;
+    /// use stripecount_redis::{ClusterLimiter, OutagePolicy};
     /// use std::time::Duration;
     ///
     /// // Nothing listens on port 1: Redis is unreachable.
-    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    /// let url = "redis://127.0.0.1:1/";
+    /// let limiter = ClusterLimiter::<String>::builder(url, "doc", Quota::per_second(10))
     ///     .outage(OutagePolicy::FailOpen)
     ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
     ///     .build()?;
@@ -303,22 +347,24 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         let i = &*self.inner;
         let mut h = i.link_health.health();
         h.batch_in_flight = i.in_flight.load(Ordering::Relaxed);
-        h.time_uncertainty = i.time.uncertainty().map(Duration::from_nanos);
+        h.time_uncertainty = i.time.uncertainty();
         h
     }
 
     /// Counters of this node's round trips.
     ///
     /// ```
-    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use stripecount::Quota;
+    /// use stripecount_redis::{ClusterLimiter, OutagePolicy};
     /// use std::time::Duration;
     ///
     /// // Nothing listens on port 1: Redis is unreachable.
-    /// let limiter = ClusterLimiter::<String>::builder("redis://127.0.0.1:1/", "doc", 10)
+    /// let url = "redis://127.0.0.1:1/";
+    /// let limiter = ClusterLimiter::<String>::builder(url, "doc", Quota::per_second(10))
     ///     .outage(OutagePolicy::FailOpen)
     ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
     ///     .build()?;
-    /// limiter.try_acquire("alice");
+    /// limiter.try_acquire("alice", 1);
     /// assert_eq!(limiter.stats().outage_admitted, 1);
     /// assert_eq!(limiter.stats().leases, 0);
     /// # Ok::<(), stripecount_redis::ClusterError>(())
@@ -346,9 +392,7 @@ impl<K: RedisKey, C: Clock> fmt::Debug for ClusterLimiter<K, C> {
         let i = &*self.inner;
         f.debug_struct("ClusterLimiter")
             .field("node_id", &i.node_id)
-            .field("limit", &i.limit)
-            .field("slices", &i.slices)
-            .field("slice", &Duration::from_nanos(i.slice_ns))
+            .field("quota", &i.quota)
             .field("policy", &i.policy)
             .finish_non_exhaustive()
     }

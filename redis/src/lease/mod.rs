@@ -1,12 +1,20 @@
-//! The cluster limiter: [`ClusterLimiter`], a per-key limit across nodes
-//! on Redis that never over-admits (the quota-lease design of Sentinel's
-//! token server and Google's Doorman).
+//! The cluster limiter: [`ClusterLimiter`], a per-key `Quota` across
+//! nodes on Redis that never over-admits (the quota-lease design of
+//! Sentinel's token server and Google's Doorman).
 //!
-//! # The invariant: in every window, permits granted across all nodes <= limit
+//! # The invariant: in any `J` consecutive server slices, permits granted across all nodes <= limit
+//! `J` is the number of slices a request is judged against: the quota's
+//! `S` slices, or `S + 1` for a strict quota (`Quota::strict`). Every
+//! span of `window - L` (slices of length `L`) lies within `S`
+//! consecutive slices, and every span of the whole window within `S + 1`
+//! (it starts inside one), so a default quota holds the limit in every
+//! span of `window - L` and a strict one in every span of `window`, as the
+//! local limiters do (`stripecount::limiter::Quota`).
+//!
 //! Redis keeps, per key, the permits leased in each server slice (less
 //! those returned) in `ns:l:<key>`. The lease script runs on the server's
 //! clock: in slice `c`, it adds a batch to slice `c` only if the window's
-//! live slices (`c - slices + 1 ..= c`) plus the batch fit in the limit.
+//! live slices (`c - J + 1 ..= c`) plus the batch fit in the limit.
 //! A node grants a lease's permits only while the lease's slice is current
 //! on the server's clock: after the script ran (so not before the slice
 //! began) and before its deadline, which is before the slice ends
@@ -15,15 +23,25 @@
 //! permits no grant can take any more (`word.rs`, invariant 1).
 //!
 //! So every permit granted is counted in the slice it is granted in, and
-//! for any window ending at slice `j`: take the last lease of a slice
-//! `c <= j` within the window (none: nothing granted in it). At that
-//! script's run, every slice of the window had all its leases (none come
-//! later in slices `<= c`, none in `c+1 ..= j`), and each slice's count
-//! then was at least what is ever granted from it (grants <= leased less
-//! returned, and returns after that run only lower the count by permits
-//! never granted). The script checked that those counts fit in the
-//! limit. ∎ Nothing here depends on a node's clock agreeing with the
-//! server's: a node 5 s off obeys the limit (tested).
+//! for any `J` slices ending at slice `j`: take the last lease of a slice
+//! `c <= j` among them (none: nothing granted in them). At that script's
+//! run, every one of the `J` slices had all its leases (none come later in
+//! slices `<= c`, none in `c+1 ..= j`), and each slice's count then was at
+//! least what is ever granted from it (grants <= leased less returned,
+//! and returns after that run only lower the count by permits never
+//! granted). The script checked that those counts, the slices
+//! `c - J + 1 ..= c`, which include the `J` slices up to `j` that hold
+//! anything, fit in the limit. ∎ Nothing here depends on a node's clock
+//! agreeing with the server's: a node 5 s off obeys the limit (tested).
+//!
+//! Everything that depends on the window's length uses `J`: the script's
+//! sum, the key's expiry (when its newest slice leaves the `J` slices),
+//! which returns still lower a count (a return to a slice among the last
+//! `J` is applied; an older one changes nothing, its slice counts no
+//! more), the retry time of a refusal, the node's pruning of queued
+//! returns and idle keys, the lifetime of a node's record (`script.rs`),
+//! and the local limiter of `OutagePolicy::LocalShare` (the same quota,
+//! strictness included).
 //!
 //! # What it leaves unused
 //! A lease request is refused when the window's recorded permits plus the
@@ -54,7 +72,7 @@ mod word;
 
 use crate::sync;
 
-pub use config::{LimiterBuilder, OutagePolicy};
+pub use config::{ClusterLimiterBuilder, OutagePolicy};
 pub use grant::Grant;
 pub use limiter::ClusterLimiter;
 pub use stats::LeaseStats;

@@ -57,7 +57,8 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use stripecount::{Clock, KeyRef, KeyedLimiter};
+use stripecount::keyed::KeyRef;
+use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
 
 /// The most returns one request carries.
 const MAX_RETURNS: usize = 256;
@@ -68,7 +69,7 @@ pub(crate) struct TimeRef<C>(pub(crate) Arc<ServerTime<C>>);
 
 impl<C: Clock> Clock for TimeRef<C> {
     #[inline]
-    fn now(&self) -> u64 {
+    fn now(&self) -> Timestamp {
         self.0.now()
     }
 }
@@ -108,9 +109,11 @@ pub(crate) struct Sender<K> {
 pub(crate) struct Shared<K: 'static, C: Clock> {
     pub(crate) words: HashIndex<K, Arc<LeaseWord>>,
     pub(crate) time: Arc<ServerTime<C>>,
-    pub(crate) slices: u64,
+    /// The slices a request is judged against: the quota's, one more when
+    /// strict.
+    pub(crate) judged: u64,
     pub(crate) slice_ns: u64,
-    pub(crate) limit: u64,
+    pub(crate) quota: Quota,
     pub(crate) max_batch: u64,
     pub(crate) margin_ns: u64,
     pub(crate) policy: OutagePolicy,
@@ -126,10 +129,18 @@ pub(crate) struct Shared<K: 'static, C: Clock> {
 }
 
 impl<K: RedisKey, C: Clock> Shared<K, C> {
-    /// The node clock now.
+    /// The node clock now, in nanoseconds.
     #[inline]
     pub(crate) fn node_now(&self) -> u64 {
-        self.time.node_clock().now()
+        self.time.node_ns()
+    }
+
+    /// A grant of permits counted in server slice `slice`.
+    #[inline]
+    pub(crate) fn granted(&self, slice: u64) -> Grant {
+        Grant::Granted {
+            slice_start: Timestamp::from_nanos(slice.saturating_mul(self.slice_ns)),
+        }
     }
 
     /// The hot path: `n` permits from the key's held lease at node time
@@ -146,11 +157,11 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
     }
 
-    /// The full slice number of a lease tagged `tag` granting now: the
-    /// slice is current on the server's clock, so it is the one nearest to
-    /// the node's estimate of the server's slice with that tag.
-    pub(crate) fn slice_of(&self, tag: u64) -> u64 {
-        let est = self.time.now() / self.slice_ns;
+    /// The full slice number of a lease tagged `tag` granting at node time
+    /// `now`: the slice is current on the server's clock, so it is the one
+    /// nearest to the node's estimate of the server's slice with that tag.
+    pub(crate) fn slice_of(&self, tag: u64, now: u64) -> u64 {
+        let est = self.time.server_at(now) / self.slice_ns;
         let d = est.wrapping_sub(tag) & (TAGS - 1);
         if d < TAGS / 2 {
             est.wrapping_sub(d)
@@ -165,17 +176,16 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
-        if n > self.limit {
+        if n > self.quota.limit() {
             return Grant::Refused { retry_after: None };
         }
         let mut s = lock(&self.sender);
         // A lease that arrives with its slice already over is returned and
         // asked again; a few tries.
         for _ in 0..4 {
-            if let Some(tag) = self.take(key, self.node_now(), n) {
-                return Grant::Granted {
-                    slice: self.slice_of(tag),
-                };
+            let now = self.node_now();
+            if let Some(tag) = self.take(key, now, n) {
+                return self.granted(self.slice_of(tag, now));
             }
             if !s.link.backoff.ready(Instant::now()) {
                 return self.outage(key, n);
@@ -220,7 +230,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             OutagePolicy::FailClosed => false,
             OutagePolicy::FailOpen => true,
             OutagePolicy::LocalShare { .. } => {
-                self.local.as_ref().is_some_and(|l| l.try_acquire_n(key, n))
+                self.local.as_ref().is_some_and(|l| l.try_acquire(key, n))
             }
         };
         if admit {
@@ -352,7 +362,11 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         self.in_flight.store(false, Ordering::Relaxed);
         self.link_health.up();
         s.link.backoff.succeeded();
-        self.time.sample(t0, t1, r.server_us.saturating_mul(1_000));
+        self.time.sample(
+            Timestamp::from_nanos(t0),
+            Timestamp::from_nanos(t1),
+            Timestamp::from_nanos(r.server_us.saturating_mul(1_000)),
+        );
         let c = &self.counters;
         bump(&c.round_trips, 1);
         bump(&c.returned_permits, ob.returned);
@@ -383,7 +397,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if let Some(need) = caller {
             if live && g >= need {
                 g -= need;
-                decided = Some(Grant::Granted { slice: r.epoch });
+                decided = Some(self.granted(r.epoch));
             }
         }
         let prev = s.held.get(&k).map_or(0, |h| h.slice);

@@ -18,15 +18,23 @@
 //!   returns are not applied twice;
 //! - `seq < last`: refuses (`SSEQ`; a node never does this).
 //!
-//! The record expires after the window plus a slice plus 5 minutes. A
-//! request resent after that would be applied again, but its returns are
-//! of slices that left the window by then (the script ignores them) and
-//! its lease would be a fresh one: still never a double return.
+//! The record expires after the judged slices (the window, plus a slice
+//! when the quota is strict) plus a slice plus 5 minutes. A request resent
+//! after that would be applied again, but its returns are of slices that
+//! left the judged window by then (the script ignores them) and its lease
+//! would be a fresh one: still never a double return.
+//!
+//! # Strict quotas
+//! The script judges a request against the last `J` server slices of the
+//! key, `J` = the quota's slices, or one more for a strict quota; the node
+//! sends `J` and everything that depends on the window's length follows
+//! it (the sum, the key's expiry, which returns still count, the retry
+//! time). The protocol above does not depend on `J`.
 //!
 //! # Keys of a namespace `ns`
 //! `ns:l:<key>` a key's leased permits per slice (a hash),
-//! `ns:ln:<node id>` a node's record, `ns:lcfg` the shape every node must
-//! share (`slices:slice_ms:limit`).
+//! `ns:ln:<node id>` a node's record, `ns:lcfg` the quota every node must
+//! share (`slices:slice_ms:limit`, then `:strict` for a strict quota).
 
 use crate::error::ClusterError;
 use crate::key::RedisKey;
@@ -58,16 +66,23 @@ impl LeaseNames {
 /// The script's fixed arguments.
 #[derive(Debug, Clone)]
 pub(crate) struct LeaseShape {
+    /// The quota's slices.
     pub(crate) slices: u64,
+    /// The slices a request is judged against: `slices`, one more when
+    /// `strict` (the script's `J`).
+    pub(crate) judged: u64,
+    pub(crate) strict: bool,
     pub(crate) slice_ms: u64,
     pub(crate) limit: u64,
     pub(crate) record_ttl_ms: u64,
 }
 
 impl LeaseShape {
-    /// What every node of a namespace must agree on.
+    /// What every node of a namespace must agree on:
+    /// `slices:slice_ms:limit`, with `:strict` after it for a strict quota.
     pub(crate) fn config_string(&self) -> String {
-        format!("{}:{}:{}", self.slices, self.slice_ms, self.limit)
+        let strict = if self.strict { ":strict" } else { "" };
+        format!("{}:{}:{}{strict}", self.slices, self.slice_ms, self.limit)
     }
 }
 
@@ -111,7 +126,7 @@ pub(crate) fn lease_request<K: RedisKey>(
         req.arg2(&names.data, &scratch);
     }
     req.num(seq)
-        .num(shape.slices)
+        .num(shape.judged)
         .num(shape.slice_ms)
         .num(shape.limit)
         .num(need)
@@ -181,6 +196,8 @@ mod tests {
         let names = LeaseNames::new("ns", "id");
         let shape = LeaseShape {
             slices: 4,
+            judged: 4,
+            strict: false,
             slice_ms: 250,
             limit: 100,
             record_ttl_ms: 9,
@@ -222,5 +239,23 @@ mod tests {
                 retry_us: None,
             }
         );
+    }
+    #[test]
+    fn a_strict_quota_is_judged_on_one_slice_more_and_says_so() {
+        let shape = LeaseShape {
+            slices: 4,
+            judged: 5,
+            strict: true,
+            slice_ms: 250,
+            limit: 100,
+            record_ttl_ms: 9,
+        };
+        assert_eq!(shape.config_string(), "4:250:100:strict");
+        let names = LeaseNames::new("ns", "id");
+        let r = lease_request::<String>("sha", &names, &shape, 7, None, &[]);
+        let s = String::from_utf8(r.bytes).unwrap();
+        // The sequence, then the slices judged, then the slice length.
+        assert!(s.contains("$1\r\n7\r\n$1\r\n5\r\n$3\r\n250\r\n$3\r\n100\r\n"));
+        assert!(s.ends_with("$16\r\n4:250:100:strict\r\n"));
     }
 }

@@ -17,12 +17,17 @@ use std::time::Instant;
 use stripecount::Clock;
 
 impl<K: RedisKey, C: Clock> Shared<K, C> {
-    /// Revokes the leases whose deadline passed (all of them if `all`),
-    /// forgets keys with no lease for a window, and returns the unused
-    /// permits to Redis. Returns the permits queued for return.
-    pub(crate) fn sweep(&self, s: &mut Sender<K>, all: bool) -> Result<u64, ClusterError> {
-        let now = units(self.node_now());
-        let est = self.time.now() / self.slice_ns;
+    /// Revokes the leases whose deadline passed by node time `now` (all of
+    /// them if `all`), forgets keys with no lease for a window, and returns
+    /// the unused permits to Redis. Returns the permits queued for return.
+    pub(crate) fn sweep(
+        &self,
+        s: &mut Sender<K>,
+        all: bool,
+        now: u64,
+    ) -> Result<u64, ClusterError> {
+        let est = self.time.server_at(now) / self.slice_ns;
+        let now = units(now);
         let mut queued = 0;
         let mut gone = Vec::new();
         let mut held = std::mem::take(&mut s.held);
@@ -53,7 +58,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                         permits: r,
                     });
                 }
-                if h.slice.saturating_add(self.slices) < est {
+                if h.slice.saturating_add(self.judged) < est {
                     gone.push(k.clone());
                 }
             }
@@ -66,8 +71,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             s.held.remove(&k);
             self.words.remove(&k);
         }
-        // Returns of slices that left the window change nothing in Redis.
-        let floor = est.saturating_sub(self.slices + 1);
+        // Returns of slices that left the window (of the slices a request
+        // is judged against) change nothing in Redis.
+        let floor = est.saturating_sub(self.judged + 1);
         s.returns.retain(|r| r.epoch > floor);
         if s.returns.is_empty() && s.outbox.is_none() {
             return Ok(queued);
@@ -87,7 +93,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     /// The sweeper's step: skipped if a request holds the sender.
     pub(crate) fn tick(&self) {
         if let Ok(mut s) = self.sender.try_lock() {
-            let _ = self.sweep(&mut s, false);
+            let _ = self.sweep(&mut s, false, self.node_now());
         }
     }
 }

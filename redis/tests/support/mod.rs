@@ -199,8 +199,8 @@ pub struct Skewed {
 }
 
 impl stripecount::Clock for Skewed {
-    fn now(&self) -> u64 {
-        self.wall.now().wrapping_add(self.off)
+    fn now(&self) -> stripecount::Timestamp {
+        stripecount::Timestamp::from_nanos(self.wall.now().as_nanos().wrapping_add(self.off))
     }
 }
 
