@@ -17,7 +17,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use stripecount::{ManualClock, SlidingWindow};
+use stripecount::clock::ManualClock;
+use stripecount::SlidingWindow;
 
 /// Every public operation of `KeyedWindows`, many seeds, against the slice
 /// ring model: add results, sums at any time, `top_at`, `len`,
@@ -34,10 +35,11 @@ fn windows_match_the_ring_model() {
         } else {
             usize::MAX
         };
-        let mut w = windows_of(slice_ns, slices);
+        let mut b = windows_builder(slice_ns, slices);
         if max_keys != usize::MAX {
-            w = w.with_max_keys(max_keys);
+            b = b.max_keys(max_keys);
         }
+        let w = b.build().unwrap();
         let mut m = RingModel::new(slice_ns, slices, max_keys);
         let window = slice_ns * slices as u64;
         let mut now = match rng.random_range(0..4) {
@@ -66,30 +68,35 @@ fn windows_match_the_ring_model() {
                     match rng.random_range(0..4) {
                         0 => {
                             let want = if counted { m.sum(&k, t) } else { 0 };
-                            assert_eq!(w.add_and_sum_at(&k, t, n), want, "{ctx}: add_and_sum");
+                            assert_eq!(w.add_and_sum_at(&k, ts(t), n), want, "{ctx}: add_and_sum");
                         }
-                        1 => assert_eq!(w.handle(&k).add_at(t, n), counted, "{ctx}: handle"),
-                        _ => assert_eq!(w.add_at(&k, t, n), counted, "{ctx}: add {t} {n}"),
+                        1 => assert_eq!(w.handle(&k).add_at(ts(t), n), counted, "{ctx}: handle"),
+                        _ => assert_eq!(w.add_at(&k, ts(t), n), counted, "{ctx}: add {t} {n}"),
                     }
                 }
                 55..=66 => now = step(&mut rng, now, slice_ns, slices),
                 67..=79 => {
                     let q = time_near(&mut rng, base, slice_ns, slices);
-                    assert_eq!(w.sum_at(&k, q), m.sum(&k, q), "{ctx}: sum at {q}");
-                    assert_eq!(w.handle(&k).sum_at(q), m.sum(&k, q), "{ctx}: handle sum");
+                    assert_eq!(w.sum_at(&k, ts(q)), m.sum(&k, q), "{ctx}: sum at {q}");
+                    assert_eq!(
+                        w.handle(&k).sum_at(ts(q)),
+                        m.sum(&k, q),
+                        "{ctx}: handle sum"
+                    );
                 }
                 80..=86 => {
                     let q = time_near(&mut rng, base, slice_ns, slices);
                     let top = rng.random_range(0..8);
-                    check_top(w.top_at(q, top), &m.sums(q), top, &ctx);
+                    check_top(w.top_at(ts(q), top), &m.sums(q), top, &ctx);
                 }
                 87..=93 => {
                     let q = time_near(&mut rng, base, slice_ns, slices);
-                    assert_eq!(w.evict_idle_at(q), m.evict(q), "{ctx}: evict at {q}");
+                    assert_eq!(w.evict_idle_at(ts(q)), m.evict(q), "{ctx}: evict at {q}");
                 }
                 94..=96 => {
                     let mut got = BTreeMap::new();
-                    w.take(&k, |e, c| {
+                    w.take(&k, |start, c| {
+                        let e = slice_epoch(start, slice_ns);
                         assert!(c > 0);
                         assert!(got.insert(e, c).is_none(), "{ctx}: epoch {e} taken twice");
                     });
@@ -122,7 +129,12 @@ fn sums_at_or_after_the_newest_add_are_every_add_in_the_window() {
             let w = windows_of(slice_ns, slices);
             let window = Duration::from_nanos(slice_ns * slices as u64);
             let refs: Vec<SlidingWindow<ManualClock>> = (0..4)
-                .map(|_| SlidingWindow::with_clock(window, slices, ManualClock::new()).unwrap())
+                .map(|_| {
+                    SlidingWindow::builder(window, slices)
+                        .clock(ManualClock::new())
+                        .build()
+                        .unwrap()
+                })
                 .collect();
             let mut log: Vec<(u32, u64, u64)> = Vec::new(); // key, epoch, n
             let mut newest: Option<u64> = None;
@@ -139,11 +151,11 @@ fn sums_at_or_after_the_newest_add_are_every_add_in_the_window() {
                 let e = t / slice_ns;
                 let dropped = newest.is_some_and(|nw| e as u128 + s <= nw as u128);
                 assert_eq!(
-                    w.add_at(&k, t, n),
+                    w.add_at(&k, ts(t), n),
                     !dropped,
                     "S={slices} L={slice_ns} seed {seed} step {i}: add at epoch {e}, newest {newest:?}"
                 );
-                refs[k as usize].add_at(t, n);
+                refs[k as usize].add_at(ts(t), n);
                 max_t = max_t.max(t);
                 if !dropped {
                     log.push((k, e, n));
@@ -164,9 +176,13 @@ fn sums_at_or_after_the_newest_add_are_every_add_in_the_window() {
                         .sum();
                     let ctx =
                         format!("S={slices} L={slice_ns} seed {seed} step {i} key {key} q {q}");
-                    assert_eq!(w.sum_at(&key, q), want, "{ctx}");
+                    assert_eq!(w.sum_at(&key, ts(q)), want, "{ctx}");
                     if q >= max_t {
-                        assert_eq!(refs[key as usize].sum_at(q), want, "{ctx}: SlidingWindow");
+                        assert_eq!(
+                            refs[key as usize].sum_at(ts(q)),
+                            want,
+                            "{ctx}: SlidingWindow"
+                        );
                     }
                 }
             }
@@ -183,47 +199,50 @@ fn key_flood_is_bounded_per_slice() {
     // The bound, and the distinct keys flooding the first slice.
     const MAX: u32 = sized(100, 10);
     const FLOOD: u32 = sized(10_000, 30);
-    let w = windows().with_max_keys(MAX as usize);
+    let w = windows_builder(SLICE, SLICES)
+        .max_keys(MAX as usize)
+        .build()
+        .unwrap();
     for k in 0..FLOOD {
-        assert_eq!(w.add_at(&k, 0, 1), k < MAX, "key {k}");
+        assert_eq!(w.add_at(&k, ts(0), 1), k < MAX, "key {k}");
         assert!(w.len() <= MAX as usize);
     }
     assert_eq!(w.len(), MAX as usize);
     let mut untracked = u64::from(FLOOD - MAX);
     assert_eq!(w.untracked_adds(), untracked);
     // Tracked keys keep counting, untracked ones read 0.
-    assert_eq!(w.add_and_sum_at(&5, 0, 1), 2);
-    assert_eq!(w.sum_at(&(FLOOD / 2), 0), 0);
-    assert_eq!(w.add_and_sum_at(&(FLOOD / 2), 0, 1), 0);
+    assert_eq!(w.add_and_sum_at(&5, ts(0), 1), 2);
+    assert_eq!(w.sum_at(&(FLOOD / 2), ts(0)), 0);
+    assert_eq!(w.add_and_sum_at(&(FLOOD / 2), ts(0), 1), 0);
     untracked += 1;
     assert_eq!(w.untracked_adds(), untracked);
     // The next slice has room for MAX keys of its own.
     for k in 20_000..20_000 + MAX * 3 / 2 {
-        assert_eq!(w.add_at(&k, SLICE, 1), k < 20_000 + MAX);
+        assert_eq!(w.add_at(&k, ts(SLICE), 1), k < 20_000 + MAX);
     }
     assert_eq!(w.len(), 2 * MAX as usize);
     untracked += u64::from(MAX / 2);
     assert_eq!(w.untracked_adds(), untracked);
-    assert_eq!(w.sum_at(&20_000, SLICE), 1);
+    assert_eq!(w.sum_at(&20_000, ts(SLICE)), 1);
     // Slice 1 is full: even a key slice 0 holds is not tracked there, and
     // its count in slice 0 still reads.
-    assert!(!w.add_at(&5, SLICE, 1));
-    assert_eq!(w.sum_at(&5, SLICE), 2);
+    assert!(!w.add_at(&5, ts(SLICE), 1));
+    assert_eq!(w.sum_at(&5, ts(SLICE)), 2);
     // Every slice of the ring full, then the ring wraps: still 5 * MAX.
     untracked += 1;
     for s in 2..12u64 {
         for k in 0..MAX * 3 / 2 {
-            assert_eq!(w.add_at(&(k + 1_000 * s as u32), s * SLICE, 1), k < MAX);
+            assert_eq!(w.add_at(&(k + 1_000 * s as u32), ts(s * SLICE), 1), k < MAX);
         }
         untracked += u64::from(MAX / 2);
         assert_eq!(w.len(), MAX as usize * (s as usize + 1).min(SLICES));
         assert_eq!(w.untracked_adds(), untracked);
     }
-    assert_eq!(w.evict_idle_at(100 * SLICE), 5 * MAX as usize);
+    assert_eq!(w.evict_idle_at(ts(100 * SLICE)), 5 * MAX as usize);
     assert!(w.is_empty());
     // A bound of 0 tracks nothing.
-    let none = windows().with_max_keys(0);
-    assert!(!none.add_at(&1, 0, 1));
+    let none = windows_builder(SLICE, SLICES).max_keys(0).build().unwrap();
+    assert!(!none.add_at(&1, ts(0), 1));
     assert_eq!((none.len(), none.untracked_adds()), (0, 1));
 }
 
@@ -233,31 +252,31 @@ fn key_flood_is_bounded_per_slice() {
 #[test]
 fn old_adds_are_dropped_not_misfiled() {
     let w = windows();
-    assert!(w.add_at(&1, 10 * SLICE, 1));
+    assert!(w.add_at(&1, ts(10 * SLICE), 1));
     // Epoch 0 (0 + 5 <= 10) is older than the ring, for every key.
-    assert!(!w.add_at(&1, 0, 5));
-    assert!(!w.add_at(&2, 5 * SLICE, 5));
+    assert!(!w.add_at(&1, ts(0), 5));
+    assert!(!w.add_at(&2, ts(5 * SLICE), 5));
     assert_eq!(w.len(), 1);
     assert_eq!(w.untracked_adds(), 0);
-    assert_eq!(w.sum_at(&1, 10 * SLICE), 1);
+    assert_eq!(w.sum_at(&1, ts(10 * SLICE)), 1);
     // Epoch 6 is inside it: counted under its own epoch.
-    assert!(w.add_at(&1, 6 * SLICE, 2));
-    assert!(w.add_at(&2, 6 * SLICE + SLICE - 1, 7));
-    assert_eq!(w.sum_at(&1, 10 * SLICE), 3);
-    assert_eq!(w.sum_at(&1, 11 * SLICE), 1);
-    assert_eq!(w.sum_at(&2, 10 * SLICE), 7);
-    assert_eq!(w.sum_at(&2, 11 * SLICE), 0);
+    assert!(w.add_at(&1, ts(6 * SLICE), 2));
+    assert!(w.add_at(&2, ts(6 * SLICE + SLICE - 1), 7));
+    assert_eq!(w.sum_at(&1, ts(10 * SLICE)), 3);
+    assert_eq!(w.sum_at(&1, ts(11 * SLICE)), 1);
+    assert_eq!(w.sum_at(&2, ts(10 * SLICE)), 7);
+    assert_eq!(w.sum_at(&2, ts(11 * SLICE)), 0);
     let mut taken = Vec::new();
-    w.take(&1, |e, c| taken.push((e, c)));
+    w.take(&1, |start, c| taken.push((slice_epoch(start, SLICE), c)));
     taken.sort_unstable();
     assert_eq!(taken, vec![(6, 2), (10, 1)]);
     // Epoch 12 (slot 2) is added to: epoch 6 (slot 1) is out of the ring
     // (6 + 5 <= 12) although its map is still installed (no epoch of slot
     // 1 replaced it): adds there are dropped too, for keys it holds and
     // for new ones.
-    assert!(w.add_at(&3, 12 * SLICE, 1));
-    assert!(!w.add_at(&2, 6 * SLICE, 1));
-    assert!(!w.add_at(&4, 6 * SLICE, 1));
+    assert!(w.add_at(&3, ts(12 * SLICE), 1));
+    assert!(!w.add_at(&2, ts(6 * SLICE), 1));
+    assert!(!w.add_at(&4, ts(6 * SLICE), 1));
     assert_eq!(w.len(), 4);
 }
 
@@ -279,10 +298,10 @@ fn same_slot_after_a_gap_is_not_aliased() {
         for k in 1..=sized(6u64, 1) {
             let w = windows_of(1, slices);
             let s = slices as u64;
-            assert_eq!(w.add_and_sum_at(&1, start, 5), 5);
-            assert!(w.add_at(&2, start, 1));
+            assert_eq!(w.add_and_sum_at(&1, ts(start), 5), 5);
+            assert!(w.add_at(&2, ts(start), 1));
             if slices > 1 {
-                assert_eq!(w.add_and_sum_at(&1, start + 1, 1), 6);
+                assert_eq!(w.add_and_sum_at(&1, ts(start + 1), 1), 6);
             }
             let fars = if s == 1 {
                 vec![start + k * TAG]
@@ -292,18 +311,18 @@ fn same_slot_after_a_gap_is_not_aliased() {
             for far in fars {
                 let ctx = format!("S={slices} start {start} far {far}");
                 // Nothing was added since: the window at `far` is empty.
-                assert_eq!(w.sum_at(&1, far), 0, "{ctx}");
-                assert_eq!(w.add_and_sum_at(&1, far, 1), 1, "{ctx}");
+                assert_eq!(w.sum_at(&1, ts(far)), 0, "{ctx}");
+                assert_eq!(w.add_and_sum_at(&1, ts(far), 1), 1, "{ctx}");
                 // The old epochs are older than the ring now.
-                assert!(!w.add_at(&1, start, 1), "{ctx}");
-                assert!(!w.add_at(&2, start, 1), "{ctx}");
-                assert_eq!(w.sum_at(&1, far), 1, "{ctx}");
-                assert_eq!(w.sum_at(&2, far), 0, "{ctx}");
-                assert_eq!(w.sum_at(&1, far + s), 0, "{ctx}");
+                assert!(!w.add_at(&1, ts(start), 1), "{ctx}");
+                assert!(!w.add_at(&2, ts(start), 1), "{ctx}");
+                assert_eq!(w.sum_at(&1, ts(far)), 1, "{ctx}");
+                assert_eq!(w.sum_at(&2, ts(far)), 0, "{ctx}");
+                assert_eq!(w.sum_at(&1, ts(far + s)), 0, "{ctx}");
                 // An add just inside the ring, in the past, is counted.
                 if slices > 1 {
-                    assert_eq!(w.add_and_sum_at(&1, far - 1, 2), 2, "{ctx}");
-                    assert_eq!(w.sum_at(&1, far), 3, "{ctx}");
+                    assert_eq!(w.add_and_sum_at(&1, ts(far - 1), 2), 2, "{ctx}");
+                    assert_eq!(w.sum_at(&1, ts(far)), 3, "{ctx}");
                 }
             }
         }
@@ -315,40 +334,40 @@ fn same_slot_after_a_gap_is_not_aliased() {
 #[test]
 fn epochs_near_the_ends_of_the_range() {
     let w = windows_of(1, 4);
-    assert_eq!(w.add_and_sum_at(&1, 0, 1), 1);
-    assert_eq!(w.add_and_sum_at(&1, 3, 1), 2);
-    assert_eq!(w.add_and_sum_at(&1, 4, 1), 2);
+    assert_eq!(w.add_and_sum_at(&1, ts(0), 1), 1);
+    assert_eq!(w.add_and_sum_at(&1, ts(3), 1), 2);
+    assert_eq!(w.add_and_sum_at(&1, ts(4), 1), 2);
     let top = u64::MAX - 2;
-    assert_eq!(w.add_and_sum_at(&1, top, 1), 1);
-    assert_eq!(w.add_and_sum_at(&1, u64::MAX, 2), 3);
-    assert_eq!(w.sum_at(&1, u64::MAX), 3);
-    assert_eq!(w.add_and_sum_at(&2, u64::MAX, 7), 7);
+    assert_eq!(w.add_and_sum_at(&1, ts(top), 1), 1);
+    assert_eq!(w.add_and_sum_at(&1, ts(u64::MAX), 2), 3);
+    assert_eq!(w.sum_at(&1, ts(u64::MAX)), 3);
+    assert_eq!(w.add_and_sum_at(&2, ts(u64::MAX), 7), 7);
     // Older than the ring (MAX - 5 + 4 <= MAX): dropped.
-    assert!(!w.add_at(&2, u64::MAX - 5, 1));
-    assert!(!w.add_at(&2, u64::MAX - 4, 1));
-    assert_eq!(w.sum_at(&2, u64::MAX), 7);
+    assert!(!w.add_at(&2, ts(u64::MAX - 5), 1));
+    assert!(!w.add_at(&2, ts(u64::MAX - 4), 1));
+    assert_eq!(w.sum_at(&2, ts(u64::MAX)), 7);
     // Inside it: counted under its own epoch.
-    assert!(w.add_at(&2, u64::MAX - 3, 1));
-    assert_eq!(w.sum_at(&2, u64::MAX), 8);
-    assert_eq!(w.sum_at(&2, u64::MAX - 3), 1);
+    assert!(w.add_at(&2, ts(u64::MAX - 3), 1));
+    assert_eq!(w.sum_at(&2, ts(u64::MAX)), 8);
+    assert_eq!(w.sum_at(&2, ts(u64::MAX - 3)), 1);
     // Slices MAX - 3 ..= MAX are all in the window at MAX: nothing to
     // evict there (MAX - 3 + 4 > MAX).
     assert_eq!(w.len(), 4);
-    assert_eq!(w.evict_idle_at(u64::MAX), 0);
-    assert_eq!(w.sum_at(&1, u64::MAX), 3);
-    assert_eq!(w.sum_at(&2, u64::MAX), 8);
+    assert_eq!(w.evict_idle_at(ts(u64::MAX)), 0);
+    assert_eq!(w.sum_at(&1, ts(u64::MAX)), 3);
+    assert_eq!(w.sum_at(&2, ts(u64::MAX)), 8);
     // The newest epoch is `u64::MAX`: epoch 12 (an empty slot) is older
     // than the ring.
     let w = windows_of(1, 4);
-    assert!(w.add_at(&1, 10, 1));
-    assert!(w.add_at(&1, u64::MAX, 1));
-    assert!(!w.add_at(&1, 12, 1));
+    assert!(w.add_at(&1, ts(10), 1));
+    assert!(w.add_at(&1, ts(u64::MAX), 1));
+    assert!(!w.add_at(&1, ts(12), 1));
     assert_eq!(w.len(), 2);
     // The detector at the top of the range.
     let d = detector(1, 4, 3);
-    assert_eq!(d.became_hot_at(&1, u64::MAX - 1, 2), None);
-    assert_eq!(d.became_hot_at(&1, u64::MAX, 1), Some(3));
-    assert!(d.is_hot_at(&1, u64::MAX));
+    assert_eq!(d.became_hot_at(&1, ts(u64::MAX - 1), 2), None);
+    assert_eq!(d.became_hot_at(&1, ts(u64::MAX), 1), Some(3));
+    assert!(d.is_hot_at(&1, ts(u64::MAX)));
 }
 
 /// `evict_idle_at(now)` returns exactly the entries of the slices it drops
@@ -368,7 +387,11 @@ fn evict_idle_at_is_exact_and_invisible_at_or_after_now() {
             for _ in 0..rng.random_range(0..6) {
                 let k = rng.random_range(0..KEYS);
                 let t = time_near(&mut rng, now, SLICE, slices);
-                assert_eq!(w.add_at(&k, t, 1), m.add(&k, t, 1), "seed {seed} step {i}");
+                assert_eq!(
+                    w.add_at(&k, ts(t), 1),
+                    m.add(&k, t, 1),
+                    "seed {seed} step {i}"
+                );
             }
             let at = shift(
                 now,
@@ -380,39 +403,39 @@ fn evict_idle_at_is_exact_and_invisible_at_or_after_now() {
                 .collect();
             let before: Vec<Vec<u64>> = reads
                 .iter()
-                .map(|&q| (0..KEYS).map(|k| w.sum_at(&k, q)).collect())
+                .map(|&q| (0..KEYS).map(|k| w.sum_at(&k, ts(q))).collect())
                 .collect();
             let len = w.len();
-            let evicted = w.evict_idle_at(at);
+            let evicted = w.evict_idle_at(ts(at));
             assert_eq!(evicted, m.evict(at), "seed {seed} step {i}");
             assert_eq!(w.len(), len - evicted);
             assert_eq!(w.len(), m.len());
             for (q, b) in reads.iter().zip(before) {
-                let after: Vec<u64> = (0..KEYS).map(|k| w.sum_at(&k, *q)).collect();
+                let after: Vec<u64> = (0..KEYS).map(|k| w.sum_at(&k, ts(*q))).collect();
                 assert_eq!(
                     after, b,
                     "seed {seed} step {i}: sums at {q} after evicting at {at}"
                 );
             }
             // A second call at the same time has nothing left to drop.
-            assert_eq!(w.evict_idle_at(at), 0);
+            assert_eq!(w.evict_idle_at(ts(at)), 0);
         }
     }
     // Slices dropped by rotation, then by eviction.
     let w = windows();
     for e in 0..5u64 {
         for k in 0..=e as u32 {
-            w.add_at(&k, e * SLICE, 1);
+            w.add_at(&k, ts(e * SLICE), 1);
         }
     }
     assert_eq!(w.len(), 1 + 2 + 3 + 4 + 5);
     // Epoch 5 replaces slice 0 (1 entry) and adds one.
-    assert!(w.add_at(&9, 5 * SLICE, 1));
+    assert!(w.add_at(&9, ts(5 * SLICE), 1));
     assert_eq!(w.len(), 2 + 3 + 4 + 5 + 1);
     // At epoch 8 the slices 1..=3 are out of the window.
-    assert_eq!(w.evict_idle_at(8 * SLICE + SLICE - 1), 2 + 3 + 4);
+    assert_eq!(w.evict_idle_at(ts(8 * SLICE + SLICE - 1)), 2 + 3 + 4);
     assert_eq!(w.len(), 5 + 1);
-    assert_eq!(w.sum_at(&4, 8 * SLICE), 1);
-    assert_eq!(w.evict_idle_at(10 * SLICE), 6);
+    assert_eq!(w.sum_at(&4, ts(8 * SLICE)), 1);
+    assert_eq!(w.evict_idle_at(ts(10 * SLICE)), 6);
     assert!(w.is_empty());
 }

@@ -12,7 +12,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::{HotKeyDetector, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::HotKeyDetector;
 
 /// The hot rule against its model, many seeds: every add's report (and the
 /// sum `became_hot_at` returns), `is_hot_at`, `hot_keys_at` and the sums at
@@ -39,10 +40,11 @@ fn hot_rule_matches_the_model() {
         } else {
             usize::MAX
         };
-        let mut d = detector(SLICE, slices, threshold);
+        let mut b = detector_builder(SLICE, slices, threshold);
         if max_keys != usize::MAX {
-            d = d.with_max_keys(max_keys);
+            b = b.max_keys(max_keys);
         }
+        let d = b.build().unwrap();
         let mut m = HotModel::new(SLICE, slices, threshold, max_keys);
         let mut now = 0u64;
         let mut newest_t = 0u64;
@@ -68,9 +70,9 @@ fn hot_rule_matches_the_model() {
                     };
                     let want = m.add(&k, t, n);
                     let got = if rng.random_bool(0.2) {
-                        d.handle(&k).became_hot_at(t, n)
+                        d.handle(&k).became_hot_at(ts(t), n)
                     } else {
-                        d.became_hot_at(&k, t, n)
+                        d.became_hot_at(&k, ts(t), n)
                     };
                     assert_eq!(got, want, "{ctx}: add {n} to {k} at epoch {}", t / SLICE);
                     if m.ring.newest() == Some(t / SLICE) {
@@ -92,13 +94,17 @@ fn hot_rule_matches_the_model() {
                     } else {
                         shift(now, SLICE, rng.random_range(1..=3 * slices as i64))
                     };
-                    assert_eq!(d.evict_idle_at(q), m.ring.evict(q), "{ctx}: evict at {q}");
+                    assert_eq!(
+                        d.evict_idle_at(ts(q)),
+                        m.ring.evict(q),
+                        "{ctx}: evict at {q}"
+                    );
                 }
                 _ => {
                     let k = rng.random_range(0..6u32);
                     let n = rng.random_range(1..3);
                     let want = m.add(&k, now, n).is_some();
-                    assert_eq!(d.add_at(&k, now, n), want, "{ctx}: add_at");
+                    assert_eq!(d.add_at(&k, ts(now), n), want, "{ctx}: add_at");
                     if m.ring.newest() == Some(now / SLICE) {
                         newest_t = newest_t.max(now);
                     }
@@ -107,22 +113,22 @@ fn hot_rule_matches_the_model() {
             let q = now.max(newest_t) + rng.random_range(0..SLICE * 2 * slices as u64);
             for key in 0..6u32 {
                 assert_eq!(
-                    d.windows().sum_at(&key, q),
+                    d.windows().sum_at(&key, ts(q)),
                     m.ring.sum(&key, q),
                     "{ctx}: sum"
                 );
                 assert_eq!(
-                    d.is_hot_at(&key, q),
+                    d.is_hot_at(&key, ts(q)),
                     m.is_hot(&key, q),
                     "{ctx}: is_hot {key}"
                 );
                 assert_eq!(
-                    d.handle(&key).is_hot_at(q),
+                    d.handle(&key).is_hot_at(ts(q)),
                     m.is_hot(&key, q),
                     "{ctx}: handle"
                 );
             }
-            let mut got = d.hot_keys_at(q);
+            let mut got = d.hot_keys_at(ts(q));
             got.sort_unstable();
             assert_eq!(got, m.hot_keys(q), "{ctx}: hot keys at {q}");
             assert_eq!(d.windows().untracked_adds(), m.ring.untracked, "{ctx}");
@@ -136,33 +142,33 @@ fn hot_rule_cases() {
     let e = |x: u64| x * SLICE;
     let d = detector(SLICE, 2, 10);
     // Crossing reports once, with the sum.
-    assert_eq!(d.became_hot_at(&1, e(0), 9), None);
-    assert_eq!(d.became_hot_at(&1, e(0), 3), Some(12));
-    assert_eq!(d.became_hot_at(&1, e(0), 3), None);
-    assert!(d.is_hot_at(&1, e(0)));
+    assert_eq!(d.became_hot_at(&1, ts(e(0)), 9), None);
+    assert_eq!(d.became_hot_at(&1, ts(e(0)), 3), Some(12));
+    assert_eq!(d.became_hot_at(&1, ts(e(0)), 3), None);
+    assert!(d.is_hot_at(&1, ts(e(0))));
     // Still at or above the threshold before the add: stays hot, silent.
-    assert_eq!(d.became_hot_at(&1, e(1), 1), None);
-    assert!(d.is_hot_at(&1, e(1)));
+    assert_eq!(d.became_hot_at(&1, ts(e(1)), 1), None);
+    assert!(d.is_hot_at(&1, ts(e(1))));
     // The window at 2 holds only slice 1 (1 < T): not hot there.
-    assert!(!d.is_hot_at(&1, e(2)));
+    assert!(!d.is_hot_at(&1, ts(e(2))));
     // An add at 2: before = 1 < T, cools; after = 2 < T: silent.
-    assert_eq!(d.became_hot_at(&1, e(2), 1), None);
+    assert_eq!(d.became_hot_at(&1, ts(e(2)), 1), None);
     // Re-crossing after cooling reports again.
-    assert_eq!(d.became_hot_at(&1, e(2), 8), Some(10));
+    assert_eq!(d.became_hot_at(&1, ts(e(2)), 8), Some(10));
     // Hot but below the threshold before the add (the window moved):
     // cools and re-crosses in the same add, which reports.
-    assert_eq!(d.became_hot_at(&1, e(4), 10), Some(10));
-    assert!(d.is_hot_at(&1, e(4)));
+    assert_eq!(d.became_hot_at(&1, ts(e(4)), 10), Some(10));
+    assert!(d.is_hot_at(&1, ts(e(4))));
     // A late add into an epoch the key is already hot at: silent.
-    assert_eq!(d.became_hot_at(&1, e(3), 20), None);
+    assert_eq!(d.became_hot_at(&1, ts(e(3)), 20), None);
     // An add older than the ring (3 + 2 <= 5 once 5 is installed, by any
     // key) is dropped and decides nothing.
-    assert_eq!(d.became_hot_at(&2, e(5), 1), None);
-    assert_eq!(d.became_hot_at(&1, e(3), 50), None);
+    assert_eq!(d.became_hot_at(&2, ts(e(5)), 1), None);
+    assert_eq!(d.became_hot_at(&1, ts(e(3)), 50), None);
     // Slice 5 took the slot of slice 3 (5 mod 2 = 3 mod 2): the window at
     // 4 holds slice 4 alone now.
-    assert_eq!(d.windows().sum_at(&1, e(4)), 10);
-    assert_eq!(d.windows().sum_at(&1, e(5)), 10);
+    assert_eq!(d.windows().sum_at(&1, ts(e(4))), 10);
+    assert_eq!(d.windows().sum_at(&1, ts(e(5))), 10);
 }
 
 /// S = 3, T = 10: a key crosses at epoch 0, is hot at 2 (the window at 2
@@ -178,7 +184,11 @@ fn late_add_after_cooling_follows_the_rule() {
     let mut m = HotModel::new(SLICE, 3, 10, usize::MAX);
     let adds = [(e(0), 10), (e(2), 1), (e(4), 1), (e(2), 1)];
     for (t, n) in adds {
-        assert_eq!(d.became_hot_at(&7, t, n), m.add(&7, t, n), "add {n} at {t}");
+        assert_eq!(
+            d.became_hot_at(&7, ts(t), n),
+            m.add(&7, t, n),
+            "add {n} at {t}"
+        );
     }
 }
 
@@ -203,16 +213,16 @@ fn a_late_add_clears_the_bound_of_newer_slices() {
         for (i, (t, n)) in adds.into_iter().enumerate() {
             let want = m.add(&7, t, n);
             if plain && i == 3 {
-                assert!(d.windows().add_at(&7, t, n));
+                assert!(d.windows().add_at(&7, ts(t), n));
             } else {
                 assert_eq!(
-                    d.became_hot_at(&7, t, n),
+                    d.became_hot_at(&7, ts(t), n),
                     want,
                     "add {n} at {t} ({plain} {first})"
                 );
             }
         }
-        assert!(d.is_hot_at(&7, e(1)), "({plain} {first})");
+        assert!(d.is_hot_at(&7, ts(e(1))), "({plain} {first})");
     }
 }
 
@@ -235,17 +245,21 @@ fn hot_state_outlives_sweeps_while_hot() {
         (7, e(3), 10), // slice 3 heavy
     ];
     for (k, t, n) in adds {
-        assert_eq!(d.became_hot_at(&k, t, n), m.add(&k, t, n), "add {n} at {t}");
+        assert_eq!(
+            d.became_hot_at(&k, ts(t), n),
+            m.add(&k, t, n),
+            "add {n} at {t}"
+        );
     }
     // Another key makes epoch 4 the newest; an eviction at 4 (not after the
     // newest add) drops slices 0..=2 and must forget nothing the rule
     // needs: key 7 is hot at 3, and slice 3 is in the window at 4.
-    assert_eq!(d.became_hot_at(&8, e(4), 1), m.add(&8, e(4), 1));
-    assert_eq!(d.evict_idle_at(e(4)), m.ring.evict(e(4)));
-    assert_eq!(d.is_hot_at(&7, e(4)), m.is_hot(&7, e(4)));
+    assert_eq!(d.became_hot_at(&8, ts(e(4)), 1), m.add(&8, e(4), 1));
+    assert_eq!(d.evict_idle_at(ts(e(4))), m.ring.evict(e(4)));
+    assert_eq!(d.is_hot_at(&7, ts(e(4))), m.is_hot(&7, e(4)));
     // The window at 4 holds slice 3 (11 >= T): still hot, no new report.
-    assert_eq!(d.became_hot_at(&7, e(4), 10), m.add(&7, e(4), 10));
-    assert_eq!(d.is_hot_at(&7, e(4)), m.is_hot(&7, e(4)));
+    assert_eq!(d.became_hot_at(&7, ts(e(4)), 10), m.add(&7, e(4), 10));
+    assert_eq!(d.is_hot_at(&7, ts(e(4))), m.is_hot(&7, e(4)));
 }
 
 /// The detector's `evict_idle_at` at a time after the newest add (the
@@ -257,30 +271,33 @@ fn detector_eviction_after_the_newest_add_is_invisible() {
     let e = |x: u64| x * SLICE;
     let d = detector(SLICE, 2, 10);
     let mut m = HotModel::new(SLICE, 2, 10, usize::MAX);
-    assert_eq!(d.became_hot_at(&7, e(10), 10), Some(10));
+    assert_eq!(d.became_hot_at(&7, ts(e(10)), 10), Some(10));
     assert_eq!(m.add(&7, e(10), 10), Some(10));
     // At 15 slice 10 left the window: dropped, and the key's hot state.
-    assert_eq!(d.evict_idle_at(e(15)), m.ring.evict(e(15)));
+    assert_eq!(d.evict_idle_at(ts(e(15))), m.ring.evict(e(15)));
     assert!(d.windows().is_empty());
     // Epoch 10 is still the newest: an add there is counted, and the key
     // is hot at 10 already.
     assert_eq!(m.add(&7, e(10), 10), None);
-    assert_eq!(d.became_hot_at(&7, e(10), 10), None);
-    assert_eq!(d.is_hot_at(&7, e(10)), m.is_hot(&7, e(10)));
+    assert_eq!(d.became_hot_at(&7, ts(e(10)), 10), None);
+    assert_eq!(d.is_hot_at(&7, ts(e(10))), m.is_hot(&7, e(10)));
 }
 
 #[test]
 fn became_hot_at_returns_the_sum_including_the_add() {
-    let d = HotKeyDetector::with_clock(Duration::from_secs(1), 10, 5, ManualClock::new()).unwrap();
-    assert_eq!(d.became_hot_at("k", 0, 3), None);
-    assert_eq!(d.became_hot_at("k", 0, 4), Some(7));
-    assert_eq!(d.became_hot_at("k", 0, 4), None);
-    assert_eq!(d.windows().sum_at("k", 0), 11);
+    let d = HotKeyDetector::builder(Duration::from_secs(1), 10, 5)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    assert_eq!(d.became_hot_at("k", ts(0), 3), None);
+    assert_eq!(d.became_hot_at("k", ts(0), 4), Some(7));
+    assert_eq!(d.became_hot_at("k", ts(0), 4), None);
+    assert_eq!(d.windows().sum_at("k", ts(0)), 11);
     // Across slices: the sum is the whole window's.
     let slice = 100_000_000;
-    assert_eq!(d.became_hot_at("j", 0, 2), None);
-    assert_eq!(d.became_hot_at("j", 3 * slice, 2), None);
-    assert_eq!(d.became_hot_at("j", 9 * slice, 2), Some(6));
+    assert_eq!(d.became_hot_at("j", ts(0), 2), None);
+    assert_eq!(d.became_hot_at("j", ts(3 * slice), 2), None);
+    assert_eq!(d.became_hot_at("j", ts(9 * slice), 2), Some(6));
     assert_eq!(d.threshold(), 5);
 }
 
@@ -291,7 +308,10 @@ fn became_hot_at_returns_the_sum_including_the_add() {
 fn racing_crossing_reports_once() {
     for round in 0..sized(150u64, 1) {
         let d = Arc::new(
-            HotKeyDetector::with_clock(Duration::from_secs(1), 10, 40, ManualClock::new()).unwrap(),
+            HotKeyDetector::builder(Duration::from_secs(1), 10, 40)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap(),
         );
         for (phase, t) in [0u64, 1_000_000_000].into_iter().enumerate() {
             let hs: Vec<_> = (0..4)
@@ -299,7 +319,7 @@ fn racing_crossing_reports_once() {
                     let d = d.clone();
                     std::thread::spawn(move || {
                         (0..20)
-                            .filter_map(|_| d.became_hot_at(&round, t, 1))
+                            .filter_map(|_| d.became_hot_at(&round, ts(t), 1))
                             .collect::<Vec<u64>>()
                     })
                 })
@@ -310,8 +330,8 @@ fn racing_crossing_reports_once() {
                 (40..=80).contains(&reports[0]),
                 "round {round}: {reports:?}"
             );
-            assert!(d.is_hot_at(&round, t));
-            assert_eq!(d.windows().sum_at(&round, t), 80);
+            assert!(d.is_hot_at(&round, ts(t)));
+            assert_eq!(d.windows().sum_at(&round, ts(t)), 80);
         }
     }
 }
@@ -322,36 +342,36 @@ fn hot_handle_follows_the_rule() {
     let mut m = HotModel::new(SLICE, SLICES, 4, usize::MAX);
     let h = d.handle(&9u32);
     assert_eq!(*h.key(), 9);
-    assert_eq!(h.became_hot_at(0, 3), m.add(&9, 0, 3));
+    assert_eq!(h.became_hot_at(ts(0), 3), m.add(&9, 0, 3));
     // The detector and the handle share the key's state.
-    assert_eq!(d.became_hot_at(&9, 0, 1), Some(4));
+    assert_eq!(d.became_hot_at(&9, ts(0), 1), Some(4));
     assert_eq!(m.add(&9, 0, 1), Some(4));
-    assert!(!h.add_at(0, 1));
+    assert!(!h.add_at(ts(0), 1));
     m.add(&9, 0, 1);
-    assert!(h.is_hot_at(0));
+    assert!(h.is_hot_at(ts(0)));
     // A window later the key has cooled; the handle re-crosses alone.
     let later = SLICE * SLICES as u64;
-    assert!(!h.is_hot_at(later));
-    assert!(!h.add_at(later, 2));
+    assert!(!h.is_hot_at(ts(later)));
+    assert!(!h.add_at(ts(later), 2));
     assert_eq!(m.add(&9, later, 2), None);
-    assert_eq!(h.became_hot_at(later, 2), Some(4));
+    assert_eq!(h.became_hot_at(ts(later), 2), Some(4));
     assert_eq!(m.add(&9, later, 2), Some(4));
     // Everything evicted (slice 5 took slice 0's slot: one entry left): the
     // handle's adds insert the key again, and the rule (cool first, then
     // cross) reports again.
     let much_later = 3 * later;
-    assert_eq!(d.evict_idle_at(much_later), 1);
+    assert_eq!(d.evict_idle_at(ts(much_later)), 1);
     assert_eq!(m.ring.evict(much_later), 1);
     assert!(d.windows().is_empty());
-    assert!(!h.add_at(much_later, 1));
+    assert!(!h.add_at(ts(much_later), 1));
     assert_eq!(m.add(&9, much_later, 1), None);
-    assert!(h.add_at(much_later, 3));
+    assert!(h.add_at(ts(much_later), 3));
     assert_eq!(m.add(&9, much_later, 3), Some(4));
-    assert_eq!(d.windows().sum_at(&9, much_later), 4);
+    assert_eq!(d.windows().sum_at(&9, ts(much_later)), 4);
     // The clock's `add`.
-    d.windows().clock().set(much_later);
+    d.windows().clock().set(ts(much_later));
     assert!(!h.add(1));
-    assert!(h.is_hot_at(much_later));
+    assert!(h.is_hot_at(ts(much_later)));
     assert!(d.is_hot(&9));
 }
 
@@ -362,19 +382,19 @@ fn detector_eviction_drops_idle_hot_state() {
     const KEYS: u32 = sized(100, 20);
     let d = detector(SLICE, 4, 8);
     for k in 0..KEYS {
-        assert!(d.add_at(&k, 0, 8));
+        assert!(d.add_at(&k, ts(0), 8));
     }
     assert_eq!(d.heavy_keys(), KEYS as usize);
-    assert_eq!(d.hot_keys_at(0).len(), KEYS as usize);
+    assert_eq!(d.hot_keys_at(ts(0)).len(), KEYS as usize);
     // Two windows later the slices go; the hot state stays while no add
     // has moved the ring past epoch 0 (an add at 0 would still decide).
-    assert_eq!(d.evict_idle_at(8 * SLICE), KEYS as usize);
+    assert_eq!(d.evict_idle_at(ts(8 * SLICE)), KEYS as usize);
     assert_eq!(d.heavy_keys(), KEYS as usize);
-    assert!(d.hot_keys_at(8 * SLICE).is_empty());
+    assert!(d.hot_keys_at(ts(8 * SLICE)).is_empty());
     // The keys cross again as the rule says (cooled, then crossed), and
     // once the ring is at epoch 8 the idle keys' hot state goes.
-    assert!(d.add_at(&1, 8 * SLICE, 8));
-    d.evict_idle_at(8 * SLICE);
+    assert!(d.add_at(&1, ts(8 * SLICE), 8));
+    d.evict_idle_at(ts(8 * SLICE));
     assert_eq!(d.heavy_keys(), 1, "key 1 is heavy at epoch 8");
-    assert!(!d.add_at(&1, 8 * SLICE, 1), "already hot at 8");
+    assert!(!d.add_at(&1, ts(8 * SLICE), 1), "already hot at 8");
 }

@@ -1,6 +1,6 @@
 //! Tests of the per-key limiter, one thread: every key against its own
 //! direct limiter (the reference: per key the semantics are exactly
-//! `SlidingWindowLimiter`'s / `MultiLimiter`'s) over thousands of seeded
+//! `RateLimiter`'s / `MultiLimiter`'s) over thousands of seeded
 //! random requests, with quotas changing; refusals of new keys, string
 //! keys, quota changes, reads, idle keys, table moves and every
 //! configuration error. Threads are in `keyed_limiter_threads.rs`.
@@ -9,15 +9,41 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::time::Duration;
+use stripecount::clock::ManualClock;
+use stripecount::limiter::{FloodPolicy, KeyedLimiterBuilder};
 use stripecount::{
-    ConfigError, Decision, Denied, FloodPolicy, KeyedLimiter, ManualClock, MultiLimiter,
-    SlidingWindowLimiter,
+    ConfigError, Decision, Denied, KeyedLimiter, MultiLimiter, Quota, RateLimiter, Timestamp,
 };
 
 static_assertions::assert_impl_all!(KeyedLimiter<String>: std::fmt::Debug, Send, Sync);
 static_assertions::assert_impl_all!(FloodPolicy: std::fmt::Debug, Copy, Eq, Default);
 
 const MS: u64 = 1_000_000;
+
+/// The time `ns` nanoseconds after the origin.
+const fn ts(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// The quota of a level: `limit` per `window` in `slices` slices.
+fn quota(&(limit, window, slices): &(u64, Duration, usize)) -> Quota {
+    Quota::per(limit, window).slices(slices)
+}
+
+/// The quotas of `levels`, in order.
+fn quotas(levels: &[(u64, Duration, usize)]) -> Vec<Quota> {
+    levels.iter().map(quota).collect()
+}
+
+/// The builder of a limiter of one quota (`limit` per `window` in
+/// `slices` slices) on a `ManualClock`.
+fn builder<K: stripecount::keyed::Key>(
+    limit: u64,
+    window: Duration,
+    slices: usize,
+) -> KeyedLimiterBuilder<K, ManualClock> {
+    KeyedLimiter::builder(quota(&(limit, window, slices))).clock(ManualClock::new())
+}
 
 /// A test's size (seeds, steps, keys): `full` natively, `miri` under Miri,
 /// which interprets a test thousands of times slower. A test asserts the
@@ -33,7 +59,7 @@ const fn sized<T: Copy>(full: T, miri: T) -> T {
 /// A key's reference: its own direct limiter, given the key's limits
 /// before every call.
 enum Reference {
-    One(SlidingWindowLimiter<ManualClock>),
+    One(RateLimiter<ManualClock>),
     Multi(MultiLimiter<ManualClock>),
 }
 
@@ -41,10 +67,19 @@ impl Reference {
     fn new(levels: &[(u64, Duration, usize)]) -> Reference {
         let c = ManualClock::new();
         if levels.len() == 1 {
-            let (l, w, s) = levels[0];
-            Reference::One(SlidingWindowLimiter::with_clock(l, w, s, c).unwrap())
+            Reference::One(
+                RateLimiter::builder(quota(&levels[0]))
+                    .clock(c)
+                    .build()
+                    .unwrap(),
+            )
         } else {
-            Reference::Multi(MultiLimiter::with_clock(levels, c).unwrap())
+            Reference::Multi(
+                MultiLimiter::builder(quotas(levels))
+                    .clock(c)
+                    .build()
+                    .unwrap(),
+            )
         }
     }
 
@@ -61,29 +96,29 @@ impl Reference {
 
     fn decision(&self, now: u64, n: u64) -> Decision {
         match self {
-            Reference::One(l) => l.try_acquire_decision_at(now, n),
-            Reference::Multi(l) => l.try_acquire_decision_at(now, n),
+            Reference::One(l) => l.decide_at(ts(now), n),
+            Reference::Multi(l) => l.decide_at(ts(now), n),
         }
     }
 
     fn acquire(&self, now: u64, n: u64) -> bool {
         match self {
-            Reference::One(l) => l.try_acquire_at(now, n),
-            Reference::Multi(l) => l.try_acquire_at(now, n),
+            Reference::One(l) => l.try_acquire_at(ts(now), n),
+            Reference::Multi(l) => l.try_acquire_at(ts(now), n),
         }
     }
 
     fn peek(&self, now: u64, n: u64) -> Decision {
         match self {
-            Reference::One(l) => l.peek_at(now, n),
-            Reference::Multi(l) => l.peek_at(now, n),
+            Reference::One(l) => l.peek_at(ts(now), n),
+            Reference::Multi(l) => l.peek_at(ts(now), n),
         }
     }
 
     fn available(&self, now: u64) -> u64 {
         match self {
-            Reference::One(l) => l.available_at(now),
-            Reference::Multi(l) => l.available_at(now),
+            Reference::One(l) => l.available_at(ts(now)),
+            Reference::Multi(l) => l.available_at(ts(now)),
         }
     }
 }
@@ -94,10 +129,11 @@ impl Reference {
 /// jump back at random and eviction is off.
 fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bool, steps: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let lim: KeyedLimiter<u32, ManualClock> =
-        KeyedLimiter::multi_with_clock(levels, ManualClock::new())
-            .unwrap()
-            .with_auto_evict(monotone);
+    let lim: KeyedLimiter<u32, ManualClock> = KeyedLimiter::builder(quotas(levels))
+        .clock(ManualClock::new())
+        .auto_evict(monotone)
+        .build()
+        .unwrap();
     let k = levels.len();
     let slice = levels
         .iter()
@@ -127,17 +163,17 @@ fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bo
             0..=39 => {
                 let d = r.decision(t, n);
                 refused += u64::from(!d.is_granted());
-                assert_eq!(lim.try_acquire_decision_at(&key, t, n), d, "{}", ctx());
+                assert_eq!(lim.decide_at(&key, ts(t), n), d, "{}", ctx());
             }
             40..=69 => {
                 let granted = r.acquire(t, n);
                 refused += u64::from(!granted);
-                assert_eq!(lim.try_acquire_at(&key, t, n), granted, "{}", ctx());
+                assert_eq!(lim.try_acquire_at(&key, ts(t), n), granted, "{}", ctx());
             }
-            70..=79 => assert_eq!(lim.peek_at(&key, t, n), r.peek(t, n), "{}", ctx()),
-            80..=84 => assert_eq!(lim.available_at(&key, t), r.available(t), "{}", ctx()),
+            70..=79 => assert_eq!(lim.peek_at(&key, ts(t), n), r.peek(t, n), "{}", ctx()),
+            80..=84 => assert_eq!(lim.available_at(&key, ts(t)), r.available(t), "{}", ctx()),
             85..=88 => assert_eq!(
-                lim.retry_after_at(&key, t, n),
+                lim.retry_after_at(&key, ts(t), n),
                 r.peek(t, n).retry_after(),
                 "{}",
                 ctx()
@@ -157,7 +193,7 @@ fn against_references(seed: u64, levels: &[(u64, Duration, usize)], monotone: bo
             }
             97 => assert_eq!(lim.clear_key_limits(&key), overrides.remove(&key).is_some()),
             _ if monotone => {
-                lim.evict_idle_at(now);
+                lim.evict_idle_at(ts(now));
             }
             _ => {}
         }
@@ -213,63 +249,62 @@ fn eviction_is_invisible_while_time_moves_forward() {
 
 #[test]
 fn a_refused_new_key_says_too_many_keys() {
-    let lim = KeyedLimiter::with_clock(5, Duration::from_secs(1), 1, ManualClock::new())
-        .unwrap()
-        .with_max_keys(1);
-    assert!(lim.try_acquire(&"a"));
-    let d = lim.try_acquire_decision(&"b", 1);
+    let lim = builder(5, Duration::from_secs(1), 1)
+        .max_keys(1)
+        .build()
+        .unwrap();
+    assert!(lim.try_acquire(&"a", 1));
+    let d = lim.decide(&"b", 1);
     assert_eq!(
         (d.denied(), d.limit(), d.remaining(), d.retry_after()),
         (Some(Denied::TooManyKeys), 5, 0, None)
     );
     // A read of a key that cannot be held answers for an empty window.
     assert!(lim.peek(&"b", 5).is_granted());
-    assert!(lim.try_acquire_n(&"a", 4));
+    assert!(lim.try_acquire(&"a", 4));
     assert_eq!(lim.untracked_decisions(), 1);
 }
 
 #[test]
 fn string_keys_take_str_and_time_never_runs_backwards_for_a_key() {
-    let lim: KeyedLimiter<String, _> =
-        KeyedLimiter::with_clock(2, Duration::from_millis(2), 2, ManualClock::new()).unwrap();
-    assert!(lim.try_acquire_at("k", 5 * MS, 2));
+    let lim: KeyedLimiter<String, _> = builder(2, Duration::from_millis(2), 2).build().unwrap();
+    assert!(lim.try_acquire_at("k", ts(5 * MS), 2));
     // Stamped earlier: judged at the key's newest slice, which is full.
     assert_eq!(
-        lim.try_acquire_decision_at("k", 0, 1).denied(),
+        lim.decide_at("k", ts(0), 1).denied(),
         Some(Denied::Exhausted)
     );
-    assert!(lim.try_acquire_at(&"j".to_string(), 0, 2)); // another key's time is its own
-    assert!(lim.try_acquire_at("k", 7 * MS, 2));
+    assert!(lim.try_acquire_at(&"j".to_string(), ts(0), 2)); // another key's time is its own
+    assert!(lim.try_acquire_at("k", ts(7 * MS), 2));
 }
 
 #[test]
 fn quotas_change_without_resetting_windows() {
-    let lim = KeyedLimiter::with_clock(4, Duration::from_millis(2), 2, ManualClock::new()).unwrap();
-    assert!(lim.try_acquire_at(&1u8, 0, 4));
+    let lim = builder(4, Duration::from_millis(2), 2).build().unwrap();
+    assert!(lim.try_acquire_at(&1u8, ts(0), 4));
     lim.set_key_limit(&1, 8).unwrap();
-    assert!(lim.try_acquire_at(&1, 0, 4)); // raised: 4 more fit
+    assert!(lim.try_acquire_at(&1, ts(0), 4)); // raised: 4 more fit
     lim.set_key_limit(&1, 2).unwrap();
-    assert!(!lim.try_acquire_at(&1, MS, 1)); // lowered below the 8 held
+    assert!(!lim.try_acquire_at(&1, ts(MS), 1)); // lowered below the 8 held
     assert!(lim.clear_key_limits(&1));
-    assert!(!lim.try_acquire_at(&1, MS, 1)); // the default 4 is also full
-    assert!(lim.try_acquire_at(&1, 2 * MS, 4)); // the first slice expired
+    assert!(!lim.try_acquire_at(&1, ts(MS), 1)); // the default 4 is also full
+    assert!(lim.try_acquire_at(&1, ts(2 * MS), 4)); // the first slice expired
     assert_eq!(
         lim.set_key_limits(&1, &[1, 2]),
         Err(ConfigError::Invalid(
             "a key's limits need one value per limit of the limiter"
         ))
     );
-    let two = KeyedLimiter::<u8, _>::multi_with_clock(
-        &[
-            (1, Duration::from_millis(1), 1),
-            (2, Duration::from_millis(4), 4),
-        ],
-        ManualClock::new(),
-    )
+    let two = KeyedLimiter::<u8>::builder(quotas(&[
+        (1, Duration::from_millis(1), 1),
+        (2, Duration::from_millis(4), 4),
+    ]))
+    .clock(ManualClock::new())
+    .build()
     .unwrap();
     assert!(two.set_key_limit(&1, 3).is_err());
     assert!(two.set_key_limits(&1, &[3, 3]).is_ok());
-    assert!(two.try_acquire_at(&1, 0, 3));
+    assert!(two.try_acquire_at(&1, ts(0), 3));
     assert_eq!(two.limits_for(&1), vec![3, 3]);
 }
 
@@ -277,19 +312,18 @@ fn quotas_change_without_resetting_windows() {
 fn the_automatic_sweep_removes_idle_keys_within_one_more_window() {
     // 1 s in 10 slices: the sweep visits all shards in about 10 epochs.
     let slice = 100 * MS;
-    let lim =
-        KeyedLimiter::with_clock(100, Duration::from_secs(1), 10, ManualClock::new()).unwrap();
+    let lim = builder(100, Duration::from_secs(1), 10).build().unwrap();
     // Far from time 0, where a sweep step scheduled too late would show.
     let e0 = 10_000u64;
     const KEYS: u64 = sized(10_000, 20);
     for k in 0..KEYS {
-        assert!(lim.try_acquire_at(&k, e0 * slice, 1));
+        assert!(lim.try_acquire_at(&k, ts(e0 * slice), 1));
     }
     // One busy key, one request a slice; the others go idle after e0's
     // slice leaves the window, at e0 + 10.
     let busy = u64::MAX;
     for e in e0 + 1..=e0 + 21 {
-        assert!(lim.try_acquire_at(&busy, e * slice + 7, 1));
+        assert!(lim.try_acquire_at(&busy, ts(e * slice + 7), 1));
         if e < e0 + 10 {
             assert_eq!(
                 lim.len(),
@@ -311,15 +345,14 @@ fn the_sweep_paced_a_shard_a_step_still_removes_idle_keys() {
     // A request every millisecond meets each step once, so the sweep runs
     // a shard at a time (not 13 at the start of each slice), and still
     // leaves the keys of their window and removes them within two windows.
-    let lim =
-        KeyedLimiter::with_clock(10_000, Duration::from_secs(1), 10, ManualClock::new()).unwrap();
+    let lim = builder(10_000, Duration::from_secs(1), 10).build().unwrap();
     let t0 = 1_000_000 * MS;
     for k in 0..10_000u64 {
-        assert!(lim.try_acquire_at(&k, t0, 1));
+        assert!(lim.try_acquire_at(&k, ts(t0), 1));
     }
     let busy = u64::MAX;
     for ms in 1..=2_000u64 {
-        assert!(lim.try_acquire_at(&busy, t0 + ms * MS, 1));
+        assert!(lim.try_acquire_at(&busy, ts(t0 + ms * MS), 1));
         if ms < 900 {
             assert_eq!(lim.len(), 10_001, "at {ms} ms: a key evicted in its window");
         }
@@ -327,37 +360,41 @@ fn the_sweep_paced_a_shard_a_step_still_removes_idle_keys() {
     assert_eq!(lim.len(), 1, "idle keys left after two windows");
 }
 
+/// Automatic eviction turned off, then on again, in the builder: the last
+/// setting holds, and the limiter sweeps.
 #[test]
-fn auto_evict_turned_on_after_requests_sweeps() {
+fn auto_evict_set_twice_in_the_builder_keeps_the_last() {
     let slice = 100 * MS;
-    let lim = KeyedLimiter::with_clock(100, Duration::from_secs(1), 10, ManualClock::new())
-        .unwrap()
-        .with_auto_evict(false);
-    assert!(lim.try_acquire_at(&1u64, 0, 1));
-    let lim = lim.with_auto_evict(true);
+    let lim = builder(100, Duration::from_secs(1), 10)
+        .auto_evict(false)
+        .auto_evict(true)
+        .build()
+        .unwrap();
+    assert!(lim.try_acquire_at(&1u64, ts(0), 1));
     for e in 1..=21u64 {
-        assert!(lim.try_acquire_at(&2u64, e * slice, 1));
+        assert!(lim.try_acquire_at(&2u64, ts(e * slice), 1));
     }
     assert_eq!(lim.len(), 1, "key 1, idle for two windows, is still held");
 }
 
 #[test]
 fn reads_hold_no_key_and_idle_keys_go() {
-    let lim = KeyedLimiter::with_clock(3, Duration::from_millis(2), 2, ManualClock::new())
-        .unwrap()
-        .with_auto_evict(false);
-    assert_eq!(lim.available_at(&9u32, 0), 3);
-    assert_eq!(lim.retry_after_at(&9, 0, 4), None);
-    assert!(lim.peek_at(&9, 0, 3).is_granted());
-    assert!(lim.try_acquire_decision_at(&9, 0, 0).is_granted());
-    assert!(!lim.try_acquire_at(&9, 0, 4));
+    let lim = builder(3, Duration::from_millis(2), 2)
+        .auto_evict(false)
+        .build()
+        .unwrap();
+    assert_eq!(lim.available_at(&9u32, ts(0)), 3);
+    assert_eq!(lim.retry_after_at(&9, ts(0), 4), None);
+    assert!(lim.peek_at(&9, ts(0), 3).is_granted());
+    assert!(lim.decide_at(&9, ts(0), 0).is_granted());
+    assert!(!lim.try_acquire_at(&9, ts(0), 4));
     assert!(lim.is_empty());
-    assert!(lim.try_acquire_at(&9, 0, 1));
-    assert!(lim.try_acquire_at(&8, MS, 1));
-    assert_eq!(lim.evict_idle_at(2 * MS), 1); // 9's slice left the window
+    assert!(lim.try_acquire_at(&9, ts(0), 1));
+    assert!(lim.try_acquire_at(&8, ts(MS), 1));
+    assert_eq!(lim.evict_idle_at(ts(2 * MS)), 1); // 9's slice left the window
     assert_eq!(lim.len(), 1);
-    assert_eq!(lim.available_at(&9, 2 * MS), 3);
-    assert_eq!(lim.evict_idle_at(3 * MS), 1);
+    assert_eq!(lim.available_at(&9, ts(2 * MS)), 3);
+    assert_eq!(lim.evict_idle_at(ts(3 * MS)), 1);
     assert!(lim.is_empty());
 }
 
@@ -366,7 +403,9 @@ fn every_configuration_error() {
     let c = ManualClock::new;
     let s = Duration::from_secs(1);
     let single = |w: Duration, slices: usize| {
-        KeyedLimiter::<u64, _>::with_clock(1, w, slices, c())
+        KeyedLimiter::<u64>::builder(Quota::per(1, w).slices(slices))
+            .clock(c())
+            .build()
             .map(|_| ())
             .unwrap_err()
     };
@@ -380,14 +419,16 @@ fn every_configuration_error() {
         }
     );
     assert!(matches!(
-        single(s, stripecount::MAX_SLICES + 1),
+        single(s, stripecount::window::MAX_SLICES + 1),
         ConfigError::TooManySlices { .. }
     ));
     let long = Duration::from_secs(u64::MAX);
     assert_eq!(single(long, 1), ConfigError::WindowTooLong { window: long });
-    assert!(KeyedLimiter::<u64>::new(1, Duration::ZERO, 1).is_err());
+    assert!(KeyedLimiter::<u64>::new(Quota::per(1, Duration::ZERO).slices(1)).is_err());
     let multi = |l: &[(u64, Duration, usize)]| {
-        KeyedLimiter::<u64, _>::multi_with_clock(l, c())
+        KeyedLimiter::<u64>::builder(quotas(l))
+            .clock(c())
+            .build()
             .map(|_| ())
             .unwrap_err()
     };
@@ -398,7 +439,7 @@ fn every_configuration_error() {
         ConfigError::LevelSliceMismatch { level: 1 }
     );
     assert_eq!(multi(&[(1, s, 1), (1, s, 0)]), ConfigError::ZeroSlices);
-    assert!(KeyedLimiter::<u64>::multi(&[]).is_err());
+    assert!(KeyedLimiter::<u64>::new(quotas(&[])).is_err());
 }
 
 #[test]
@@ -406,12 +447,12 @@ fn keys_moved_to_bigger_tables_keep_their_windows() {
     // 20k keys force every shard to rebuild several times (100 under
     // Miri: none); each key's first grant must survive the moves.
     const KEYS: u32 = sized(20_000, 100);
-    let lim = KeyedLimiter::with_clock(2, Duration::from_secs(1), 1, ManualClock::new()).unwrap();
+    let lim = builder(2, Duration::from_secs(1), 1).build().unwrap();
     for k in 0..KEYS {
-        assert!(lim.try_acquire_n(&k, 2));
+        assert!(lim.try_acquire(&k, 2));
     }
     assert_eq!(lim.len(), KEYS as usize);
     for k in 0..KEYS {
-        assert!(!lim.try_acquire(&k), "key {k} lost its grant in a move");
+        assert!(!lim.try_acquire(&k, 1), "key {k} lost its grant in a move");
     }
 }

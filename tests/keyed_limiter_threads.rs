@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-use stripecount::{Clock, Denied, FloodPolicy, KeyedLimiter, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::limiter::FloodPolicy;
+use stripecount::{Clock, Denied, KeyedLimiter, Quota};
 
 /// A test's size (slices run, demand, keys): `full` natively, `miri` under
 /// Miri, which interprets a test thousands of times slower. A test asserts
@@ -62,14 +64,13 @@ fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
     let hot_demand = HOT_LIMIT * if fill { sized(8, 3) } else { sized(8, 1) };
     let clock = ManualClock::new();
     let lim = Arc::new(
-        KeyedLimiter::with_clock(
-            COLD_LIMIT,
-            Duration::from_millis(SLICES),
-            SLICES as usize,
-            clock.clone(),
+        KeyedLimiter::builder(
+            Quota::per(COLD_LIMIT, Duration::from_millis(SLICES)).slices(SLICES as usize),
         )
-        .unwrap()
-        .with_max_keys(max_keys),
+        .clock(clock.clone())
+        .max_keys(max_keys)
+        .build()
+        .unwrap(),
     );
     for hot in [0u64, 1] {
         lim.set_key_limit(&hot, HOT_LIMIT).unwrap();
@@ -102,9 +103,9 @@ fn hammer(cold_keys: u64, max_keys: usize, fill: bool) {
                         rng.random_range(2..2 + cold_keys)
                     };
                     let n = rng.random_range(1..=2);
-                    let d = lim.try_acquire_decision_at(&key, clock.now(), n);
+                    let d = lim.decide_at(&key, clock.now(), n);
                     match d.result() {
-                        Ok(e) => grants.push((key, e, n)),
+                        Ok(()) => grants.push((key, d.__slice().unwrap(), n)),
                         Err(Denied::TooManyKeys) => {
                             too_many.fetch_add(1, Ordering::Relaxed);
                             refused += 1;
@@ -198,10 +199,12 @@ fn a_flood_of_distinct_keys_stays_within_max_keys() {
         const KEYS: u64 = sized(5000, 20);
         let clock = ManualClock::new();
         let lim = Arc::new(
-            KeyedLimiter::with_clock(2, Duration::from_secs(1), 10, clock.clone())
-                .unwrap()
-                .with_max_keys(MAX)
-                .with_flood_policy(policy),
+            KeyedLimiter::builder(Quota::per(2, Duration::from_secs(1)).slices(10))
+                .clock(clock.clone())
+                .max_keys(MAX)
+                .flood_policy(policy)
+                .build()
+                .unwrap(),
         );
         let done = Arc::new(AtomicBool::new(false));
         let watcher = {
@@ -221,7 +224,7 @@ fn a_flood_of_distinct_keys_stays_within_max_keys() {
                     let (lim, granted) = (lim.clone(), granted.clone());
                     std::thread::spawn(move || {
                         for k in (first + t..first + KEYS).step_by(2) {
-                            if lim.try_acquire(&k) {
+                            if lim.try_acquire(&k, 1) {
                                 granted.fetch_add(1, Ordering::Relaxed);
                             }
                         }

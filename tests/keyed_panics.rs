@@ -10,7 +10,9 @@ use std::hash::BuildHasherDefault;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 use std::time::Duration;
-use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::limiter::KeyedLimiterBuilder;
+use stripecount::{KeyedLimiter, KeyedWindows, Quota, Timestamp};
 
 /// The payload of a [`Touchy`] clone's panic.
 const BOOM: &str = "Touchy::clone was told to panic";
@@ -62,78 +64,85 @@ fn with_clones_panicking(f: impl FnOnce()) -> bool {
     r.is_err()
 }
 
+/// The time `ns` nanoseconds after the origin.
+const fn ts(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// The builder of a limiter of 3 permits per 10 s in 10 slices, on a
+/// manual clock.
+fn limiter_builder() -> KeyedLimiterBuilder<Touchy, ManualClock, Fixed> {
+    KeyedLimiter::builder(Quota::per(3, Duration::from_secs(10)).slices(10))
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+}
+
 /// 3 permits per 10 s in 10 slices, on a manual clock.
 fn limiter() -> KeyedLimiter<Touchy, ManualClock, Fixed> {
-    KeyedLimiter::with_hasher(
-        3,
-        Duration::from_secs(10),
-        10,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap()
+    limiter_builder().build().unwrap()
 }
 
 #[test]
 fn a_panicking_clone_on_insert_leaves_the_limiter_whole() {
     quiet_expected_panics();
     const MAX_KEYS: u64 = 100;
-    let l = limiter().with_max_keys(MAX_KEYS as usize);
+    let l = limiter_builder()
+        .max_keys(MAX_KEYS as usize)
+        .build()
+        .unwrap();
     for k in 0..50 {
-        assert!(l.try_acquire_at(&Touchy(k), 0, 1));
+        assert!(l.try_acquire_at(&Touchy(k), ts(0), 1));
     }
     for k in 50..60 {
         assert!(with_clones_panicking(|| {
-            l.try_acquire_at(&Touchy(k), 0, 1);
+            l.try_acquire_at(&Touchy(k), ts(0), 1);
         }));
     }
     // A held key needs no clone: it is granted as before.
     assert!(!with_clones_panicking(|| {
-        assert!(l.try_acquire_at(&Touchy(0), 0, 1));
+        assert!(l.try_acquire_at(&Touchy(0), ts(0), 1));
     }));
     assert_eq!(l.len(), 50, "no key of a panicked insert is held");
     // Every place under the bound is still there: 50 more keys, no more.
     for k in 50..MAX_KEYS {
-        assert!(l.try_acquire_at(&Touchy(k), 0, 1), "key {k}");
+        assert!(l.try_acquire_at(&Touchy(k), ts(0), 1), "key {k}");
     }
     assert!(
-        !l.try_acquire_at(&Touchy(MAX_KEYS), 0, 1),
+        !l.try_acquire_at(&Touchy(MAX_KEYS), ts(0), 1),
         "the bound holds"
     );
     assert_eq!(l.len(), MAX_KEYS as usize);
     // And every key's count is exact, the poisoned shard's ones included.
     for k in 0..MAX_KEYS {
         let used = if k == 0 { 2 } else { 1 };
-        assert_eq!(l.available_at(&Touchy(k), 0), 3 - used, "key {k}");
+        assert_eq!(l.available_at(&Touchy(k), ts(0)), 3 - used, "key {k}");
     }
 }
 
 #[test]
 fn a_panicking_clone_on_insert_leaves_the_windows_whole() {
     quiet_expected_panics();
-    let w = KeyedWindows::<Touchy, ManualClock, Fixed>::with_hasher(
-        Duration::from_secs(10),
-        10,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap()
-    .with_max_keys(100);
+    let w = KeyedWindows::<Touchy>::builder(Duration::from_secs(10), 10)
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+        .max_keys(100)
+        .build()
+        .unwrap();
     for k in 0..50 {
-        assert!(w.add_at(&Touchy(k), 0, k + 1));
+        assert!(w.add_at(&Touchy(k), ts(0), k + 1));
     }
     for k in 50..60 {
         assert!(with_clones_panicking(|| {
-            w.add_at(&Touchy(k), 0, 1);
+            w.add_at(&Touchy(k), ts(0), 1);
         }));
     }
     // Every place under the bound is still there: 50 more keys, no more.
     for k in 50..100 {
-        assert!(w.add_at(&Touchy(k), 0, k + 1), "key {k}");
+        assert!(w.add_at(&Touchy(k), ts(0), k + 1), "key {k}");
     }
-    assert!(!w.add_at(&Touchy(100), 0, 1), "the bound holds");
+    assert!(!w.add_at(&Touchy(100), ts(0), 1), "the bound holds");
     for k in 0..100 {
-        assert_eq!(w.sum_at(&Touchy(k), 0), k + 1, "key {k}");
+        assert_eq!(w.sum_at(&Touchy(k), ts(0)), k + 1, "key {k}");
     }
 }
 
@@ -154,7 +163,7 @@ fn a_panic_in_a_move_aborts() {
         let l = limiter();
         for k in 0..100_000 {
             CLONES_LEFT.with(|c| c.set(Some(1)));
-            assert!(l.try_acquire_at(&Touchy(k), 0, 1));
+            assert!(l.try_acquire_at(&Touchy(k), ts(0), 1));
         }
         return; // no move panicked: the parent fails
     }

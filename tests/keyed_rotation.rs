@@ -74,7 +74,7 @@ fn rotation_racing_adds_keeps_windows_exact() {
                         barrier.wait();
                         for i in 0..PER {
                             let (k, e, v) = add_of(t, p, i);
-                            let counted = w.add_at(&k, e * SLICE + (i as u64 % SLICE), 1);
+                            let counted = w.add_at(&k, ts(e * SLICE + (i as u64 % SLICE)), 1);
                             if v {
                                 assert!(counted, "phase {p}: an add at {e} inside the ring");
                             } else if counted {
@@ -94,7 +94,7 @@ fn rotation_racing_adds_keeps_windows_exact() {
                 while !stop.load(Ordering::SeqCst) {
                     let p = phase.load(Ordering::SeqCst);
                     let k = (checks % KEYS as u64) as u32;
-                    let got = w.sum_at(&k, p * SLICE);
+                    let got = w.sum_at(&k, ts(p * SLICE));
                     assert!(w.len() <= slices * KEYS as usize);
                     if phase.load(Ordering::SeqCst) != p {
                         continue;
@@ -119,11 +119,11 @@ fn rotation_racing_adds_keeps_windows_exact() {
             let mut sums = BTreeMap::new();
             for k in 0..KEYS {
                 let want = expect(k, p, p);
-                assert_eq!(w.sum_at(&k, p * SLICE), want, "S={s} phase {p} key {k}");
+                assert_eq!(w.sum_at(&k, ts(p * SLICE)), want, "S={s} phase {p} key {k}");
                 sums.insert(k, want);
             }
             check_top(
-                w.top_at(p * SLICE, 3),
+                w.top_at(ts(p * SLICE), 3),
                 &sums,
                 3,
                 &format!("S={s} phase {p}"),
@@ -171,7 +171,7 @@ fn free_running_rotation_follows_the_ring_rule() {
                             } else {
                                 p.saturating_sub(rng.random_range(1..=s + 1))
                             };
-                            if w.add_at(&k, e * SLICE, 1) {
+                            if w.add_at(&k, ts(e * SLICE), 1) {
                                 *counted.entry((k, e)).or_default() += 1;
                             } else {
                                 dropped.push(e);
@@ -190,9 +190,9 @@ fn free_running_rotation_follows_the_ring_rule() {
                     while !stop.load(Ordering::Relaxed) {
                         let q = newest_seen.load(Ordering::Relaxed) * SLICE;
                         for k in 0..KEYS {
-                            assert!(w.sum_at(&k, q) <= bound);
+                            assert!(w.sum_at(&k, ts(q)) <= bound);
                         }
-                        for (_, c) in w.top_at(q, 2) {
+                        for (_, c) in w.top_at(ts(q), 2) {
                             assert!(c <= bound);
                         }
                         assert!(w.len() <= slices * KEYS as usize);
@@ -222,7 +222,7 @@ fn free_running_rotation_follows_the_ring_rule() {
             let want: u64 = (first..=last)
                 .map(|e| counted.get(&(k, e)).copied().unwrap_or(0))
                 .sum();
-            assert_eq!(w.sum_at(&k, last * SLICE), want, "S={s} key {k}");
+            assert_eq!(w.sum_at(&k, ts(last * SLICE)), want, "S={s} key {k}");
         }
         let taken = take_all_of(&w);
         let epochs: std::collections::BTreeSet<u64> = taken.keys().map(|x| x.1).collect();
@@ -254,7 +254,7 @@ fn eviction_racing_adds_loses_nothing() {
     for round in 0..sized(20u64, 2) {
         let w = Arc::new(windows());
         for k in 0..KEYS {
-            w.add_at(&k, 0, 1);
+            w.add_at(&k, ts(0), 1);
         }
         // An epoch a window or more later, not in slot 0: only an eviction
         // drops slice 0.
@@ -264,7 +264,7 @@ fn eviction_racing_adds_loses_nothing() {
                 let w = w.clone();
                 std::thread::spawn(move || {
                     (0..EVICTIONS)
-                        .map(|_| w.evict_idle_at(later))
+                        .map(|_| w.evict_idle_at(ts(later)))
                         .sum::<usize>()
                 })
             })
@@ -274,7 +274,7 @@ fn eviction_racing_adds_loses_nothing() {
                 let w = w.clone();
                 std::thread::spawn(move || {
                     for i in 0..ADDS {
-                        assert!(w.add_at(&((i + t) % KEYS), later, 1));
+                        assert!(w.add_at(&((i + t) % KEYS), ts(later), 1));
                     }
                 })
             })
@@ -284,7 +284,7 @@ fn eviction_racing_adds_loses_nothing() {
         }
         let evicted: usize = evictors.into_iter().map(|e| e.join().unwrap()).sum();
         assert_eq!(evicted, KEYS as usize, "round {round}");
-        let total: u64 = (0..KEYS).map(|k| w.sum_at(&k, later)).sum();
+        let total: u64 = (0..KEYS).map(|k| w.sum_at(&k, ts(later))).sum();
         assert_eq!(total, 2 * u64::from(ADDS));
         assert_eq!(w.len(), KEYS as usize);
     }

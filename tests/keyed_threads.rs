@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-use stripecount::{Clock, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{Clock, KeyedWindows};
 
 /// The same from threads: in each slice exactly `max_keys` adds of new
 /// keys are tracked (whichever threads win), every other one is counted
@@ -23,7 +24,12 @@ fn key_flood_from_threads_is_bounded_per_slice() {
     const MAX: usize = sized(64, 16);
     const PER: u32 = sized(2_000, 5);
     const PHASES: u64 = sized(8, 6);
-    let w = Arc::new(windows().with_max_keys(MAX));
+    let w = Arc::new(
+        windows_builder(SLICE, SLICES)
+            .max_keys(MAX)
+            .build()
+            .unwrap(),
+    );
     let barrier = Arc::new(Barrier::new(THREADS as usize + 1));
     let hs: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -35,7 +41,7 @@ fn key_flood_from_threads_is_bounded_per_slice() {
                     let mut mine = 0u64;
                     for i in 0..PER {
                         let k = (p as u32) * 1_000_000 + t * PER + i;
-                        if w.add_at(&k, p * SLICE, 1) {
+                        if w.add_at(&k, ts(p * SLICE), 1) {
                             mine += 1;
                         }
                         assert!(w.len() <= SLICES * MAX);
@@ -62,7 +68,7 @@ fn key_flood_from_threads_is_bounded_per_slice() {
     }
     assert_eq!(per_phase, vec![MAX as u64; PHASES as usize]);
     // The slices in the window at the last phase hold MAX keys each, 1 each.
-    let sums = w.top_at((PHASES - 1) * SLICE, usize::MAX);
+    let sums = w.top_at(ts((PHASES - 1) * SLICE), usize::MAX);
     assert_eq!(sums.len(), MAX * SLICES);
     assert!(sums.iter().all(|x| x.1 == 1));
 }
@@ -80,14 +86,12 @@ fn concurrent_adds_are_all_counted() {
     const ADDS: u64 = sized(40_000, 30);
     let mut striped_rounds = 0;
     for round in 0..sized(8u64, 1) {
-        let clock = ManualClock::starting_at(3 * SLICE + 17);
+        let clock = ManualClock::starting_at(ts(3 * SLICE + 17));
         let w = Arc::new(
-            KeyedWindows::with_clock(
-                Duration::from_nanos(SLICE * SLICES as u64),
-                SLICES,
-                clock.clone(),
-            )
-            .unwrap(),
+            KeyedWindows::builder(Duration::from_nanos(SLICE * SLICES as u64), SLICES)
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
         );
         let now = clock.now();
         let start = Arc::new(Barrier::new(THREADS as usize));
@@ -143,7 +147,7 @@ fn concurrent_adds_are_all_counted() {
         // The next slice's entry is a fresh one: not striped after one add,
         // and the key's bytes are still those of its striped entry.
         let bytes = w.key_memory_bytes(&0);
-        let next = now + SLICE;
+        let next = now + Duration::from_nanos(SLICE);
         assert!(w.add_at(&0, next, 1));
         assert!(!w.is_striped_at(&0, next));
         assert_eq!(w.key_memory_bytes(&0), bytes);
@@ -182,7 +186,7 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
                     for i in 0..ADDS {
                         let k = ((i * 7 + t * 13 + round) % KEYS as u64) as u32;
                         let e = i / (ADDS / 4);
-                        assert!(w.add_at(&k, e * SLICE + i % SLICE, 1));
+                        assert!(w.add_at(&k, ts(e * SLICE + i % SLICE), 1));
                         *mine.entry((k, e)).or_insert(0u64) += 1;
                     }
                     mine
@@ -195,7 +199,7 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
                 let mut last = [0u64; KEYS as usize];
                 while !stop.load(Ordering::Relaxed) {
                     for k in 0..KEYS {
-                        let s = w.sum_at(&k, q);
+                        let s = w.sum_at(&k, ts(q));
                         assert!(
                             s >= last[k as usize],
                             "key {k}: {s} after {}",
@@ -213,7 +217,7 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
                 let w = w.clone();
                 std::thread::spawn(move || {
                     for k in base..base + FLOOD {
-                        assert!(w.add_at(&k, e * SLICE, 1));
+                        assert!(w.add_at(&k, ts(e * SLICE), 1));
                     }
                 })
             })
@@ -233,10 +237,10 @@ fn table_moves_under_concurrent_adds_lose_nothing() {
             let want: u64 = (0..4)
                 .map(|e| added.get(&(k, e)).copied().unwrap_or(0))
                 .sum();
-            assert_eq!(w.sum_at(&k, q), want, "round {round} key {k}");
+            assert_eq!(w.sum_at(&k, ts(q)), want, "round {round} key {k}");
         }
         for k in (1_000..1_000 + FLOOD).chain(100_000..100_000 + FLOOD) {
-            assert_eq!(w.sum_at(&k, q), 1, "round {round} key {k}");
+            assert_eq!(w.sum_at(&k, ts(q)), 1, "round {round} key {k}");
         }
         assert_eq!(w.len(), 2 * FLOOD as usize + added.len());
         let mut taken = take_all_of(&w);
@@ -263,7 +267,7 @@ fn take_all_racing_adds_is_exact() {
                 for i in 0..ADDS {
                     let k = ((i as u32) * 3 + t) % KEYS;
                     let now = (i / (ADDS / 4)) * SLICE;
-                    assert!(w.add_at(&k, now, 1));
+                    assert!(w.add_at(&k, ts(now), 1));
                     *added.entry((k, now / SLICE)).or_insert(0u64) += 1;
                 }
                 done.fetch_add(1, Ordering::Release);
@@ -278,12 +282,14 @@ fn take_all_racing_adds_is_exact() {
     while done.load(Ordering::Acquire) < 2 {
         if i % 4 == 0 {
             let k = (i / 4) % KEYS;
-            w.take(&k, |e, c| {
-                *taken.entry((k, e)).or_default() += c;
+            w.take(&k, |start, c| {
+                *taken.entry((k, slice_epoch(start, SLICE))).or_default() += c;
                 take_one += c;
             });
         } else {
-            w.take_all(|k, e, c| *taken.entry((*k, e)).or_default() += c);
+            w.take_all(|k, start, c| {
+                *taken.entry((*k, slice_epoch(start, SLICE))).or_default() += c
+            });
         }
         i += 1;
     }
@@ -293,13 +299,13 @@ fn take_all_racing_adds_is_exact() {
             *added.entry(k).or_default() += v;
         }
     }
-    let remaining: u64 = (0..KEYS).map(|k| w.sum_at(&k, 4 * SLICE)).sum();
+    let remaining: u64 = (0..KEYS).map(|k| w.sum_at(&k, ts(4 * SLICE))).sum();
     let taken_so_far: u64 = taken.values().sum();
     assert_eq!(taken_so_far + remaining, 2 * ADDS);
-    w.take_all(|k, e, c| *taken.entry((*k, e)).or_default() += c);
+    w.take_all(|k, start, c| *taken.entry((*k, slice_epoch(start, SLICE))).or_default() += c);
     assert_eq!(taken, added);
     for k in 0..KEYS {
-        assert_eq!(w.sum_at(&k, 4 * SLICE), 0);
+        assert_eq!(w.sum_at(&k, ts(4 * SLICE)), 0);
     }
     // The entries stay (at zero) until their slices leave the window.
     assert_eq!(w.len(), 4 * KEYS as usize);
@@ -323,7 +329,7 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
     for round in 0..sized(40u64, 2) {
         let d = Arc::new(detector(SLICE, 4, T));
         // The newest slice first, so that the other thread's adds are late.
-        assert!(!d.add_at(&99, t(3), 1));
+        assert!(!d.add_at(&99, ts(t(3)), 1));
         let newest_done = Arc::new(AtomicBool::new(false));
         let newest = {
             let (d, done) = (d.clone(), newest_done.clone());
@@ -331,7 +337,7 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
                 for _ in 0..12 {
                     for key in 0..KEYS {
                         // Racing late adds can make one of these report.
-                        d.add_at(&key, t(3), 1);
+                        d.add_at(&key, ts(t(3)), 1);
                     }
                 }
                 done.store(true, Ordering::Release);
@@ -346,7 +352,7 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
                 let mut rng = StdRng::seed_from_u64(round);
                 for _ in 0..35 {
                     for key in 0..KEYS {
-                        d.add_at(&key, t(rng.random_range(1..3)), 1);
+                        d.add_at(&key, ts(t(rng.random_range(1..3))), 1);
                     }
                 }
             })
@@ -354,9 +360,9 @@ fn late_adds_from_threads_leave_no_crossing_unreported() {
         newest.join().unwrap();
         late.join().unwrap();
         for key in 0..KEYS {
-            assert_eq!(d.windows().sum_at(&key, t(3)), 47);
+            assert_eq!(d.windows().sum_at(&key, ts(t(3))), 47);
             assert!(
-                d.is_hot_at(&key, t(3)) || d.add_at(&key, t(3), 1),
+                d.is_hot_at(&key, ts(t(3))) || d.add_at(&key, ts(t(3)), 1),
                 "round {round}: key {key} neither hot at 3 nor reported by its next add"
             );
         }
@@ -384,7 +390,7 @@ fn many_threads_adding_through_slice_turnover_lose_nothing() {
                 for e in 0..EPOCHS {
                     for i in 0..PER {
                         let k = ((t * 7 + i * 13 + e) % KEYS) as u32;
-                        if w.add_at(&k, e * SLICE + i % SLICE, 1) {
+                        if w.add_at(&k, ts(e * SLICE + i % SLICE), 1) {
                             *counted.entry((k, e)).or_insert(0u64) += 1;
                         }
                     }
@@ -406,7 +412,7 @@ fn many_threads_adding_through_slice_turnover_lose_nothing() {
             .clone()
             .map(|e| counted.get(&(k, e)).copied().unwrap_or(0))
             .sum();
-        assert_eq!(w.sum_at(&k, last * SLICE), want, "key {k}");
+        assert_eq!(w.sum_at(&k, ts(last * SLICE)), want, "key {k}");
     }
     // The last epoch's adds all land (nothing is newer), so the check
     // above is not vacuous.

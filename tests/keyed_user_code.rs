@@ -30,36 +30,35 @@
 mod faulty;
 
 use faulty::{
-    paused, quiet_expected_panics, sweep, Faulty, Fixed, Run, Site, CALLS, FAULT, KEYS, LIVE,
+    paused, quiet_expected_panics, sweep, ts, Faulty, Fixed, Run, Site, CALLS, FAULT, KEYS, LIVE,
     SITES, SLICE,
 };
 use std::time::Duration;
-use stripecount::{HotKeyDetector, KeyedLimiter, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{HotKeyDetector, KeyedLimiter, KeyedWindows, Quota};
 
 type Windows = KeyedWindows<Faulty, ManualClock, Fixed>;
 
 fn windows_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
     const MAX_KEYS: usize = 4;
-    let w: Windows = KeyedWindows::with_hasher(
-        Duration::from_secs(4),
-        4,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap()
-    .with_max_keys(MAX_KEYS);
+    let w: Windows = KeyedWindows::builder(Duration::from_secs(4), 4)
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+        .max_keys(MAX_KEYS)
+        .build()
+        .unwrap();
     let run = Run::new(fault);
     let bound = |w: &Windows| assert!(paused(|| w.len()) <= 4 * MAX_KEYS, "the bound holds");
     // One window: every count stays in the ring.
     for e in 0..4u64 {
         for k in 0..KEYS as usize {
             let n = k as u64 + 1;
-            run.add(k, n, || w.add_at(&run.keys[k], e * SLICE, n));
+            run.add(k, n, || w.add_at(&run.keys[k], ts(e * SLICE), n));
             bound(&w);
         }
         let k = e as usize;
-        run.step(|| w.sum_at(&run.keys[k], e * SLICE));
-        run.step(|| drop(w.top_at(e * SLICE, 2)));
+        run.step(|| w.sum_at(&run.keys[k], ts(e * SLICE)));
+        run.step(|| drop(w.top_at(ts(e * SLICE), 2)));
         if e == 1 {
             run.step(|| w.take(&run.keys[2], |_, c| run.credit(&run.keys[2], c)));
         }
@@ -70,7 +69,11 @@ fn windows_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
     }
     // Every count added is taken or held, once.
     paused(|| {
-        let held: Vec<u64> = run.keys.iter().map(|k| w.sum_at(k, 3 * SLICE)).collect();
+        let held: Vec<u64> = run
+            .keys
+            .iter()
+            .map(|k| w.sum_at(k, ts(3 * SLICE)))
+            .collect();
         for (k, h) in held.iter().enumerate() {
             let total = run.taken.borrow()[k] + h;
             assert!(
@@ -84,16 +87,16 @@ fn windows_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
     // dropped) at later inserts.
     for e in 10..20u64 {
         let k = (e % KEYS) as usize;
-        run.step(|| w.add_at(&run.keys[k], e * SLICE, 1));
+        run.step(|| w.add_at(&run.keys[k], ts(e * SLICE), 1));
         bound(&w);
     }
-    run.step(|| w.evict_idle_at(40 * SLICE));
+    run.step(|| w.evict_idle_at(ts(40 * SLICE)));
     // Still exact.
     paused(|| {
         for (k, key) in run.keys.iter().enumerate() {
             let now = (50 + k as u64) * SLICE;
-            assert!(w.add_at(key, now, 7));
-            assert_eq!(w.sum_at(key, now), 7, "key {k}");
+            assert!(w.add_at(key, ts(now), 7));
+            assert_eq!(w.sum_at(key, ts(now)), 7, "key {k}");
         }
     });
     // Dropped with the fault armed: every key goes even if one panics.
@@ -113,26 +116,23 @@ type Limiter = KeyedLimiter<Faulty, ManualClock, Fixed>;
 fn limiter_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
     const LIMIT: u64 = 3;
     const MAX_KEYS: usize = 4;
-    let l: Limiter = KeyedLimiter::with_hasher(
-        LIMIT,
-        Duration::from_secs(4),
-        4,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap()
-    .with_max_keys(MAX_KEYS);
+    let l: Limiter = KeyedLimiter::builder(Quota::per(LIMIT, Duration::from_secs(4)).slices(4))
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+        .max_keys(MAX_KEYS)
+        .build()
+        .unwrap();
     let run = Run::new(fault);
     let bound = |l: &Limiter| assert!(paused(|| l.len()) <= MAX_KEYS, "the bound holds");
     run.step(|| l.set_key_limit(&run.keys[4], 5).unwrap());
     for e in 0..4u64 {
         for k in 0..KEYS as usize {
-            run.add(k, 1, || l.try_acquire_at(&run.keys[k], e * SLICE, 1));
+            run.add(k, 1, || l.try_acquire_at(&run.keys[k], ts(e * SLICE), 1));
             bound(&l);
         }
         let k = e as usize;
-        run.step(|| l.peek_at(&run.keys[k], e * SLICE, 1));
-        run.step(|| l.available_at(&run.keys[k], e * SLICE));
+        run.step(|| l.peek_at(&run.keys[k], ts(e * SLICE), 1));
+        run.step(|| l.available_at(&run.keys[k], ts(e * SLICE)));
     }
     // Never over a limit within one window: 3, or key 4's 5 if its
     // override was set (counting the grants that returned).
@@ -144,20 +144,20 @@ fn limiter_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
     run.step(|| l.clear_key_limits(&run.keys[4]));
     for e in 10..20u64 {
         let k = (e % KEYS) as usize;
-        run.step(|| l.try_acquire_at(&run.keys[k], e * SLICE, 1));
+        run.step(|| l.try_acquire_at(&run.keys[k], ts(e * SLICE), 1));
         bound(&l);
     }
-    run.step(|| l.evict_idle_at(40 * SLICE));
+    run.step(|| l.evict_idle_at(ts(40 * SLICE)));
     // Still exact, with every place under the bound.
     paused(|| {
         l.clear_key_limits(&run.keys[4]);
-        l.evict_idle_at(50 * SLICE);
+        l.evict_idle_at(ts(50 * SLICE));
         assert_eq!(l.len(), 0);
         for (k, key) in run.keys.iter().enumerate().take(MAX_KEYS) {
             let now = 60 * SLICE;
-            assert_eq!(l.available_at(key, now), LIMIT, "key {k}");
-            assert!(l.try_acquire_at(key, now, LIMIT));
-            assert!(!l.try_acquire_at(key, now, 1));
+            assert_eq!(l.available_at(key, ts(now)), LIMIT, "key {k}");
+            assert!(l.try_acquire_at(key, ts(now), LIMIT));
+            assert!(!l.try_acquire_at(key, ts(now), 1));
         }
         assert_eq!(l.len(), MAX_KEYS);
     });
@@ -177,24 +177,18 @@ type Detector = HotKeyDetector<Faulty, ManualClock, Fixed>;
 
 /// The detector: threshold 6 over 4 slices (a slice at 2 is heavy).
 fn detector_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
-    let d: Detector = HotKeyDetector::over(
-        KeyedWindows::with_hasher(
-            Duration::from_secs(4),
-            4,
-            ManualClock::new(),
-            Fixed::default(),
-        )
-        .unwrap(),
-        6,
-    )
-    .unwrap()
-    .with_max_keys(8);
+    let d: Detector = HotKeyDetector::builder(Duration::from_secs(4), 4, 6)
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+        .max_keys(8)
+        .build()
+        .unwrap();
     let run = Run::new(fault);
     let mut reports = [0u32; KEYS as usize];
     for e in 0..4u64 {
         for (k, r) in reports.iter_mut().enumerate() {
             let n = k as u64;
-            let hot = run.step(|| d.became_hot_at(&run.keys[k], e * SLICE, n));
+            let hot = run.step(|| d.became_hot_at(&run.keys[k], ts(e * SLICE), n));
             match hot {
                 Some(h) => run.counted.borrow_mut()[k] += n * u64::from(h.is_some() || n > 0),
                 None => run.unsure.borrow_mut()[k] += n,
@@ -202,14 +196,14 @@ fn detector_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
             *r += u32::from(matches!(hot, Some(Some(_))));
         }
         let k = e as usize;
-        run.step(|| d.is_hot_at(&run.keys[k], e * SLICE));
-        run.step(|| drop(d.hot_keys_at(e * SLICE)));
+        run.step(|| d.is_hot_at(&run.keys[k], ts(e * SLICE)));
+        run.step(|| drop(d.hot_keys_at(ts(e * SLICE))));
     }
     // Within one window nothing cools: each key crossed at most once, and
     // exactly once with no fault.
     paused(|| {
         for (k, key) in run.keys.iter().enumerate() {
-            let sum = d.windows().sum_at(key, 3 * SLICE);
+            let sum = d.windows().sum_at(key, ts(3 * SLICE));
             assert!(
                 run.added(k).contains(&sum),
                 "key {k}: {sum} of {:?}",
@@ -223,16 +217,16 @@ fn detector_scenario(fault: Option<(Site, u32)>) -> [u32; 4] {
     });
     for e in 10..20u64 {
         let k = (e % KEYS) as usize;
-        run.step(|| d.add_at(&run.keys[k], e * SLICE, 3));
+        run.step(|| d.add_at(&run.keys[k], ts(e * SLICE), 3));
     }
-    run.step(|| d.evict_idle_at(40 * SLICE));
+    run.step(|| d.evict_idle_at(ts(40 * SLICE)));
     // Still exact: each key crosses 6 on its second add of 3.
     paused(|| {
         for (k, key) in run.keys.iter().enumerate() {
             let now = 50 * SLICE;
-            assert!(!d.add_at(key, now, 3), "key {k}");
-            assert!(d.add_at(key, now, 3), "key {k}");
-            assert!(d.is_hot_at(key, now));
+            assert!(!d.add_at(key, ts(now), 3), "key {k}");
+            assert!(d.add_at(key, ts(now), 3), "key {k}");
+            assert!(d.is_hot_at(key, ts(now)));
         }
     });
     // Dropped with the fault armed: every key goes even if one panics.
@@ -260,21 +254,15 @@ fn a_detector_survives_a_panic_at_every_hash_clone_and_drop() {
 fn a_panicking_eq_in_a_new_entrys_home_check_leaks_nothing() {
     quiet_expected_panics();
     const MAX_KEYS: usize = 2;
-    let d: Detector = HotKeyDetector::over(
-        KeyedWindows::with_hasher(
-            Duration::from_secs(4),
-            4,
-            ManualClock::new(),
-            Fixed::default(),
-        )
-        .unwrap(),
-        6,
-    )
-    .unwrap()
-    .with_max_keys(MAX_KEYS);
+    let d: Detector = HotKeyDetector::builder(Duration::from_secs(4), 4, 6)
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+        .max_keys(MAX_KEYS)
+        .build()
+        .unwrap();
     let run = Run::new(None);
     // Key 0 is heavy in slice 0 (2 of 6 over 4 slices): it has a home.
-    assert!(!d.add_at(&run.keys[0], 0, 3));
+    assert!(!d.add_at(&run.keys[0], ts(0), 3));
     assert_eq!(d.heavy_keys(), 1);
     // The keys alive: the run's, and slice 0's and the home's clones.
     let live = LIVE.get();
@@ -282,19 +270,19 @@ fn a_panicking_eq_in_a_new_entrys_home_check_leaks_nothing() {
         // Its first add in slice 1 checks for the home: the next `Eq`.
         FAULT.set(Some((Site::Eq, CALLS.get()[Site::Eq as usize])));
         assert!(
-            run.step(|| d.add_at(&run.keys[0], SLICE, 1)).is_none(),
+            run.step(|| d.add_at(&run.keys[0], ts(SLICE), 1)).is_none(),
             "round {round}"
         );
         assert_eq!(LIVE.get(), live, "round {round}: no key left in the slot");
     }
     // Slice 1 still has both its places (the detector's add says whether
     // the key became hot; 4 of 6 is not).
-    assert!(!d.add_at(&run.keys[0], SLICE, 1));
-    assert!(!d.add_at(&run.keys[1], SLICE, 1));
-    assert!(!d.add_at(&run.keys[2], SLICE, 1));
+    assert!(!d.add_at(&run.keys[0], ts(SLICE), 1));
+    assert!(!d.add_at(&run.keys[1], ts(SLICE), 1));
+    assert!(!d.add_at(&run.keys[2], ts(SLICE), 1));
     assert_eq!(d.windows().untracked_adds(), 1, "the bound holds");
     assert_eq!(d.windows().len(), 1 + MAX_KEYS);
-    assert_eq!(d.windows().sum_at(&run.keys[0], SLICE), 4);
+    assert_eq!(d.windows().sum_at(&run.keys[0], ts(SLICE)), 4);
     drop(d);
     run.finish();
 }

@@ -77,10 +77,16 @@ fn a_strict_quota_holds_in_every_span_and_refuses_only_what_does_not_fit() {
             t = next_time(&mut rng, t, slice);
             let n = rng.random_range(1..=3u64);
             let e = t / slice;
-            let held: u64 = per_slice.range(e.saturating_sub(judged - 1)..=e).map(|(_, c)| c).sum();
+            let held: u64 = per_slice
+                .range(e.saturating_sub(judged - 1)..=e)
+                .map(|(_, c)| c)
+                .sum();
             let fits = held + n <= limit;
             let granted = lim.try_acquire_at(Timestamp::from_nanos(t), n);
-            assert_eq!(granted, fits, "case {case} {quota:?}: {n} at {t} with {held} held");
+            assert_eq!(
+                granted, fits,
+                "case {case} {quota:?}: {n} at {t} with {held} held"
+            );
             if granted {
                 *per_slice.entry(e).or_default() += n;
                 grants.push((t, n));
@@ -88,7 +94,10 @@ fn a_strict_quota_holds_in_every_span_and_refuses_only_what_does_not_fit() {
         }
         assert!(!grants.is_empty(), "case {case}: nothing granted");
         let busiest = busiest_span(&mut grants, window);
-        assert!(busiest <= limit, "case {case} {quota:?}: {busiest} in a span of the window");
+        assert!(
+            busiest <= limit,
+            "case {case} {quota:?}: {busiest} in a span of the window"
+        );
     }
 }
 
@@ -117,12 +126,18 @@ fn a_default_quota_holds_in_every_span_of_window_minus_a_slice() {
             }
         }
         let short = busiest_span(&mut grants, window - slice);
-        assert!(short <= limit, "case {case} {quota:?}: {short} in a span of window - slice");
+        assert!(
+            short <= limit,
+            "case {case} {quota:?}: {short} in a span of window - slice"
+        );
         if busiest_span(&mut grants, window) > limit {
             over_in_a_window += 1;
         }
     }
-    assert!(over_in_a_window > 0, "no default quota ever went over in a span of its window");
+    assert!(
+        over_in_a_window > 0,
+        "no default quota ever went over in a span of its window"
+    );
 }
 
 /// The counter-example by hand: a full window's permits at the end of one
@@ -145,7 +160,13 @@ fn a_default_quota_can_grant_twice_its_limit_in_one_window_and_strict_cannot() {
 /// Threads in rounds: every thread makes its requests of a round at the
 /// round's time (rounds move forward by random, often sub-slice, steps), so
 /// a grant's recorded time is the time it was judged at.
-fn rounds<F>(threads: usize, rounds: usize, slice: u64, seed: u64, f: F) -> Vec<Vec<(usize, u64, u64)>>
+fn rounds<F>(
+    threads: usize,
+    rounds: usize,
+    slice: u64,
+    seed: u64,
+    f: F,
+) -> Vec<Vec<(usize, u64, u64)>>
 where
     F: Fn(usize, Timestamp, &mut StdRng) -> Option<(usize, u64)> + Send + Sync + 'static,
 {
@@ -163,7 +184,7 @@ where
         .map(|i| {
             let (times, barrier, f) = (times.clone(), barrier.clone(), f.clone());
             thread::spawn(move || {
-                let mut rng = StdRng::seed_from_u64(seed ^ (i as u64 + 1) * 0x9e37);
+                let mut rng = StdRng::seed_from_u64(seed ^ ((i as u64 + 1) * 0x9e37));
                 let mut got = Vec::new();
                 for &t in times.iter() {
                     barrier.wait();
@@ -184,7 +205,9 @@ where
 fn strict_limiters_hold_in_every_span_under_threads() {
     let threads = 4;
     let slice = 1_000;
-    let quota = Quota::per(7, Duration::from_nanos(4 * slice)).slices(4).strict();
+    let quota = Quota::per(7, Duration::from_nanos(4 * slice))
+        .slices(4)
+        .strict();
     let window = nanos(quota.window());
 
     // A direct limiter.
@@ -200,7 +223,9 @@ fn strict_limiters_hold_in_every_span_under_threads() {
     assert!(busiest <= 7, "{busiest} granted in a span of the window");
 
     // A multi-limiter: the strict short quota and a strict long one.
-    let long = Quota::per(20, Duration::from_nanos(20 * slice)).slices(5).strict();
+    let long = Quota::per(20, Duration::from_nanos(20 * slice))
+        .slices(5)
+        .strict();
     let multi = Arc::new(MultiLimiter::new([quota, long]).unwrap());
     let m = multi.clone();
     let got = rounds(threads, 600, slice, 2, move |_, now, rng| {

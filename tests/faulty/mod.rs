@@ -8,10 +8,16 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
+use stripecount::Timestamp;
 
 /// The payload of an injected panic.
 pub const BOOM: &str = "a Faulty key was told to panic";
 pub const SLICE: u64 = 1_000_000_000;
+
+/// The time `ns` nanoseconds after the origin.
+pub const fn ts(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
 /// Few keys: no shard grows to a bigger table (a move that panics aborts,
 /// which `keyed_panics.rs` tests on its own).
 pub const KEYS: u64 = 5;

@@ -9,7 +9,9 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use stripecount::{Clock, HotKeyDetector, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::keyed::{HotKeyDetectorBuilder, KeyedWindowsBuilder};
+use stripecount::{Clock, HotKeyDetector, KeyedWindows, Timestamp};
 
 /// A test's size (loop counts, keys, threads, seeds): `full` natively,
 /// `miri` under Miri, which interprets a test thousands of times slower.
@@ -25,34 +27,63 @@ pub const fn sized<T: Copy>(full: T, miri: T) -> T {
 pub const SLICE: u64 = 1_000; // ns
 pub const SLICES: usize = 5;
 
+/// The time `ns` nanoseconds after the origin.
+pub const fn ts(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
+/// The epoch of the slice starting at `start` (which a take gives its
+/// callback: a whole multiple of the slice length `slice_ns`).
+pub fn slice_epoch(start: Timestamp, slice_ns: u64) -> u64 {
+    let t = start.as_nanos();
+    assert_eq!(t % slice_ns, 0, "{t} ns is not the start of a slice");
+    t / slice_ns
+}
+
+/// The builder of windows of `slices` slices of `slice_ns`, on a
+/// `ManualClock`.
+pub fn windows_builder(slice_ns: u64, slices: usize) -> KeyedWindowsBuilder<u32, ManualClock> {
+    KeyedWindows::builder(Duration::from_nanos(slice_ns * slices as u64), slices)
+        .clock(ManualClock::new())
+}
+
 pub fn windows_of(slice_ns: u64, slices: usize) -> KeyedWindows<u32, ManualClock> {
-    KeyedWindows::with_clock(
-        Duration::from_nanos(slice_ns * slices as u64),
-        slices,
-        ManualClock::new(),
-    )
-    .unwrap()
+    windows_builder(slice_ns, slices).build().unwrap()
 }
 
 pub fn windows() -> KeyedWindows<u32, ManualClock> {
     windows_of(SLICE, SLICES)
 }
 
-pub fn detector(slice_ns: u64, slices: usize, threshold: u64) -> HotKeyDetector<u32, ManualClock> {
-    HotKeyDetector::with_clock(
+/// The builder of a detector of `threshold` over windows of `slices`
+/// slices of `slice_ns`, on a `ManualClock`.
+pub fn detector_builder(
+    slice_ns: u64,
+    slices: usize,
+    threshold: u64,
+) -> HotKeyDetectorBuilder<u32, ManualClock> {
+    HotKeyDetector::builder(
         Duration::from_nanos(slice_ns * slices as u64),
         slices,
         threshold,
-        ManualClock::new(),
     )
-    .unwrap()
+    .clock(ManualClock::new())
 }
 
-/// Every `(key, epoch) -> count` that `take_all` hands out, checking that
-/// no pair is handed out twice and no count is zero.
+pub fn detector(slice_ns: u64, slices: usize, threshold: u64) -> HotKeyDetector<u32, ManualClock> {
+    detector_builder(slice_ns, slices, threshold)
+        .build()
+        .unwrap()
+}
+
+/// Every `(key, epoch) -> count` that `take_all` hands out (the epoch of
+/// the slice start it gives), checking that no pair is handed out twice
+/// and no count is zero.
 pub fn take_all_of<C: Clock>(w: &KeyedWindows<u32, C>) -> BTreeMap<(u32, u64), u64> {
+    let slice_ns = w.slice_len().as_nanos() as u64;
     let mut out = BTreeMap::new();
-    w.take_all(|k, e, c| {
+    w.take_all(|k, start, c| {
+        let e = slice_epoch(start, slice_ns);
         assert!(c > 0, "take_all handed out a zero count");
         assert!(out.insert((*k, e), c).is_none(), "({k}, {e}) taken twice");
     });

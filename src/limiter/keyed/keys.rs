@@ -27,9 +27,6 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             0
         };
         self.map.set_sweep(units, PARTS);
-        // Requests made while it was off may have set the due time past
-        // every epoch (`acquire.rs`, `sweep_step_slow`).
-        self.sweep_due.write_mut(0);
     }
 
     /// Keys held now (never more than `max_keys`).
