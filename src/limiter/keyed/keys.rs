@@ -9,7 +9,7 @@ use super::KeyedLimiter;
 use crate::clock::{Clock, Timestamp};
 use crate::key::Key;
 use crate::reclaim::Guard;
-use crate::sync::{Exclusive, Ordering};
+use crate::sync::Ordering;
 use std::hash::BuildHasher;
 
 impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
