@@ -28,7 +28,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     collector.sliding_window("http_requests", "HTTP requests", &[], Arc::clone(&requests))?;
     registry.register_collector(Box::new(collector));
 
-    let listener = TcpListener::bind(if once { "127.0.0.1:0" } else { "127.0.0.1:9898" })?;
+    let listener = TcpListener::bind(if once {
+        "127.0.0.1:0"
+    } else {
+        "127.0.0.1:9898"
+    })?;
     let addr = listener.local_addr()?;
     eprintln!("serving http://{addr}/metrics");
     if once {
