@@ -21,7 +21,8 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::BuildHasherDefault;
 use std::time::Duration;
-use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
+use stripecount::clock::ManualClock;
+use stripecount::{HotKeyDetector, KeyedWindows, Timestamp};
 
 /// SipHash with fixed keys: loom re-runs a model many times and needs every
 /// run to touch the same atomics (a `RandomState` would move the key to
@@ -31,19 +32,26 @@ pub type Fixed = BuildHasherDefault<DefaultHasher>;
 /// Per-key windows of 2 slices of 1 ns (the time in nanoseconds is the
 /// epoch), on the fixed hash: what the per-key models run on.
 pub fn windows() -> KeyedWindows<u32, ManualClock, Fixed> {
-    KeyedWindows::with_hasher(
-        Duration::from_nanos(2),
-        2,
-        ManualClock::new(),
-        Fixed::default(),
-    )
-    .unwrap()
+    KeyedWindows::builder(Duration::from_nanos(2), 2)
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+        .build()
+        .unwrap()
 }
 
-/// A hot-key detector over [`windows`] (so a slice is heavy at
-/// `ceil(threshold / 2)`).
+/// A hot-key detector over windows as [`windows`] builds them (so a slice
+/// is heavy at `ceil(threshold / 2)`).
 pub fn detector(threshold: u64) -> HotKeyDetector<u32, ManualClock, Fixed> {
-    HotKeyDetector::over(windows(), threshold).unwrap()
+    HotKeyDetector::builder(Duration::from_nanos(2), 2, threshold)
+        .clock(ManualClock::new())
+        .hasher(Fixed::default())
+        .build()
+        .unwrap()
+}
+
+/// `ns` nanoseconds as a [`Timestamp`]: the models pass literal times.
+pub fn t(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
 }
 
 /// Runs `f` under loom with a preemption bound of `LOOM_MAX_PREEMPTIONS`
@@ -119,28 +127,27 @@ where
 pub fn sliding(
     limit: u64,
     slices: usize,
-) -> loom::sync::Arc<stripecount::SlidingWindowLimiter<ManualClock>> {
+) -> loom::sync::Arc<stripecount::RateLimiter<ManualClock>> {
+    let quota = stripecount::Quota::per(limit, Duration::from_nanos(slices as u64)).slices(slices);
     loom::sync::Arc::new(
-        stripecount::SlidingWindowLimiter::with_clock(
-            limit,
-            Duration::from_nanos(slices as u64),
-            slices,
-            ManualClock::new(),
-        )
-        .unwrap(),
+        stripecount::RateLimiter::builder(quota)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
     )
 }
 
-/// A direct limiter's `try_acquire_verbose_at`, as [`race`] takes it.
+/// A direct limiter's `try_acquire_at` path (at `t` nanoseconds), as
+/// [`race`] takes it: the slice a grant was counted in, `None` for a refusal.
 #[cfg(loom)]
-pub fn verbose<S>(
-    lim: &loom::sync::Arc<stripecount::Limiter<S, ManualClock>>,
+pub fn acquire<S>(
+    lim: &loom::sync::Arc<stripecount::limiter::Limiter<S, ManualClock>>,
 ) -> impl Fn(u64, u64) -> Option<u64> + Clone + Send + 'static
 where
-    S: stripecount::Shape + Send + Sync + 'static,
+    S: stripecount::limiter::Shape + Send + Sync + 'static,
 {
     let lim = lim.clone();
-    move |t, n| lim.try_acquire_verbose_at(t, n).ok()
+    move |t, n| lim.__acquire_at(Timestamp::from_nanos(t), n).ok()
 }
 
 /// The permits of `grants` (`(slice, n)`) in the window of `slices` slices

@@ -1,11 +1,12 @@
 //! Loom models of the per-key engine through its public types, the ring
-//! of slice maps and the maps included (`src/keyed/ring.rs`, `map.rs`,
-//! `table/`, `hot.rs`): the hot rule's single reporting CAS (cold and
+//! of slice maps and the maps included (`src/keyed/ring.rs`, `src/map/`,
+//! `src/keyed/hot.rs`): the hot rule's single reporting CAS (cold and
 //! striped keys, handles, re-crossing), concurrent insertion of a new
 //! key, rotations of the ring racing adds, readers, late adds and
-//! evictions, and adds and reads racing a map's move to a bigger table. One entry's protocols are raced directly
-//! in `keyed_entry.rs`; a new slice learning of a heavy older one in
-//! `keyed_home.rs`; the naive designs are in `keyed_naive.rs`.
+//! evictions, and adds and reads racing a map's move to a bigger table.
+//! One entry's protocols are raced directly in `keyed_entry.rs`; a new
+//! slice learning of a heavy older one in `keyed_home.rs`; the naive
+//! designs are in `keyed_naive.rs`.
 //!
 //! Windows are 2 slices of 1 ns, so the time in nanoseconds is the epoch.
 //! Under loom the map has two shards.
@@ -15,14 +16,15 @@ use loom::sync::Arc;
 use loom::thread;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
-use stripecount::{HotKeyDetector, KeyedWindows, ManualClock};
-use stripecount_loom_tests::{detector, windows, Fixed};
+use stripecount::clock::ManualClock;
+use stripecount::{HotKeyDetector, KeyedWindows};
+use stripecount_loom_tests::{detector, t, windows, Fixed};
 
 /// A key made heavy beforehand (2 of a threshold of 4 in 2 slices, so
 /// `H = 2`): its home exists, and racing adds take the exact step.
 fn heavy_detector() -> Arc<HotKeyDetector<u32, ManualClock, Fixed>> {
     let d = detector(4);
-    assert!(!d.add_at(&7, 0, 2));
+    assert!(!d.add_at(&7, t(0), 2));
     Arc::new(d)
 }
 
@@ -35,12 +37,12 @@ fn two_threads_crossing_report_once() {
         let hs: Vec<_> = (0..2)
             .map(|_| {
                 let d = d.clone();
-                thread::spawn(move || d.became_hot_at(&7, 0, 1))
+                thread::spawn(move || d.became_hot_at(&7, t(0), 1))
             })
             .collect();
         let reports: Vec<u64> = hs.into_iter().filter_map(|h| h.join().unwrap()).collect();
         assert_eq!(reports, vec![4]);
-        assert!(d.is_hot_at(&7, 0));
+        assert!(d.is_hot_at(&7, t(0)));
     });
 }
 
@@ -51,11 +53,11 @@ fn two_threads_crossing_report_once() {
 fn two_threads_crossing_a_striped_key_report_once() {
     stripecount_loom_tests::model(|| {
         let d = heavy_detector();
-        assert!(d.windows().__stripe(&7, 0));
+        assert!(d.windows().__stripe(&7, t(0)));
         let hs: Vec<_> = (0..2)
             .map(|_| {
                 let d = d.clone();
-                thread::spawn(move || d.add_at(&7, 0, 1))
+                thread::spawn(move || d.add_at(&7, t(0), 1))
             })
             .collect();
         let reports = hs
@@ -64,7 +66,7 @@ fn two_threads_crossing_a_striped_key_report_once() {
             .filter(|&b| b)
             .count();
         assert_eq!(reports, 1);
-        assert_eq!(d.windows().sum_at(&7, 0), 4);
+        assert_eq!(d.windows().sum_at(&7, t(0)), 4);
     });
 }
 
@@ -73,15 +75,15 @@ fn two_threads_crossing_a_striped_key_report_once() {
 fn handle_and_map_add_crossing_report_once() {
     stripecount_loom_tests::model(|| {
         let d = heavy_detector();
-        let t = {
+        let map_add = {
             let d = d.clone();
-            thread::spawn(move || d.add_at(&7, 0, 1))
+            thread::spawn(move || d.add_at(&7, t(0), 1))
         };
         let h = {
             let d = d.clone();
-            thread::spawn(move || d.handle(&7).add_at(0, 1))
+            thread::spawn(move || d.handle(&7).add_at(t(0), 1))
         };
-        let theirs = t.join().unwrap();
+        let theirs = map_add.join().unwrap();
         let mine = h.join().unwrap();
         assert_eq!(usize::from(mine) + usize::from(theirs), 1);
     });
@@ -94,13 +96,13 @@ fn handle_and_map_add_crossing_report_once() {
 fn re_crossing_after_cooling_reports_once() {
     stripecount_loom_tests::model(|| {
         let d = Arc::new(detector(4));
-        assert!(d.add_at(&7, 0, 4));
-        assert!(!d.add_at(&7, 2, 2));
-        assert!(!d.is_hot_at(&7, 2));
+        assert!(d.add_at(&7, t(0), 4));
+        assert!(!d.add_at(&7, t(2), 2));
+        assert!(!d.is_hot_at(&7, t(2)));
         let hs: Vec<_> = (0..2)
             .map(|_| {
                 let d = d.clone();
-                thread::spawn(move || d.add_at(&7, 2, 1))
+                thread::spawn(move || d.add_at(&7, t(2), 1))
             })
             .collect();
         let reports = hs
@@ -109,7 +111,7 @@ fn re_crossing_after_cooling_reports_once() {
             .filter(|&b| b)
             .count();
         assert_eq!(reports, 1);
-        assert!(d.is_hot_at(&7, 2));
+        assert!(d.is_hot_at(&7, t(2)));
     });
 }
 
@@ -121,13 +123,13 @@ fn concurrent_insert_of_a_new_key_yields_one_window() {
         let hs: Vec<_> = (0..2)
             .map(|_| {
                 let w = w.clone();
-                thread::spawn(move || w.add_at(&7, 0, 1))
+                thread::spawn(move || w.add_at(&7, t(0), 1))
             })
             .collect();
         for h in hs {
             assert!(h.join().unwrap());
         }
-        assert_eq!(w.sum_at(&7, 0), 2);
+        assert_eq!(w.sum_at(&7, t(0)), 2);
         assert_eq!(w.len(), 1);
     });
 }
@@ -140,23 +142,23 @@ fn concurrent_insert_of_a_new_key_yields_one_window() {
 fn rotation_racing_adds_and_an_eviction() {
     stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
-        assert!(w.add_at(&7, 0, 5));
+        assert!(w.add_at(&7, t(0), 5));
         let rotator = {
             let w = w.clone();
-            thread::spawn(move || assert!(w.add_at(&7, 2, 1)))
+            thread::spawn(move || assert!(w.add_at(&7, t(2), 1)))
         };
         let adder = {
             let w = w.clone();
-            thread::spawn(move || assert!(w.add_at(&7, 1, 2)))
+            thread::spawn(move || assert!(w.add_at(&7, t(1), 2)))
         };
         let evictor = {
             let w = w.clone();
-            thread::spawn(move || w.evict_idle_at(2))
+            thread::spawn(move || w.evict_idle_at(t(2)))
         };
         rotator.join().unwrap();
         adder.join().unwrap();
         assert!(evictor.join().unwrap() <= 1);
-        assert_eq!(w.sum_at(&7, 2), 3);
+        assert_eq!(w.sum_at(&7, t(2)), 3);
         assert_eq!(w.len(), 2, "the slices of epochs 1 and 2");
     });
 }
@@ -167,19 +169,19 @@ fn rotation_racing_adds_and_an_eviction() {
 fn racing_installs_of_a_slice_count_both_adds() {
     stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
-        assert!(w.add_at(&7, 0, 5));
+        assert!(w.add_at(&7, t(0), 5));
         let hs: Vec<_> = [7u32, 8]
             .into_iter()
             .map(|k| {
                 let w = w.clone();
-                thread::spawn(move || assert!(w.add_at(&k, 2, 1)))
+                thread::spawn(move || assert!(w.add_at(&k, t(2), 1)))
             })
             .collect();
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(w.sum_at(&7, 2), 1);
-        assert_eq!(w.sum_at(&8, 2), 1);
+        assert_eq!(w.sum_at(&7, t(2)), 1);
+        assert_eq!(w.sum_at(&8, t(2)), 1);
         assert_eq!(w.len(), 2);
     });
 }
@@ -190,15 +192,15 @@ fn racing_installs_of_a_slice_count_both_adds() {
 fn reader_racing_a_rotation() {
     stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
-        assert!(w.add_at(&7, 0, 5));
-        assert!(w.add_at(&7, 1, 1));
+        assert!(w.add_at(&7, t(0), 5));
+        assert!(w.add_at(&7, t(1), 1));
         let rotator = {
             let w = w.clone();
-            thread::spawn(move || assert!(w.add_at(&7, 2, 2)))
+            thread::spawn(move || assert!(w.add_at(&7, t(2), 2)))
         };
         let reader = {
             let w = w.clone();
-            thread::spawn(move || w.sum_at(&7, 2))
+            thread::spawn(move || w.sum_at(&7, t(2)))
         };
         rotator.join().unwrap();
         let seen = reader.join().unwrap();
@@ -214,18 +216,18 @@ fn reader_racing_a_rotation() {
 fn late_add_racing_a_rotation_is_never_misfiled() {
     stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
-        assert!(w.add_at(&7, 0, 5));
+        assert!(w.add_at(&7, t(0), 5));
         let late = {
             let w = w.clone();
-            thread::spawn(move || w.add_at(&7, 0, 1))
+            thread::spawn(move || w.add_at(&7, t(0), 1))
         };
         let rotator = {
             let w = w.clone();
-            thread::spawn(move || assert!(w.add_at(&7, 2, 2)))
+            thread::spawn(move || assert!(w.add_at(&7, t(2), 2)))
         };
         rotator.join().unwrap();
         let _counted_or_dropped = late.join().unwrap();
-        assert_eq!(w.sum_at(&7, 2), 2, "the late add was misfiled");
+        assert_eq!(w.sum_at(&7, t(2)), 2, "the late add was misfiled");
     });
 }
 
@@ -239,24 +241,24 @@ fn late_add_racing_a_rotation_is_never_misfiled() {
 fn stale_head_hint_never_counts_a_too_old_add() {
     stripecount_loom_tests::model(|| {
         let w = Arc::new(windows());
-        assert!(w.add_at(&7, 0, 5));
+        assert!(w.add_at(&7, t(0), 5));
         let hs: Vec<_> = [1u64, 4]
             .into_iter()
-            .map(|t| {
+            .map(|e| {
                 let w = w.clone();
-                thread::spawn(move || w.add_at(&7, t, 1))
+                thread::spawn(move || w.add_at(&7, t(e), 1))
             })
             .collect();
         let counted: Vec<bool> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         assert!(counted[1], "the add that installs epoch 4 counts");
         assert!(
-            !w.add_at(&7, 1, 1),
+            !w.add_at(&7, t(1), 1),
             "an add older than the window was counted"
         );
-        assert_eq!(w.sum_at(&7, 4), 1);
+        assert_eq!(w.sum_at(&7, t(4)), 1);
         // The next add at the newest slice mends the hint.
-        assert!(w.add_at(&7, 4, 1));
-        assert_eq!(w.sum_at(&7, 4), 2);
+        assert!(w.add_at(&7, t(4), 1));
+        assert_eq!(w.sum_at(&7, t(4)), 2);
     });
 }
 
@@ -292,10 +294,13 @@ impl BuildHasher for OneShard {
 /// Keys `1..=7` fill a one-group table (7/8 of 8 slots): the next insert
 /// moves all of them to a two-group table.
 fn full_table() -> Arc<KeyedWindows<u32, ManualClock, OneShard>> {
-    let w = KeyedWindows::with_hasher(Duration::from_nanos(2), 2, ManualClock::new(), OneShard)
+    let w = KeyedWindows::builder(Duration::from_nanos(2), 2)
+        .clock(ManualClock::new())
+        .hasher(OneShard)
+        .build()
         .unwrap();
     for k in 1..=7 {
-        assert!(w.add_at(&k, 0, 1));
+        assert!(w.add_at(&k, t(0), 1));
     }
     Arc::new(w)
 }
@@ -309,16 +314,16 @@ fn add_racing_a_table_move_is_counted_once() {
         let w = full_table();
         let inserter = {
             let w = w.clone();
-            thread::spawn(move || assert!(w.add_at(&8, 0, 1)))
+            thread::spawn(move || assert!(w.add_at(&8, t(0), 1)))
         };
         let adder = {
             let w = w.clone();
-            thread::spawn(move || assert!(w.add_at(&1, 0, 1)))
+            thread::spawn(move || assert!(w.add_at(&1, t(0), 1)))
         };
         inserter.join().unwrap();
         adder.join().unwrap();
-        assert_eq!(w.sum_at(&1, 0), 2);
-        assert_eq!(w.sum_at(&8, 0), 1);
+        assert_eq!(w.sum_at(&1, t(0)), 2);
+        assert_eq!(w.sum_at(&8, t(0)), 1);
         assert_eq!(w.len(), 8);
     });
 }
@@ -332,11 +337,11 @@ fn read_racing_a_table_move_sees_the_key() {
         let w = full_table();
         let inserter = {
             let w = w.clone();
-            thread::spawn(move || assert!(w.add_at(&8, 0, 1)))
+            thread::spawn(move || assert!(w.add_at(&8, t(0), 1)))
         };
         let reader = {
             let w = w.clone();
-            thread::spawn(move || w.sum_at(&7, 0))
+            thread::spawn(move || w.sum_at(&7, t(0)))
         };
         inserter.join().unwrap();
         assert_eq!(reader.join().unwrap(), 1);

@@ -31,7 +31,7 @@
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use stripecount_loom_tests::{detector, expect_failure};
+use stripecount_loom_tests::{detector, expect_failure, t};
 
 /// Epoch 0 holds 3 in the end: 1 from before and 2 from the late add, or
 /// (`new_map`) 3 from the late add alone, which then installs epoch 0's
@@ -47,15 +47,15 @@ use stripecount_loom_tests::{detector, expect_failure};
 fn late_add_race(new_map: bool) {
     let d = Arc::new(detector(8));
     if !new_map {
-        assert!(!d.add_at(&7, 0, 1));
+        assert!(!d.add_at(&7, t(0), 1));
     }
     let done = Arc::new(AtomicBool::new(false));
     let installer = {
         let (d, done) = (d.clone(), done.clone());
         thread::spawn(move || {
-            assert!(!d.add_at(&7, 1, 4));
+            assert!(!d.add_at(&7, t(1), 4));
             let after_late = done.load(Ordering::Acquire);
-            let r = d.add_at(&7, 1, 1);
+            let r = d.add_at(&7, t(1), 1);
             if after_late {
                 assert!(r, "an add after the late add skipped past the crossing");
             }
@@ -65,13 +65,13 @@ fn late_add_race(new_map: bool) {
     let late = {
         let (d, done) = (d.clone(), done.clone());
         thread::spawn(move || {
-            assert!(!d.add_at(&7, 0, if new_map { 3 } else { 2 }));
+            assert!(!d.add_at(&7, t(0), if new_map { 3 } else { 2 }));
             done.store(true, Ordering::Release);
         })
     };
     let second = installer.join().unwrap();
     late.join().unwrap();
-    let last = d.add_at(&7, 1, 1);
+    let last = d.add_at(&7, t(1), 1);
     assert!(
         second != last,
         "one report for the crossing: {second} {last}"
@@ -103,13 +103,13 @@ fn a_late_add_into_a_new_slice_is_never_skipped_past() {
 fn a_stale_bound_is_replaced_never_used() {
     stripecount_loom_tests::model(|| {
         let d = Arc::new(detector(10));
-        assert!(!d.add_at(&7, 0, 1));
-        assert!(!d.add_at(&7, 1, 5));
-        assert!(!d.add_at(&7, 0, 2));
+        assert!(!d.add_at(&7, t(0), 1));
+        assert!(!d.add_at(&7, t(1), 5));
+        assert!(!d.add_at(&7, t(0), 2));
         let adds: Vec<_> = (0..2)
             .map(|_| {
                 let d = d.clone();
-                thread::spawn(move || d.add_at(&7, 1, 1))
+                thread::spawn(move || d.add_at(&7, t(1), 1))
             })
             .collect();
         let reports = adds.into_iter().map(|h| h.join().unwrap());
@@ -118,7 +118,7 @@ fn a_stale_bound_is_replaced_never_used() {
             1,
             "one report for the crossing"
         );
-        assert_eq!(d.windows().sum_at(&7, 1), 10);
+        assert_eq!(d.windows().sum_at(&7, t(1)), 10);
     });
 }
 

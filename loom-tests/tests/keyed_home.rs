@@ -13,7 +13,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use stripecount_loom_tests::detector;
+use stripecount_loom_tests::{detector, t};
 
 /// A key's first adds in a slice that is heavy in an older slice: one
 /// thread makes epoch 0 heavy (3 of a threshold of 5 in 2 slices, so
@@ -25,17 +25,17 @@ use stripecount_loom_tests::detector;
 fn a_new_slice_learns_of_a_heavy_older_slice() {
     stripecount_loom_tests::model(|| {
         let d = Arc::new(detector(5));
-        assert!(!d.add_at(&7, 0, 2));
+        assert!(!d.add_at(&7, t(0), 2));
         let crosser = {
             let d = d.clone();
-            thread::spawn(move || assert!(!d.add_at(&7, 0, 1)))
+            thread::spawn(move || assert!(!d.add_at(&7, t(0), 1)))
         };
         let creator = {
             let d = d.clone();
-            thread::spawn(move || assert!(!d.add_at(&7, 1, 1)))
+            thread::spawn(move || assert!(!d.add_at(&7, t(1), 1)))
         };
         crosser.join().unwrap();
         creator.join().unwrap();
-        assert_eq!(d.became_hot_at(&7, 1, 1), Some(5));
+        assert_eq!(d.became_hot_at(&7, t(1), 1), Some(5));
     });
 }

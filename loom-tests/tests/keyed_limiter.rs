@@ -16,8 +16,9 @@ use loom::thread;
 use std::collections::HashMap;
 use std::time::Duration;
 use stripecount::admission::{AdmissionState, Config};
-use stripecount::{KeyedLimiter, KeyedWindows, ManualClock};
-use stripecount_loom_tests::{check_windows, expect_failure, race, window_total, Fixed};
+use stripecount::clock::ManualClock;
+use stripecount::{KeyedLimiter, KeyedWindows, Quota, Timestamp};
+use stripecount_loom_tests::{check_windows, expect_failure, race, t, window_total, Fixed};
 
 const KEY: u32 = 7;
 const NS: Duration = Duration::from_nanos(1);
@@ -28,16 +29,20 @@ type Keyed = KeyedLimiter<u32, ManualClock, Fixed>;
 fn keyed(limit: u64, slices: usize) -> Arc<Keyed> {
     let window = Duration::from_nanos(slices as u64);
     Arc::new(
-        KeyedLimiter::with_hasher(limit, window, slices, ManualClock::new(), Fixed::default())
-            .unwrap()
-            .with_auto_evict(false),
+        KeyedLimiter::builder(Quota::per(limit, window).slices(slices))
+            .clock(ManualClock::new())
+            .hasher(Fixed::default())
+            .auto_evict(false)
+            .build()
+            .unwrap(),
     )
 }
 
-/// `lim`'s `try_acquire_verbose_at` on [`KEY`], as `race` takes it.
-fn verbose(lim: &Arc<Keyed>) -> impl Fn(u64, u64) -> Option<u64> + Clone + Send + 'static {
+/// `lim`'s `try_acquire_at` path on [`KEY`] (at `t` nanoseconds), as `race` takes
+/// it: the slice a grant was counted in, `None` for a refusal.
+fn acquire(lim: &Arc<Keyed>) -> impl Fn(u64, u64) -> Option<u64> + Clone + Send + 'static {
     let lim = lim.clone();
-    move |t, n| lim.try_acquire_verbose_at(&KEY, t, n).ok()
+    move |t, n| lim.__acquire_at(&KEY, Timestamp::from_nanos(t), n).ok()
 }
 
 /// Two requests for the last permit of a key's window, one of them in the
@@ -47,12 +52,15 @@ fn verbose(lim: &Arc<Keyed>) -> impl Fn(u64, u64) -> Option<u64> + Clone + Send 
 fn last_permit_of_a_key_across_a_slice_boundary() {
     stripecount_loom_tests::model(|| {
         let lim = keyed(2, 2);
-        assert!(lim.try_acquire_at(&KEY, 0, 1));
-        let mut grants = race(verbose(&lim), vec![vec![(0, 1)], vec![(1, 1)]]);
+        assert!(lim.try_acquire_at(&KEY, t(0), 1));
+        let mut grants = race(acquire(&lim), vec![vec![(0, 1)], vec![(1, 1)]]);
         grants.push((0, 1));
         check_windows(&grants, 2, 2);
         assert_eq!(grants.len(), 2, "{grants:?}");
-        assert_eq!(lim.available_at(&KEY, 1), 2 - window_total(&grants, 1, 2));
+        assert_eq!(
+            lim.available_at(&KEY, t(1)),
+            2 - window_total(&grants, 1, 2)
+        );
     });
 }
 
@@ -60,14 +68,18 @@ fn last_permit_of_a_key_across_a_slice_boundary() {
 /// window sum, add if it fits. Two requests read 1 of 2 and both add.
 fn naive_check_then_add() {
     let w = Arc::new(
-        KeyedWindows::with_hasher(2 * NS, 2, ManualClock::new(), Fixed::default()).unwrap(),
+        KeyedWindows::builder(2 * NS, 2)
+            .clock(ManualClock::new())
+            .hasher(Fixed::default())
+            .build()
+            .unwrap(),
     );
-    assert!(w.add_at(&KEY, 0, 1));
-    let hs: Vec<_> = [0u64, 1]
+    assert!(w.add_at(&KEY, t(0), 1));
+    let hs: Vec<_> = [t(0), t(1)]
         .into_iter()
-        .map(|t| {
+        .map(|now| {
             let w = w.clone();
-            thread::spawn(move || w.sum_at(&KEY, t) < 2 && w.add_at(&KEY, t, 1))
+            thread::spawn(move || w.sum_at(&KEY, now) < 2 && w.add_at(&KEY, now, 1))
         })
         .collect();
     let granted = hs.into_iter().map(|h| h.join().unwrap());
@@ -88,18 +100,21 @@ fn loom_catches_keyed_check_then_add() {
 fn eviction_while_a_request_is_decided() {
     stripecount_loom_tests::model(|| {
         let lim = keyed(1, 2);
-        assert!(lim.try_acquire_at(&KEY, 0, 1));
+        assert!(lim.try_acquire_at(&KEY, t(0), 1));
         let request = {
             let lim = lim.clone();
-            thread::spawn(move || lim.try_acquire_verbose_at(&KEY, 2, 1))
+            thread::spawn(move || lim.__acquire_at(&KEY, t(2), 1).ok())
         };
         let evictor = {
             let lim = lim.clone();
-            thread::spawn(move || lim.evict_idle_at(2))
+            thread::spawn(move || lim.evict_idle_at(t(2)))
         };
-        assert_eq!(request.join().unwrap(), Ok(2));
+        assert_eq!(request.join().unwrap(), Some(2));
         assert!(evictor.join().unwrap() <= 1);
-        assert!(!lim.try_acquire_at(&KEY, 2, 1), "the grant at 2 was lost");
+        assert!(
+            !lim.try_acquire_at(&KEY, t(2), 1),
+            "the grant at 2 was lost"
+        );
         assert_eq!(lim.len(), 1);
     });
 }
@@ -112,22 +127,22 @@ fn eviction_while_a_request_is_decided() {
 fn a_request_stamped_before_an_eviction() {
     stripecount_loom_tests::model(|| {
         let lim = keyed(1, 2);
-        assert!(lim.try_acquire_at(&KEY, 0, 1));
+        assert!(lim.try_acquire_at(&KEY, t(0), 1));
         let mut grants = race_with_eviction(&lim, (1, 1), 2);
         grants.push((0, 1));
         check_windows(&grants, 2, 1);
     });
 }
 
-fn race_with_eviction(lim: &Arc<Keyed>, (t, n): (u64, u64), at: u64) -> Vec<(u64, u64)> {
+fn race_with_eviction(lim: &Arc<Keyed>, (time, n): (u64, u64), at: u64) -> Vec<(u64, u64)> {
     let evictor = {
         let lim = lim.clone();
-        thread::spawn(move || lim.evict_idle_at(at))
+        thread::spawn(move || lim.evict_idle_at(t(at)))
     };
-    let mut grants = race(verbose(lim), vec![vec![(t, n)]]);
+    let mut grants = race(acquire(lim), vec![vec![(time, n)]]);
     evictor.join().unwrap();
     // Whatever happened, a request at the eviction's time sees the truth.
-    grants.extend(race(verbose(lim), vec![vec![(at, 1)]]));
+    grants.extend(race(acquire(lim), vec![vec![(at, 1)]]));
     grants
 }
 
@@ -224,20 +239,20 @@ fn loom_catches_a_new_state_below_the_eviction_floor() {
 fn a_key_moved_while_a_request_is_decided() {
     stripecount_loom_tests::model(|| {
         let lim = keyed(2, 2);
-        assert!(lim.try_acquire_at(&KEY, 0, 1));
+        assert!(lim.try_acquire_at(&KEY, t(0), 1));
         let mover = {
             let lim = lim.clone();
             thread::spawn(move || lim.__move_shard_of(&KEY))
         };
-        let grants = race(verbose(&lim), vec![vec![(1, 1)]]);
+        let grants = race(acquire(&lim), vec![vec![(1, 1)]]);
         mover.join().unwrap();
         assert_eq!(grants, vec![(1, 1)], "wrongly refused");
-        assert_eq!(lim.available_at(&KEY, 1), 0);
+        assert_eq!(lim.available_at(&KEY, t(1)), 0);
         assert!(
-            !lim.try_acquire_at(&KEY, 1, 1),
+            !lim.try_acquire_at(&KEY, t(1), 1),
             "a grant was lost in the move"
         );
-        assert_eq!(lim.available_at(&KEY, 2), 1); // the slice-0 grant expired
+        assert_eq!(lim.available_at(&KEY, t(2)), 1); // the slice-0 grant expired
         assert_eq!(lim.len(), 1);
     });
 }
@@ -301,29 +316,28 @@ fn loom_catches_a_move_without_a_seal() {
 fn several_limits_of_a_key_all_or_nothing() {
     stripecount_loom_tests::model(|| {
         let lim: Arc<Keyed> = Arc::new(
-            KeyedLimiter::multi_with_hasher(
-                &[(2, NS, 1), (2, 4 * NS, 2)],
-                ManualClock::new(),
-                Fixed::default(),
-            )
-            .unwrap()
-            .with_auto_evict(false),
+            KeyedLimiter::builder([Quota::per(2, NS).slices(1), Quota::per(2, 4 * NS).slices(2)])
+                .clock(ManualClock::new())
+                .hasher(Fixed::default())
+                .auto_evict(false)
+                .build()
+                .unwrap(),
         );
-        assert!(lim.try_acquire_at(&KEY, 0, 1));
+        assert!(lim.try_acquire_at(&KEY, t(0), 1));
         let big = {
             let lim = lim.clone();
-            thread::spawn(move || lim.try_acquire_decision_at(&KEY, 1, 2))
+            thread::spawn(move || lim.decide_at(&KEY, t(1), 2))
         };
         let small = {
             let lim = lim.clone();
-            thread::spawn(move || lim.try_acquire_decision_at(&KEY, 1, 1))
+            thread::spawn(move || lim.decide_at(&KEY, t(1), 1))
         };
         let big = big.join().unwrap();
         let small = small.join().unwrap();
         assert!(!big.is_granted(), "{big:?}");
         assert_eq!(big.limit_index(), 1, "{big:?}");
-        assert_eq!(small.result(), Ok(1), "wrongly refused: {small:?}");
-        assert_eq!(lim.available_at(&KEY, 1), 0);
+        assert_eq!(small.__slice(), Some(1), "wrongly refused: {small:?}");
+        assert_eq!(lim.available_at(&KEY, t(1)), 0);
     });
 }
 

@@ -1,4 +1,4 @@
-//! The naive per-key designs that `keyed.rs` and `keyed_state.rs` replace,
+//! The naive per-key designs that `keyed.rs` and `keyed_entry.rs` replace,
 //! as counter-examples loom must catch (so those suites are known to be
 //! able to fail):
 //! - the hot-key detector's "if the sum reached the threshold and the flag

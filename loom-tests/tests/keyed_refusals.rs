@@ -10,8 +10,9 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-use stripecount::{KeyedLimiter, ManualClock};
-use stripecount_loom_tests::{expect_failure, model, Fixed};
+use stripecount::clock::ManualClock;
+use stripecount::{KeyedLimiter, Quota};
+use stripecount_loom_tests::{expect_failure, model, t, Fixed};
 
 const KEY: u32 = 7;
 
@@ -19,21 +20,18 @@ const KEY: u32 = 7;
 /// refused before any lookup, so the models exercise the count alone.
 fn limiter(cells: usize) -> Arc<KeyedLimiter<u32, ManualClock, Fixed>> {
     Arc::new(
-        KeyedLimiter::with_hasher(
-            1,
-            Duration::from_nanos(1),
-            1,
-            ManualClock::new(),
-            Fixed::default(),
-        )
-        .unwrap()
-        .__loom_refusal_cells(cells),
+        KeyedLimiter::builder(Quota::per(1, Duration::from_nanos(1)).slices(1))
+            .clock(ManualClock::new())
+            .hasher(Fixed::default())
+            .build()
+            .unwrap()
+            .__loom_refusal_cells(cells),
     )
 }
 
 /// Refuses one request for 2 permits.
 fn refuse(lim: &KeyedLimiter<u32, ManualClock, Fixed>) {
-    assert!(!lim.try_acquire_at(&KEY, 0, 2));
+    assert!(!lim.try_acquire_at(&KEY, t(0), 2));
 }
 
 /// One cell: of two racing threads, one counts in it and one in the rest.

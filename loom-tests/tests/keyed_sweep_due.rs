@@ -19,8 +19,9 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-use stripecount::{KeyedLimiter, ManualClock};
-use stripecount_loom_tests::{expect_failure, model, Fixed};
+use stripecount::clock::ManualClock;
+use stripecount::{KeyedLimiter, Quota};
+use stripecount_loom_tests::{expect_failure, model, t, Fixed};
 
 type Keyed = KeyedLimiter<u32, ManualClock, Fixed>;
 
@@ -30,20 +31,17 @@ type Keyed = KeyedLimiter<u32, ManualClock, Fixed>;
 fn a_lost_sweep_is_not_skipped_by_the_pre_filter() {
     model(|| {
         let lim: Arc<Keyed> = Arc::new(
-            KeyedLimiter::with_hasher(
-                100,
-                Duration::from_nanos(2),
-                2,
-                ManualClock::new(),
-                Fixed::default(),
-            )
-            .unwrap(),
+            KeyedLimiter::builder(Quota::per(100, Duration::from_nanos(2)).slices(2))
+                .clock(ManualClock::new())
+                .hasher(Fixed::default())
+                .build()
+                .unwrap(),
         );
         let (a, b) = (lim.clone(), lim.clone());
-        let ta = thread::spawn(move || a.try_acquire_at(&1, 2, 1));
-        let tb = thread::spawn(move || b.try_acquire_at(&2, 1, 1));
+        let ta = thread::spawn(move || a.try_acquire_at(&1, t(2), 1));
+        let tb = thread::spawn(move || b.try_acquire_at(&2, t(1), 1));
         assert!(ta.join().unwrap() && tb.join().unwrap());
-        assert!(lim.try_acquire_at(&3, 2, 1));
+        assert!(lim.try_acquire_at(&3, t(2), 1));
         assert!(lim.__swept_through() >= 2, "epoch 2 was never swept");
     });
 }

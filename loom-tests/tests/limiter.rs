@@ -1,5 +1,5 @@
 #![cfg(loom)]
-//! Loom models of the limiters' admission protocol (`src/limiter.rs`), and
+//! Loom models of the limiters' admission protocol (`src/limiter/`), and
 //! the naive designs it replaces, which loom must catch over-admitting.
 //!
 //! Each model runs a few requests on 2-3 threads with explicit times (one
@@ -12,8 +12,18 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-use stripecount::{FixedWindowLimiter, ManualClock};
-use stripecount_loom_tests::{check_windows, race, sliding, verbose, window_total};
+use stripecount::clock::ManualClock;
+use stripecount::{Quota, RateLimiter};
+use stripecount_loom_tests::{acquire, check_windows, race, sliding, t, window_total};
+
+/// A fixed-window limiter (one slice) of `limit` permits per nanosecond,
+/// on a manual clock.
+fn fixed(limit: u64) -> RateLimiter<ManualClock> {
+    RateLimiter::builder(Quota::per(limit, Duration::from_nanos(1)).slices(1))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
+}
 
 /// Two threads race for the last permit of a window while one of them
 /// crosses into the next slice: the roll (seal, record, unseal) against a
@@ -22,15 +32,15 @@ use stripecount_loom_tests::{check_windows, race, sliding, verbose, window_total
 fn sliding_last_permit_across_a_slice_boundary() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(2, 2);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let mut grants = race(verbose(&lim), vec![vec![(0, 1)], vec![(1, 1)]]);
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
+        let mut grants = race(acquire(&lim), vec![vec![(0, 1)], vec![(1, 1)]]);
         grants.push((0, 1));
         check_windows(&grants, 2, 2);
         // Exactly one of the two fits: slice 0 already holds one permit and
         // both requests fall in the window of slice 1.
         assert_eq!(grants.len(), 2, "{grants:?}");
-        assert_eq!(lim.available_at(1), 2 - window_total(&grants, 1, 2));
-        assert_eq!(lim.available_at(2), 2 - window_total(&grants, 2, 2));
+        assert_eq!(lim.available_at(t(1)), 2 - window_total(&grants, 1, 2));
+        assert_eq!(lim.available_at(t(2)), 2 - window_total(&grants, 2, 2));
     });
 }
 
@@ -41,10 +51,10 @@ fn sliding_last_permit_across_a_slice_boundary() {
 fn sliding_stale_epoch_and_two_rolls() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(2, 2);
-        let grants = race(verbose(&lim), vec![vec![(0, 1)], vec![(1, 1), (2, 2)]]);
+        let grants = race(acquire(&lim), vec![vec![(0, 1)], vec![(1, 1), (2, 2)]]);
         check_windows(&grants, 2, 2);
         // The request at 2 moved the limiter to slice 2 whatever happened.
-        assert_eq!(lim.available_at(0), 2 - window_total(&grants, 2, 2));
+        assert_eq!(lim.available_at(t(0)), 2 - window_total(&grants, 2, 2));
         // `(2, 2)` is refused only if another grant sits in its window.
         let at_2 = grants.contains(&(2, 2));
         assert!(at_2 || window_total(&grants, 2, 2) >= 1, "{grants:?}");
@@ -59,13 +69,13 @@ fn sliding_three_threads_one_roll() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(1, 2);
         let grants = race(
-            verbose(&lim),
+            acquire(&lim),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         check_windows(&grants, 2, 1);
         // The window of slice 1 always holds its one permit.
         assert_eq!(window_total(&grants, 1, 2), 1, "{grants:?}");
-        assert_eq!(lim.available_at(0), 0);
+        assert_eq!(lim.available_at(t(0)), 0);
     });
 }
 
@@ -76,11 +86,11 @@ fn sliding_three_threads_one_roll() {
 fn sliding_skipped_slice_and_frozen_sum() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(2, 3);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let mut grants = race(verbose(&lim), vec![vec![(1, 1)], vec![(3, 1), (3, 1)]]);
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
+        let mut grants = race(acquire(&lim), vec![vec![(1, 1)], vec![(3, 1), (3, 1)]]);
         grants.push((0, 1));
         check_windows(&grants, 3, 2);
-        assert_eq!(lim.available_at(0), 2 - window_total(&grants, 3, 3));
+        assert_eq!(lim.available_at(t(0)), 2 - window_total(&grants, 3, 3));
         // Slice 3's window (1..=3) is always filled: two requests at 3 and
         // one that may be judged at 1.
         assert_eq!(window_total(&grants, 3, 3), 2, "{grants:?}");
@@ -99,16 +109,16 @@ fn sliding_skipped_slice_and_frozen_sum() {
 fn sliding_two_helpers_one_slice_leaves_one_is_skipped() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(2, 3);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        assert_eq!(lim.try_acquire_verbose_at(2, 1), Ok(2));
-        let mut grants = race(verbose(&lim), vec![vec![(4, 1)], vec![(4, 1)]]);
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
+        assert_eq!(lim.__acquire_at(t(2), 1).ok(), Some(2));
+        let mut grants = race(acquire(&lim), vec![vec![(4, 1)], vec![(4, 1)]]);
         grants.extend([(0, 1), (2, 1)]);
         check_windows(&grants, 3, 2);
         // Slice 4's window (2..=4) holds slice 2's permit: exactly one more
         // fits, and slice 0's has left.
         assert_eq!(window_total(&grants, 4, 3), 2, "{grants:?}");
-        assert_eq!(lim.available_at(4), 0);
-        assert_eq!(lim.available_at(5), 1);
+        assert_eq!(lim.available_at(t(4)), 0);
+        assert_eq!(lim.available_at(t(5)), 1);
     });
 }
 
@@ -117,14 +127,12 @@ fn sliding_two_helpers_one_slice_leaves_one_is_skipped() {
 #[test]
 fn fixed_window_roll_never_wipes_a_grant() {
     stripecount_loom_tests::model(|| {
-        let lim = Arc::new(
-            FixedWindowLimiter::with_clock(1, Duration::from_nanos(1), ManualClock::new()).unwrap(),
-        );
-        let grants = race(verbose(&lim), vec![vec![(0, 1), (1, 1)], vec![(1, 1)]]);
+        let lim = Arc::new(fixed(1));
+        let grants = race(acquire(&lim), vec![vec![(0, 1), (1, 1)], vec![(1, 1)]]);
         check_windows(&grants, 1, 1);
         // Window 1 always gets its permit (a refusal means it was full).
         assert_eq!(window_total(&grants, 1, 1), 1, "{grants:?}");
-        assert_eq!(lim.available_at(1), 0);
+        assert_eq!(lim.available_at(t(1)), 0);
     });
 }
 
@@ -133,11 +141,9 @@ fn fixed_window_roll_never_wipes_a_grant() {
 #[test]
 fn fixed_window_three_threads_last_permit() {
     stripecount_loom_tests::model(|| {
-        let lim = Arc::new(
-            FixedWindowLimiter::with_clock(1, Duration::from_nanos(1), ManualClock::new()).unwrap(),
-        );
+        let lim = Arc::new(fixed(1));
         let grants = race(
-            verbose(&lim),
+            acquire(&lim),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         check_windows(&grants, 1, 1);

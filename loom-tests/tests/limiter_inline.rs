@@ -23,7 +23,7 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use stripecount_loom_tests::{check_windows, race, sliding, verbose, window_total};
+use stripecount_loom_tests::{acquire, check_windows, race, sliding, t, window_total};
 
 /// Two helpers race the roll out of slice 0 while a third grants into it:
 /// slice 0 ends with 1 (inline) or 2 (the roll spills) permits, and the
@@ -32,19 +32,19 @@ use stripecount_loom_tests::{check_windows, race, sliding, verbose, window_total
 fn two_helpers_race_a_spill_and_a_late_grant() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(3, 2);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
         let mut grants = race(
-            verbose(&lim),
+            acquire(&lim),
             vec![vec![(0, 1)], vec![(1, 1)], vec![(1, 1)]],
         );
         grants.push((0, 1));
         check_windows(&grants, 2, 3);
         // Window 1 is full whichever slice the late grant landed in.
         assert_eq!(window_total(&grants, 1, 2), 3, "{grants:?}");
-        assert_eq!(lim.available_at(1), 0);
+        assert_eq!(lim.available_at(t(1)), 0);
         // Slice 0 leaves: what is left is slice 1's own count, read from
         // the history the roll wrote (inline or spilled).
-        assert_eq!(lim.available_at(2), 3 - window_total(&grants, 2, 2));
+        assert_eq!(lim.available_at(t(2)), 3 - window_total(&grants, 2, 2));
     });
 }
 
@@ -56,23 +56,23 @@ fn two_helpers_race_a_spill_and_a_late_grant() {
 fn a_stale_helper_never_writes_an_old_history() {
     stripecount_loom_tests::model(|| {
         let lim = sliding(3, 3);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
         let mut grants = race(
-            verbose(&lim),
+            acquire(&lim),
             vec![vec![(1, 1)], vec![(1, 1), (2, 1), (3, 1)]],
         );
         grants.push((0, 1));
         check_windows(&grants, 3, 3);
-        for t in 3..=5 {
+        for j in 3..=5 {
             assert_eq!(
-                lim.available_at(t),
-                3 - window_total(&grants, t, 3),
-                "t {t} {grants:?}"
+                lim.available_at(t(j)),
+                3 - window_total(&grants, j, 3),
+                "t {j} {grants:?}"
             );
         }
         // A later request is judged on the history the races left.
         let fits = window_total(&grants, 4, 3) < 3;
-        assert_eq!(lim.try_acquire_verbose_at(4, 1).is_ok(), fits, "{grants:?}");
+        assert_eq!(lim.try_acquire_at(t(4), 1), fits, "{grants:?}");
     });
 }
 

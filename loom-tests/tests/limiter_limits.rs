@@ -13,13 +13,24 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-use stripecount::{ManualClock, MultiLimiter, SlidingWindowLimiter};
-use stripecount_loom_tests::{race, verbose};
+use stripecount::clock::ManualClock;
+use stripecount::{MultiLimiter, Quota, RateLimiter};
+use stripecount_loom_tests::{acquire, race, t};
 
 const NS: Duration = Duration::from_nanos(1);
 
+/// A limiter of every `(limit, window, slices)` of `limits` at once.
 fn multi(limits: &[(u64, Duration, usize)]) -> Arc<MultiLimiter<ManualClock>> {
-    Arc::new(MultiLimiter::with_clock(limits, ManualClock::new()).unwrap())
+    let quotas: Vec<Quota> = limits
+        .iter()
+        .map(|&(limit, window, slices)| Quota::per(limit, window).slices(slices))
+        .collect();
+    Arc::new(
+        MultiLimiter::builder(quotas)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap(),
+    )
 }
 
 /// Asserts that no window ending in `at` holds more than `fast` permits
@@ -42,7 +53,7 @@ fn check_limits(
     }
 }
 
-/// Asserts that `lim.available_at(j)` is what the grants leave of a fast
+/// Asserts that `lim.available_at(t(j))` is what the grants leave of a fast
 /// limit (1 ns slices, 2 of them) and a slow one (2 ns slices, 2 of them).
 fn assert_available(
     lim: &MultiLimiter<ManualClock>,
@@ -52,7 +63,7 @@ fn assert_available(
 ) {
     for j in at {
         let left = (fast - window(grants, j, 1, 2)).min(slow - window(grants, j, 2, 2));
-        assert_eq!(lim.available_at(j), left, "at {j}: {grants:?}");
+        assert_eq!(lim.available_at(t(j)), left, "at {j}: {grants:?}");
     }
 }
 
@@ -75,8 +86,8 @@ fn window(grants: &[(u64, u64)], j: u64, ratio: u64, slices: u64) -> u64 {
 fn two_limits_across_both_boundaries() {
     stripecount_loom_tests::model(|| {
         let lim = multi(&[(2, 2 * NS, 2), (3, 4 * NS, 2)]);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let mut grants = race(verbose(&lim), vec![vec![(1, 2)], vec![(2, 1)]]);
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
+        let mut grants = race(acquire(&lim), vec![vec![(1, 2)], vec![(2, 1)]]);
         grants.push((0, 1));
         check_limits(&grants, 0..=3, (2, 3));
         // The last slice's windows, as the limiter reads them.
@@ -99,7 +110,7 @@ fn two_limits_across_both_boundaries() {
 fn a_quiet_state_rolls_empty_then_into_its_first_block() {
     stripecount_loom_tests::model(|| {
         let lim = multi(&[(2, 2 * NS, 2), (3, 4 * NS, 2)]);
-        let grants = race(verbose(&lim), vec![vec![(1, 1), (2, 1)], vec![(1, 1)]]);
+        let grants = race(acquire(&lim), vec![vec![(1, 1), (2, 1)], vec![(1, 1)]]);
         check_limits(&grants, 0..=3, (2, 3));
         // Slices 1 and 2 share a fast window: of three permits, two fit.
         assert_eq!(grants.len(), 2, "{grants:?}");
@@ -117,7 +128,7 @@ fn a_stale_helper_meets_a_newer_quiet_word() {
     stripecount_loom_tests::model(|| {
         let lim = multi(&[(3, 2 * NS, 2), (3, 4 * NS, 2)]);
         let grants = race(
-            verbose(&lim),
+            acquire(&lim),
             vec![vec![(1, 1)], vec![(2, 1)], vec![(1, 1)]],
         );
         assert_eq!(grants.len(), 3, "wrongly refused: {grants:?}");
@@ -133,10 +144,10 @@ fn one_slice_counts_against_every_limit() {
     stripecount_loom_tests::model(|| {
         // 3 per 1 ns, and 2 per 4 ns (two slices of 2 ns).
         let lim = multi(&[(3, NS, 1), (2, 4 * NS, 2)]);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
-        let grants = race(verbose(&lim), vec![vec![(1, 1)], vec![(1, 1)]]);
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
+        let grants = race(acquire(&lim), vec![vec![(1, 1)], vec![(1, 1)]]);
         assert_eq!(grants, vec![(1, 1)], "the slow limit over-admitted");
-        assert_eq!(lim.available_at(1), 0);
+        assert_eq!(lim.available_at(t(1)), 0);
     });
 }
 
@@ -149,20 +160,20 @@ fn a_refused_request_takes_nothing() {
     stripecount_loom_tests::model(|| {
         // 2 per 1 ns (fixed), and 2 per 4 ns (two slices of 2 ns).
         let lim = multi(&[(2, NS, 1), (2, 4 * NS, 2)]);
-        assert_eq!(lim.try_acquire_verbose_at(0, 1), Ok(0));
+        assert_eq!(lim.__acquire_at(t(0), 1).ok(), Some(0));
         let big = {
             let lim = lim.clone();
-            thread::spawn(move || lim.try_acquire_decision_at(1, 2))
+            thread::spawn(move || lim.decide_at(t(1), 2))
         };
         let small = {
             let lim = lim.clone();
-            thread::spawn(move || lim.try_acquire_decision_at(1, 1))
+            thread::spawn(move || lim.decide_at(t(1), 1))
         };
         let big = big.join().unwrap();
         let small = small.join().unwrap();
         assert!(!big.is_granted(), "{big:?}");
-        assert_eq!(small.result(), Ok(1), "wrongly refused: {small:?}");
-        assert_eq!(lim.available_at(1), 0);
+        assert_eq!(small.__slice(), Some(1), "wrongly refused: {small:?}");
+        assert_eq!(lim.available_at(t(1)), 0);
     });
 }
 
@@ -222,16 +233,20 @@ fn loom_catches_take_then_give_back() {
 #[test]
 fn lowering_a_limit_never_over_admits() {
     stripecount_loom_tests::model(|| {
-        let lim =
-            Arc::new(SlidingWindowLimiter::with_clock(2, 2 * NS, 2, ManualClock::new()).unwrap());
-        assert!(lim.try_acquire_at(0, 1));
+        let lim = Arc::new(
+            RateLimiter::builder(Quota::per(2, 2 * NS).slices(2))
+                .clock(ManualClock::new())
+                .build()
+                .unwrap(),
+        );
+        assert!(lim.try_acquire_at(t(0), 1));
         let changer = {
             let lim = lim.clone();
             thread::spawn(move || lim.set_limit(1))
         };
         let request = {
             let lim = lim.clone();
-            thread::spawn(move || lim.try_acquire_decision_at(1, 1))
+            thread::spawn(move || lim.decide_at(t(1), 1))
         };
         changer.join().unwrap();
         let d = request.join().unwrap();
@@ -242,9 +257,9 @@ fn lowering_a_limit_never_over_admits() {
         }
         // After the change (joined): judged against 1, and the window holds
         // at least the first permit.
-        let after = lim.try_acquire_decision_at(1, 1);
+        let after = lim.decide_at(t(1), 1);
         assert!(!after.is_granted() && after.limit() == 1, "{after:?}");
-        assert_eq!(lim.available_at(1), 0);
+        assert_eq!(lim.available_at(t(1)), 0);
     });
 }
 

@@ -5,7 +5,8 @@
 //! epoch, and a reader racing a fold (a count moving from a finer ring into
 //! a coarser one, two rings deep) sees every count exactly once. On owned
 //! rows (one writer, plain stores): a reader racing the owner's fold, one
-//! and two rings deep, sees every count exactly once. The naive designs are kept as counter-examples loom must catch:
+//! and two rings deep, sees every count exactly once. The naive designs
+//! are kept as counter-examples loom must catch:
 //! "publish the new epoch, then zero the count", and a fold that readers do
 //! not check ("take, then add" lets them miss the count, "add, then take"
 //! count it twice).
@@ -20,6 +21,7 @@ use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
 use stripecount::MultiWindow;
+use stripecount_loom_tests::t;
 
 const LEVELS: [(Duration, usize); 2] = [(Duration::from_nanos(2), 2), (Duration::from_nanos(4), 2)];
 const L0: Duration = Duration::from_nanos(2);
@@ -35,7 +37,7 @@ const L2: Duration = Duration::from_nanos(8);
 
 fn window_with_old_count() -> Arc<MultiWindow> {
     let w = MultiWindow::new(&LEVELS).unwrap().__loom_shared();
-    w.add_at(0, 5); // epoch 0 at both levels, slot 0 at both levels
+    w.add_at(t(0), 5); // epoch 0 at both levels, slot 0 at both levels
     Arc::new(w)
 }
 
@@ -47,18 +49,18 @@ fn adds_racing_a_roll_at_two_levels_lose_nothing() {
     stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let w2 = Arc::clone(&w);
-        let a = thread::spawn(move || w2.add_at(4, 1));
-        w.add_at(4, 2);
+        let a = thread::spawn(move || w2.add_at(t(4), 1));
+        w.add_at(t(4), 2);
         for span in [L0, L1] {
-            let s = w.sum_over_at(4, span);
+            let s = w.sum_over_at(t(4), span);
             assert!(s == 2 || s == 3, "racing read over {span:?}: {s}");
         }
         a.join().unwrap();
-        assert_eq!(w.sum_over_at(4, L0), 3);
-        assert_eq!(w.sum_over_at(4, L1), 3);
+        assert_eq!(w.sum_over_at(t(4), L0), 3);
+        assert_eq!(w.sum_over_at(t(4), L1), 3);
         // The next slice at each level starts empty.
-        assert_eq!(w.sum_over_at(6, L0), 0);
-        assert_eq!(w.sum_over_at(8, L1), 0);
+        assert_eq!(w.sum_over_at(t(6), L0), 0);
+        assert_eq!(w.sum_over_at(t(8), L1), 0);
     });
 }
 
@@ -70,16 +72,16 @@ fn a_reader_racing_two_rolls_sees_only_whole_adds() {
     stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let (wa, wb) = (Arc::clone(&w), Arc::clone(&w));
-        let a = thread::spawn(move || wa.add_at(4, 1));
-        let b = thread::spawn(move || wb.add_at(4, 2));
+        let a = thread::spawn(move || wa.add_at(t(4), 1));
+        let b = thread::spawn(move || wb.add_at(t(4), 2));
         for span in [L0, L1] {
-            let s = w.sum_over_at(4, span);
+            let s = w.sum_over_at(t(4), span);
             assert!(s <= 3, "racing read over {span:?}: {s}");
         }
         a.join().unwrap();
         b.join().unwrap();
-        assert_eq!(w.sum_over_at(4, L0), 3);
-        assert_eq!(w.sum_over_at(4, L1), 3);
+        assert_eq!(w.sum_over_at(t(4), L0), 3);
+        assert_eq!(w.sum_over_at(t(4), L1), 3);
     });
 }
 
@@ -90,11 +92,11 @@ fn a_late_add_racing_a_roll_is_never_filed_under_the_new_epoch() {
     stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let w2 = Arc::clone(&w);
-        let late = thread::spawn(move || w2.add_at(1, 7)); // epochs 1 and 0
-        w.add_at(4, 2);
+        let late = thread::spawn(move || w2.add_at(t(1), 7)); // epochs 1 and 0
+        w.add_at(t(4), 2);
         late.join().unwrap();
-        assert_eq!(w.sum_over_at(4, L0), 2);
-        assert_eq!(w.sum_over_at(4, L1), 2);
+        assert_eq!(w.sum_over_at(t(4), L0), 2);
+        assert_eq!(w.sum_over_at(t(4), L1), 2);
     });
 }
 
@@ -108,20 +110,20 @@ fn a_read_after_an_add_sees_it_at_both_levels_during_a_roll() {
         let done = Arc::new(AtomicU64::new(0));
         let (wa, da) = (Arc::clone(&w), Arc::clone(&done));
         let a = thread::spawn(move || {
-            wa.add_at(4, 1); // epochs 4 and 2: slot 0 at both levels
+            wa.add_at(t(4), 1); // epochs 4 and 2: slot 0 at both levels
             da.store(1, Ordering::Release);
         });
         let wb = Arc::clone(&w);
-        let b = thread::spawn(move || wb.add_at(5, 2)); // epochs 5 and 2
+        let b = thread::spawn(move || wb.add_at(t(5), 2)); // epochs 5 and 2
         if done.load(Ordering::Acquire) == 1 {
-            let (s0, s1) = (w.sum_over_at(5, L0), w.sum_over_at(5, L1));
+            let (s0, s1) = (w.sum_over_at(t(5), L0), w.sum_over_at(t(5), L1));
             assert!(s0 == 1 || s0 == 3, "level 0 after the add: {s0}");
             assert!(s1 == 1 || s1 == 3, "level 1 after the add: {s1}");
         }
         a.join().unwrap();
         b.join().unwrap();
-        assert_eq!(w.sum_over_at(5, L0), 3);
-        assert_eq!(w.sum_over_at(5, L1), 3);
+        assert_eq!(w.sum_over_at(t(5), L0), 3);
+        assert_eq!(w.sum_over_at(t(5), L1), 3);
     });
 }
 
@@ -130,10 +132,10 @@ fn a_read_after_an_add_sees_it_at_both_levels_during_a_roll() {
 /// epoch 0 (slot 0). Now ring 0 holds (4: 3) and ring 1 holds (0: 5).
 fn window_with_a_fold_done(levels: &[(Duration, usize)]) -> Arc<MultiWindow> {
     let w = MultiWindow::new(levels).unwrap().__loom_shared();
-    w.add_at(0, 5);
-    w.add_at(4, 3);
-    assert_eq!(w.sum_over_at(1, levels[1].0), 5); // level 1's epoch 0
-    assert_eq!(w.sum_over_at(4, levels[1].0), 3); // its epochs 1 and 2
+    w.add_at(t(0), 5);
+    w.add_at(t(4), 3);
+    assert_eq!(w.sum_over_at(t(1), levels[1].0), 5); // level 1's epoch 0
+    assert_eq!(w.sum_over_at(t(4), levels[1].0), 3); // its epochs 1 and 2
     Arc::new(w)
 }
 
@@ -145,13 +147,17 @@ fn a_reader_racing_a_fold_sees_the_count_exactly_once() {
     stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let w2 = Arc::clone(&w);
-        let a = thread::spawn(move || w2.add_at(4, 1)); // folds 5 into ring 1
-                                                        // Level 1 at t = 1: its epoch 0 only (t in [0, 2)).
-        assert_eq!(w.sum_over_at(1, L1), 5, "racing read of the folded epoch");
+        let a = thread::spawn(move || w2.add_at(t(4), 1)); // folds 5 into ring 1
+                                                           // Level 1 at t = 1: its epoch 0 only (t in [0, 2)).
+        assert_eq!(
+            w.sum_over_at(t(1), L1),
+            5,
+            "racing read of the folded epoch"
+        );
         a.join().unwrap();
-        assert_eq!(w.sum_over_at(1, L1), 5);
-        assert_eq!(w.sum_over_at(4, L0), 1);
-        assert_eq!(w.sum_over_at(4, L1), 1);
+        assert_eq!(w.sum_over_at(t(1), L1), 5);
+        assert_eq!(w.sum_over_at(t(4), L0), 1);
+        assert_eq!(w.sum_over_at(t(4), L1), 1);
     });
 }
 
@@ -165,17 +171,17 @@ fn adds_racing_a_roll_at_two_levels_through_a_fold_lose_nothing() {
     stripecount_loom_tests::model(|| {
         let w = window_with_a_fold_done(&LEVELS);
         let w2 = Arc::clone(&w);
-        let a = thread::spawn(move || w2.add_at(6, 1));
-        w.add_at(6, 2);
+        let a = thread::spawn(move || w2.add_at(t(6), 1));
+        w.add_at(t(6), 2);
         // Level 0 at 6: epochs 5, 6. Level 1 at 6: epochs 2 (t 4-5: the
         // folded 3) and 3 (t 6-7).
-        let s0 = w.sum_over_at(6, L0);
+        let s0 = w.sum_over_at(t(6), L0);
         assert!(s0 == 2 || s0 == 3, "racing read of level 0: {s0}");
-        let s1 = w.sum_over_at(6, L1);
+        let s1 = w.sum_over_at(t(6), L1);
         assert!(s1 == 5 || s1 == 6, "racing read of level 1: {s1}");
         a.join().unwrap();
-        assert_eq!(w.sum_over_at(6, L0), 3);
-        assert_eq!(w.sum_over_at(6, L1), 6);
+        assert_eq!(w.sum_over_at(t(6), L0), 3);
+        assert_eq!(w.sum_over_at(t(6), L1), 6);
     });
 }
 
@@ -187,14 +193,14 @@ fn a_reader_racing_a_two_ring_fold_sees_every_count_once() {
     stripecount_loom_tests::model(|| {
         let w = window_with_a_fold_done(&LEVELS3);
         let w2 = Arc::clone(&w);
-        let a = thread::spawn(move || w2.add_at(6, 1));
+        let a = thread::spawn(move || w2.add_at(t(6), 1));
         // Level 2 at 6: epochs 0 and 1 of 4 ns, i.e. t in [0, 8).
-        let s = w.sum_over_at(6, L2);
+        let s = w.sum_over_at(t(6), L2);
         assert!(s == 8 || s == 9, "racing read of level 2: {s}");
         a.join().unwrap();
-        assert_eq!(w.sum_over_at(6, L2), 9);
-        assert_eq!(w.sum_over_at(6, LEVELS3[1].0), 4); // epochs 2, 3 of 2 ns
-        assert_eq!(w.sum_over_at(6, LEVELS3[0].0), 1);
+        assert_eq!(w.sum_over_at(t(6), L2), 9);
+        assert_eq!(w.sum_over_at(t(6), LEVELS3[1].0), 4); // epochs 2, 3 of 2 ns
+        assert_eq!(w.sum_over_at(t(6), LEVELS3[0].0), 1);
     });
 }
 
@@ -207,11 +213,11 @@ fn a_late_add_racing_a_fold_is_counted_once_at_the_coarse_level() {
     stripecount_loom_tests::model(|| {
         let w = window_with_old_count();
         let w2 = Arc::clone(&w);
-        let a = thread::spawn(move || w2.add_at(4, 1));
-        w.add_at(0, 7);
+        let a = thread::spawn(move || w2.add_at(t(4), 1));
+        w.add_at(t(0), 7);
         a.join().unwrap();
-        assert_eq!(w.sum_over_at(1, L1), 12);
-        assert_eq!(w.sum_over_at(4, L0), 1);
+        assert_eq!(w.sum_over_at(t(1), L1), 12);
+        assert_eq!(w.sum_over_at(t(4), L0), 1);
     });
 }
 
@@ -225,22 +231,22 @@ fn a_reader_racing_the_owners_fold_sees_the_count_exactly_once() {
         let in_ = Arc::new(AtomicU64::new(0));
         let (w2, in2) = (Arc::clone(&w), Arc::clone(&in_));
         let owner = thread::spawn(move || {
-            w2.add_at(0, 5);
+            w2.add_at(t(0), 5);
             in2.store(1, Ordering::Release);
-            w2.add_at(4, 1); // folds the 5 into ring 1
+            w2.add_at(t(4), 1); // folds the 5 into ring 1
         });
         let (w3, in3) = (Arc::clone(&w), Arc::clone(&in_));
         let reader = thread::spawn(move || {
             let seen = in3.load(Ordering::Acquire) == 1;
-            let s = w3.sum_over_at(1, L1); // level 1's epoch 0
+            let s = w3.sum_over_at(t(1), L1); // level 1's epoch 0
             if seen {
                 assert_eq!(s, 5, "racing read of the folded epoch");
             }
         });
         owner.join().unwrap();
         reader.join().unwrap();
-        assert_eq!(w.sum_over_at(1, L1), 5);
-        assert_eq!(w.sum_over_at(4, L1), 1);
+        assert_eq!(w.sum_over_at(t(1), L1), 5);
+        assert_eq!(w.sum_over_at(t(4), L1), 1);
     });
 }
 
@@ -254,23 +260,23 @@ fn a_reader_racing_the_owners_two_ring_fold_sees_every_count_once() {
         let in_ = Arc::new(AtomicU64::new(0));
         let (w2, in2) = (Arc::clone(&w), Arc::clone(&in_));
         let owner = thread::spawn(move || {
-            w2.add_at(0, 5);
-            w2.add_at(4, 3); // folds the 5 into ring 1
+            w2.add_at(t(0), 5);
+            w2.add_at(t(4), 3); // folds the 5 into ring 1
             in2.store(1, Ordering::Release);
-            w2.add_at(6, 1); // two rings deep
+            w2.add_at(t(6), 1); // two rings deep
         });
         let (w3, in3) = (Arc::clone(&w), Arc::clone(&in_));
         let reader = thread::spawn(move || {
             let seen = in3.load(Ordering::Acquire) == 1;
-            let s = w3.sum_over_at(6, L2);
+            let s = w3.sum_over_at(t(6), L2);
             if seen {
                 assert!(s == 8 || s == 9, "racing read of level 2: {s}");
             }
         });
         owner.join().unwrap();
         reader.join().unwrap();
-        assert_eq!(w.sum_over_at(6, L2), 9);
-        assert_eq!(w.sum_over_at(6, LEVELS3[0].0), 1);
+        assert_eq!(w.sum_over_at(t(6), L2), 9);
+        assert_eq!(w.sum_over_at(t(6), LEVELS3[0].0), 1);
     });
 }
 

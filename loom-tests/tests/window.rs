@@ -21,8 +21,9 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use std::time::Duration;
-use stripecount::{ManualClock, SlidingWindow};
-use stripecount_loom_tests::{expect_failure, model};
+use stripecount::clock::ManualClock;
+use stripecount::SlidingWindow;
+use stripecount_loom_tests::{expect_failure, model, t};
 
 const L: u64 = 10;
 
@@ -33,7 +34,10 @@ fn window() -> SlidingWindow<ManualClock> {
 
 /// A window whose writers each own a row.
 fn owned_window() -> SlidingWindow<ManualClock> {
-    SlidingWindow::with_clock(Duration::from_nanos(2 * L), 2, ManualClock::new()).unwrap()
+    SlidingWindow::builder(Duration::from_nanos(2 * L), 2)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
 }
 
 /// Slot 0 holds epoch 0 (count 5). Two threads add at epoch 2 (recycling
@@ -44,20 +48,20 @@ fn owned_window() -> SlidingWindow<ManualClock> {
 fn adds_racing_a_recycle_are_exact() {
     model(|| {
         let w = Arc::new(window());
-        assert!(w.add_at(0, 5));
+        assert!(w.add_at(t(0), 5));
         let hs: Vec<_> = [(2 * L, 1u64), (2 * L + 3, 10), (3 * L, 100)]
             .into_iter()
-            .map(|(t, n)| {
+            .map(|(at, n)| {
                 let w = w.clone();
-                thread::spawn(move || assert!(w.add_at(t, n)))
+                thread::spawn(move || assert!(w.add_at(t(at), n)))
             })
             .collect();
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(w.sum_at(3 * L), 111);
-        assert_eq!(w.slice_counts_at(3 * L), vec![11, 100]);
-        assert_eq!(w.sum_at(2 * L), 11);
+        assert_eq!(w.sum_at(t(3 * L)), 111);
+        assert_eq!(w.slice_counts_at(t(3 * L)), vec![11, 100]);
+        assert_eq!(w.sum_at(t(2 * L)), 11);
     });
 }
 
@@ -69,11 +73,11 @@ fn too_old_add_is_never_filed_under_the_new_epoch() {
     model(|| {
         let w = Arc::new(window());
         let w2 = w.clone();
-        let old = thread::spawn(move || w2.add_at(0, 1000));
-        assert!(w.add_at(2 * L, 1));
+        let old = thread::spawn(move || w2.add_at(t(0), 1000));
+        assert!(w.add_at(t(2 * L), 1));
         let _recorded = old.join().unwrap();
-        assert_eq!(w.sum_at(2 * L), 1);
-        assert_eq!(w.slice_counts_at(3 * L), vec![1, 0]);
+        assert_eq!(w.sum_at(t(2 * L)), 1);
+        assert_eq!(w.slice_counts_at(t(3 * L)), vec![1, 0]);
     });
 }
 
@@ -84,17 +88,17 @@ fn too_old_add_is_never_filed_under_the_new_epoch() {
 fn sum_racing_a_recycle_counts_each_add_once_in_its_window() {
     model(|| {
         let w = Arc::new(window());
-        assert!(w.add_at(L, 5)); // epoch 1, slot 1
+        assert!(w.add_at(t(L), 5)); // epoch 1, slot 1
         let w2 = w.clone();
         let h = thread::spawn(move || {
-            assert!(w2.add_at(3 * L, 1)); // epoch 3 recycles slot 1
+            assert!(w2.add_at(t(3 * L), 1)); // epoch 3 recycles slot 1
         });
-        let at3 = w.sum_at(3 * L); // window {2, 3}: 0 or 1, never 5
+        let at3 = w.sum_at(t(3 * L)); // window {2, 3}: 0 or 1, never 5
         assert!(at3 == 0 || at3 == 1, "at3 = {at3}");
-        let at2 = w.sum_at(2 * L); // window {1, 2}: 5 before the recycle, 0 after
+        let at2 = w.sum_at(t(2 * L)); // window {1, 2}: 5 before the recycle, 0 after
         assert!(at2 == 5 || at2 == 0, "at2 = {at2}");
         h.join().unwrap();
-        assert_eq!(w.sum_at(3 * L), 1);
+        assert_eq!(w.sum_at(t(3 * L)), 1);
     });
 }
 
@@ -105,10 +109,10 @@ fn sum_after_add_sees_it() {
         let w = Arc::new(window());
         let w2 = w.clone();
         let h = thread::spawn(move || {
-            w2.add_at(2 * L, 7);
+            w2.add_at(t(2 * L), 7);
         });
         h.join().unwrap();
-        assert_eq!(w.sum_at(2 * L), 7);
+        assert_eq!(w.sum_at(t(2 * L)), 7);
     });
 }
 
@@ -119,19 +123,19 @@ fn sum_after_add_sees_it() {
 fn jump_by_tag_space_multiple_does_not_alias() {
     model(|| {
         let w = Arc::new(window());
-        assert!(w.add_at(0, 9)); // epoch 0
+        assert!(w.add_at(t(0), 9)); // epoch 0
         let far = (1u64 << 16) * 2 * L; // epoch 2^17: same slot, same tag
         let hs: Vec<_> = [1u64, 2]
             .into_iter()
             .map(|n| {
                 let w = w.clone();
-                thread::spawn(move || assert!(w.add_at(far, n)))
+                thread::spawn(move || assert!(w.add_at(t(far), n)))
             })
             .collect();
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(w.sum_at(far), 3);
+        assert_eq!(w.sum_at(t(far)), 3);
     });
 }
 
@@ -145,21 +149,21 @@ fn owner_recycle_racing_a_reader_counts_each_add_once() {
         let w = Arc::new(owned_window());
         let w2 = w.clone();
         let writer = thread::spawn(move || {
-            assert!(w2.add_at(L, 5)); // epoch 1, slot 1
-            assert!(w2.add_at(3 * L, 1)); // recycles slot 1
-            assert!(w2.add_at(3 * L + 1, 2)); // the slice cache's fast path
+            assert!(w2.add_at(t(L), 5)); // epoch 1, slot 1
+            assert!(w2.add_at(t(3 * L), 1)); // recycles slot 1
+            assert!(w2.add_at(t(3 * L + 1), 2)); // the slice cache's fast path
         });
         let w3 = w.clone();
         let reader = thread::spawn(move || {
-            let at3 = w3.sum_at(3 * L); // window {2, 3}: 0, 1 or 3; never 5
+            let at3 = w3.sum_at(t(3 * L)); // window {2, 3}: 0, 1 or 3; never 5
             assert!([0, 1, 3].contains(&at3), "at3 = {at3}");
-            let at2 = w3.sum_at(2 * L); // window {1, 2}: 0 or 5
+            let at2 = w3.sum_at(t(2 * L)); // window {1, 2}: 0 or 5
             assert!(at2 == 0 || at2 == 5, "at2 = {at2}");
         });
         writer.join().unwrap();
         reader.join().unwrap();
-        assert_eq!(w.sum_at(3 * L), 3);
-        assert_eq!(w.slice_counts_at(3 * L), vec![0, 3]);
+        assert_eq!(w.sum_at(t(3 * L)), 3);
+        assert_eq!(w.slice_counts_at(t(3 * L)), vec![0, 3]);
     });
 }
 
@@ -173,17 +177,17 @@ fn owner_jump_by_tag_space_racing_a_reader_does_not_alias() {
         let far = (1u64 << 16) * 2 * L; // epoch 2^17: slot 0, tag of epoch 0
         let w2 = w.clone();
         let writer = thread::spawn(move || {
-            assert!(w2.add_at(0, 9));
-            assert!(w2.add_at(far, 1));
+            assert!(w2.add_at(t(0), 9));
+            assert!(w2.add_at(t(far), 1));
         });
         let w3 = w.clone();
         let reader = thread::spawn(move || {
-            let s = w3.sum_at(far);
+            let s = w3.sum_at(t(far));
             assert!(s == 0 || s == 1, "sum at far = {s}");
         });
         writer.join().unwrap();
         reader.join().unwrap();
-        assert_eq!(w.sum_at(far), 1);
+        assert_eq!(w.sum_at(t(far)), 1);
     });
 }
 
@@ -196,20 +200,20 @@ fn owners_adding_at_once_are_exact() {
         let w = Arc::new(owned_window());
         let hs: Vec<_> = [(2 * L, 1u64), (3 * L, 10)]
             .into_iter()
-            .map(|(t, n)| {
+            .map(|(at, n)| {
                 let w = w.clone();
                 thread::spawn(move || {
-                    assert!(w.add_at(t, n));
-                    assert!(w.add_at(t + 1, n));
+                    assert!(w.add_at(t(at), n));
+                    assert!(w.add_at(t(at + 1), n));
                 })
             })
             .collect();
-        assert!(w.add_at(0, 100)); // epoch 0: expired at epoch 3
+        assert!(w.add_at(t(0), 100)); // epoch 0: expired at epoch 3
         for h in hs {
             h.join().unwrap();
         }
-        assert_eq!(w.slice_counts_at(3 * L), vec![2, 20]);
-        assert_eq!(w.sum_at(L), 100);
+        assert_eq!(w.slice_counts_at(t(3 * L)), vec![2, 20]);
+        assert_eq!(w.sum_at(t(L)), 100);
     });
 }
 

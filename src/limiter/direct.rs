@@ -20,7 +20,8 @@
 use super::config::{Config, MAX_LIMITS};
 use super::decision::Decision;
 use super::quota::Quota;
-use super::state::AdmissionState;
+use super::state::{AdmissionState, Refused};
+use super::Denied;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
@@ -129,14 +130,28 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// at that newest time.
     #[inline]
     pub fn try_acquire_at(&self, now: Timestamp, n: u64) -> bool {
-        let now = now.as_nanos();
-        let r = if S::ONE {
+        self.acquire(now.as_nanos(), n).is_ok()
+    }
+
+    /// The grant path: `Ok(slice)` the permits were counted in.
+    #[inline]
+    fn acquire(&self, now: u64, n: u64) -> Result<u64, Refused> {
+        if S::ONE {
             let limit = self.hot.limits[0].load(Ordering::Relaxed);
             self.hot.state.acquire_one(&self.cfg, now, n, limit)
         } else {
             self.with_limits(|l| self.hot.state.acquire(&self.cfg, now, n, l))
-        };
-        r.is_ok()
+        }
+    }
+
+    /// Loom models and tests only: [`try_acquire_at`](Self::try_acquire_at)'s
+    /// path, saying the slice the permits were counted in, or why not.
+    #[doc(hidden)]
+    pub fn __acquire_at(&self, now: Timestamp, n: u64) -> Result<u64, Denied> {
+        self.acquire(now.as_nanos(), n).map_err(|r| match r {
+            Refused::Denied { reason, .. } => reason,
+            Refused::Sealed => Denied::Exhausted, // a direct state is never sealed
+        })
     }
 
     /// Takes `n` permits now and returns the whole [`Decision`]: the verdict

@@ -120,10 +120,17 @@ pub use rate::RateLimiter;
 
 // The per-key state and its configuration, for an owner that keeps states
 // in its own table (the per-key limiter) and for the loom hook in `lib.rs`.
+// (Public under loom only, for the `admission` hook in `lib.rs`.)
+#[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use config::Config;
+#[cfg(loom)]
+pub use config::Config;
+#[cfg(not(loom))]
 #[allow(unused_imports)]
 pub(crate) use state::{AdmissionState, Refused};
+#[cfg(loom)]
+pub use state::{AdmissionState, Refused};
 
 /// The largest limit counted exactly, permit by permit (2^47 - 2, about
 /// 1.4e14 permits per window). Larger limits are honoured in units of a

@@ -91,6 +91,18 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         self.acquire(key, now.as_nanos(), n).is_ok()
     }
 
+    /// Loom models and tests only: [`try_acquire_at`](Self::try_acquire_at)'s
+    /// path, saying the slice the permits were counted in, or why not.
+    #[doc(hidden)]
+    pub fn __acquire_at<Q: KeyRef<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: Timestamp,
+        n: u64,
+    ) -> Result<u64, Denied> {
+        self.acquire(key, now.as_nanos(), n)
+    }
+
     /// Takes `n` permits for `key` at `now` nanoseconds: `Ok(epoch)`, the
     /// slice the permits were counted in, or why they were refused.
     #[inline]
