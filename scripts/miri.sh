@@ -61,7 +61,7 @@ need_nightly miri rust-src
 cargo +nightly miri --version
 
 base="-Zmiri-permissive-provenance"
-logs=target/miri-logs
+logs="${CARGO_TARGET_DIR:-target}/miri-logs"
 mkdir -p "$logs"
 
 # stage NAME MIRIFLAGS CARGO-ARGS...: one timed `cargo miri test`.

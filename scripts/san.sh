@@ -16,9 +16,9 @@
 #    accesses, double frees, leaks. A debug build, so that the library's
 #    debug assertions and the standard library's checks of unsafe
 #    preconditions run too.
-# Each builds in its own target directory (target/tsan, target/asan), so
-# the normal build is not invalidated. Both run, and each is timed, even if
-# the first fails.
+# Each builds in its own target directory (tsan/ and asan/ under
+# $CARGO_TARGET_DIR, or under target/), so the normal build is not
+# invalidated. Both run, and each is timed, even if the first fails.
 #
 # ThreadSanitizer models neither standalone fences (atomic::fence) nor
 # membarrier(2), on which the per-key collector's reader side relies
@@ -43,7 +43,8 @@ targets=(--lib --test '*threads*' --test 'keyed*')
 sanitize() {
     local name=$1 flags=$2 start=$SECONDS rc=0
     shift 2
-    local cmd=(cargo +nightly test -Zbuild-std --target "$host" --target-dir "target/$name"
+    local cmd=(cargo +nightly test -Zbuild-std --target "$host"
+        --target-dir "${CARGO_TARGET_DIR:-target}/$name"
         -p stripecount --no-fail-fast "$@" "${targets[@]}")
     echo "== $name"
     echo "   RUSTFLAGS=\"$flags\" ${cmd[*]}"

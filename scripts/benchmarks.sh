@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and rewrites the generated part of BENCHMARKS.md (the
+# tables between its BEGIN/END GENERATED markers; the method above them is
+# written by hand).
+#
+#   bash scripts/benchmarks.sh                 # every criterion bench, twice
+#   BENCH_TIME=0.6 bash scripts/benchmarks.sh  # 0.6 s a point (a quicker run)
+#
+# 1. Builds the criterion benches (library, with the `metrics` feature).
+# 2. Runs every bench BENCH_RUNS times (default 2), one whole pass after the
+#    other, each pass into a criterion directory of its own; the load average
+#    is read before and after every bench. Every point: BENCH_TIME seconds
+#    measured (default 2) after a quarter of that of warm-up, 20 samples.
+#    About 280 points a pass: on the 2-core machines a pass took 6 minutes
+#    with BENCH_TIME=0.6 (2026-11-28); with the default 2 s, expect about 13.
+#    The first build of the benches takes 3 to 7 minutes.
+# 3. The contention report (`cargo run --release`: the CLI, about 75 s),
+#    which also rewrites docs/contention.csv and docs/contention.svg.
+#    Skip: BENCH_REPORT=0.
+# 4. Instructions an operation of the per-key structures, counted by
+#    callgrind (scripts/callgrind-keyed.sh; repeatable whatever the load):
+#    about 40 s a structure, five of them. Skip: BENCH_CALLGRIND=0.
+# 5. The tower layer's and the Redis layer's benches only with BENCH_LAYERS=1
+#    (they build tokio, hyper and a Redis client in release, and the Redis
+#    one starts a redis-server).
+# Then `python3 scripts/bench-table.py --write BENCHMARKS.md` renders one
+# table per bench from the runs' criterion estimates (median of the samples),
+# with the date, the machine, the load and the command.
+#
+# BENCH_ONLY="counter window" runs those benches only (names of benches/*.rs,
+# plus `layer` and `cluster` with BENCH_LAYERS=1); BENCH_RENDER=0 leaves
+# BENCHMARKS.md alone. Everything a run produces is kept in
+# ${CARGO_TARGET_DIR:-target}/benchmarks/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+target="${CARGO_TARGET_DIR:-target}"
+out="$target/benchmarks"
+runs="${BENCH_RUNS:-2}"
+benches=(counter window clock limiter multi keyed metrics)
+layers=()
+if [ "${BENCH_LAYERS:-0}" = 1 ]; then
+    layers=(layer cluster)
+fi
+if [ -n "${BENCH_ONLY:-}" ]; then
+    read -r -a benches <<<"$BENCH_ONLY"
+    layers=()
+fi
+
+bench_time="${BENCH_TIME:-2}"
+warm=$(python3 -c "print(max(0.1, float('$bench_time') / 4))")
+# The medians are all the tables use: fewer bootstrap resamples than
+# criterion's 100,000 only widen its confidence intervals, and save time.
+crit=(--warm-up-time "$warm" --measurement-time "$bench_time" --sample-size 20 --nresamples 10000)
+
+# cargo_bench NAME ARGS...: the cargo command of one bench.
+cargo_bench() {
+    case "$1" in
+    layer) echo cargo bench -p stripecount-tower --bench layer ;;
+    cluster) echo cargo bench -p stripecount-redis --bench cluster ;;
+    metrics) echo cargo bench -p stripecount --features metrics --bench metrics ;;
+    *) echo cargo bench -p stripecount --bench "$1" ;;
+    esac
+}
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+start=$SECONDS
+elapsed() { echo "$((SECONDS - start))s"; }
+
+rm -rf "$out"
+mkdir -p "$out"
+{
+    echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+    echo "cpus=$(nproc)"
+    echo "memory=$(free -g | awk '/^Mem:/ { print $2 " GiB" }')"
+    echo "rustc=$(rustc --version)"
+    echo "commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src benches baselines || echo ' (modified)')"
+    echo "runs=$runs"
+    echo "bench_time=${BENCH_TIME:-}"
+    echo "layers=${BENCH_LAYERS:-0}"
+    echo "crit=${crit[*]}"
+} >"$out/machine.txt"
+cat "$out/machine.txt"
+
+echo "== building the benches ($(elapsed))"
+cargo bench -p stripecount --features metrics --no-run
+for b in "${layers[@]}"; do
+    $(cargo_bench "$b") --no-run
+done
+
+for r in $(seq 1 "$runs"); do
+    dir="$out/run$r"
+    mkdir -p "$dir"
+    rm -rf "$target/criterion"
+    for b in "${benches[@]}" "${layers[@]}"; do
+        echo "== run $r/$runs: $b, load $(load) ($(elapsed))"
+        before=$(load)
+        t0=$SECONDS
+        # shellcheck disable=SC2046
+        $(cargo_bench "$b") -- "${crit[@]}" >"$dir/$b.log" 2>&1 ||
+            { tail -20 "$dir/$b.log"; echo "error: bench $b failed (log: $dir/$b.log)" >&2; exit 1; }
+        echo "$before|$(load)|$((SECONDS - t0))" >"$dir/$b.load"
+    done
+    mv "$target/criterion" "$dir/criterion"
+done
+
+if [ "${BENCH_REPORT:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
+    echo "== the contention report, load $(load) ($(elapsed))"
+    before=$(load)
+    t0=$SECONDS
+    cargo run --release -p stripecount-cli -- --csv docs/contention.csv --svg docs/contention.svg \
+        >"$out/report.txt" 2>"$out/report.log"
+    echo "$before|$(load)|$((SECONDS - t0))" >"$out/report.load"
+fi
+
+if [ "${BENCH_CALLGRIND:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
+    echo "== callgrind: instructions an operation ($(elapsed))"
+    t0=$SECONDS
+    bash scripts/callgrind-keyed.sh kw hk dm kl gvu >"$out/callgrind.txt"
+    echo "$(load)|$(load)|$((SECONDS - t0))" >"$out/callgrind.load"
+fi
+
+echo "== done in $(elapsed)"
+echo "$((SECONDS - start))" >"$out/seconds.txt"
+if [ "${BENCH_RENDER:-1}" = 1 ]; then
+    python3 scripts/bench-table.py --write BENCHMARKS.md --from "$out"
+    echo "== BENCHMARKS.md rewritten between its markers"
+fi
