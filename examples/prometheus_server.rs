@@ -5,7 +5,7 @@
 //! ```sh
 //! cargo run --example prometheus_server --features prometheus            # serves on 127.0.0.1:9898
 //! curl -i http://127.0.0.1:9898/metrics
-//! cargo run --example prometheus_server --features prometheus -- --once  # serves one scrape, prints it
+//! cargo run --example prometheus_server --features prometheus -- --once  # serves one scrape, prints and checks it
 //! ```
 
 use prometheus_client::encoding::text::encode;
@@ -40,8 +40,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let client = std::thread::spawn(move || scrape(addr));
         let (stream, _) = listener.accept()?;
         serve(stream, &registry, &scrapes, &requests)?;
-        print!("{}", client.join().expect("the scrape thread")?);
-        return Ok(());
+        let response = client.join().expect("the scrape thread")?;
+        print!("{response}");
+        // What a scraper relies on: the status, the OpenMetrics content
+        // type, and the body's terminator.
+        let served = response.starts_with("HTTP/1.1 200 OK\r\n")
+            && response.contains(&format!("\r\nContent-Type: {CONTENT_TYPE}\r\n"))
+            && response.ends_with("# EOF\n");
+        return if served {
+            Ok(())
+        } else {
+            Err("the scrape was not served as OpenMetrics".into())
+        };
     }
     for stream in listener.incoming() {
         serve(stream?, &registry, &scrapes, &requests)?;

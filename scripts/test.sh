@@ -15,7 +15,8 @@
 # 1. `cargo test --workspace`: unit, integration, CLI and doc tests, the
 #    Redis layer's included.
 # 1b. The integration features (metrics, prometheus): their tests and doc
-#    tests, and the README's doc tests (which use them). Only those targets,
+#    tests, a scrape served by examples/prometheus_server.rs, and the
+#    README's doc tests (which use them). Only those targets,
 #    so the rest of the workspace is not rebuilt with the features. Then the
 #    tower layer (tower/) with its features (tokio, axum): the end-to-end
 #    tests against a real axum server and client, and the waits.
@@ -70,6 +71,9 @@ step "1b. integration features: metrics and prometheus tests and doc tests, the 
 cargo test -p stripecount --all-features --test metrics --test prometheus
 cargo test -p stripecount --all-features --doc -- metrics prometheus ReadmeDoctests
 cargo test -p stripecount-tower --all-features
+# A scrape served over TCP with the OpenMetrics content type (the example
+# checks its own response and fails otherwise).
+cargo run -q -p stripecount --features prometheus --example prometheus_server -- --once >/dev/null
 
 step "1b'. the clock without the tsc feature (the Instant fallback)"
 cargo test -p stripecount --no-default-features --test clock
