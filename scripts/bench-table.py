@@ -221,7 +221,8 @@ GROUPS = [
         ratios=LIMITER_RATIOS,
         note="One shared limiter, a limit it never reaches. `/coarse`: on `CoarseClock`; "
         "governor's `/upkeep`: on its coarse `QuantaUpkeepClock`; `/quanta`: both on "
-        "quanta's TSC clock. `multi2` is 1 s and 1 min limits in one `MultiLimiter`; "
+        "quanta's TSC clock. `sliding-decision`: `try_acquire_decision` (the verdict with the "
+        "permits left and the retry and reset times). `multi2` is 1 s and 1 min limits in one `MultiLimiter`; "
         "`governor2` is two governor limiters checked one after the other (not atomic).",
     ),
     dict(
@@ -240,7 +241,7 @@ GROUPS = [
         unit="mops",
         rows=KEYED_LIMITER_ROWS,
         ratios=KEYED_LIMITER_RATIOS,
-        note="`-zipf`: the Zipf stream (below), every key inserted beforehand; `-hot`: one "
+        note="`-zipf`: the Zipf stream (see the method above), every key inserted beforehand; `-hot`: one "
         "key. `keyed-zipf/at`: 10 s in 10 slices on the stream's time; `keyed-fixed-zipf`: "
         "one slice (a fixed window); `keyed-zipf-1s/coarse`: 1 s in 10 slices on real time, "
         "so nearly every request on a warm key rolls its state and idle keys are evicted "
