@@ -221,7 +221,7 @@ GROUPS = [
         ratios=LIMITER_RATIOS,
         note="One shared limiter, a limit it never reaches. `/coarse`: on `CoarseClock`; "
         "governor's `/upkeep`: on its coarse `QuantaUpkeepClock`; `/quanta`: both on "
-        "quanta's TSC clock. `sliding-decision`: `try_acquire_decision` (the verdict with the "
+        "quanta's TSC clock. `sliding-decision`: `decide` (the verdict with the "
         "permits left and the retry and reset times). `multi2` is 1 s and 1 min limits in one `MultiLimiter`; "
         "`governor2` is two governor limiters checked one after the other (not atomic).",
     ),
@@ -352,7 +352,7 @@ GROUPS = [
         ratios=[],
         derived=[("layer_granted", "inner_alone", "the layer's cost on a granted request")],
         note="`inner_alone` builds the request and calls a service that answers at once; "
-        "`limiter_direct` is `try_acquire_decision` on the same key; `_fields`: the "
+        "`limiter_direct` is `decide` on the same key; `_fields`: the "
         "`RateLimit` fields on every response.",
     ),
     dict(
