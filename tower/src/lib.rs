@@ -117,6 +117,7 @@
 //! - `tokio`: [`UntilReady`] and [`TokioClock`].
 //! - `axum`: [`PeerIp`] also reads axum's `ConnectInfo<SocketAddr>`.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
 mod future;
@@ -136,4 +137,5 @@ pub use layer::KeyedRateLimitLayer;
 pub use refusal::{default_response, MissingKey, Refusal};
 pub use service::KeyedRateLimit;
 #[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use wait::{TokioClock, UntilReady};
