@@ -6,7 +6,6 @@ use super::quota::Quota;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use std::marker::PhantomData;
-use std::time::Duration;
 
 /// Builds a [`RateLimiter`](super::RateLimiter) or a
 /// [`MultiLimiter`](super::MultiLimiter) (from their `builder`): the
@@ -33,11 +32,8 @@ pub struct RateLimiterBuilder<S: Shape, C: Clock = MonotonicClock> {
 
 impl<S: Shape> RateLimiterBuilder<S> {
     pub(super) fn new(quotas: &[Quota]) -> Self {
-        let mut q = [Quota::per(0, Duration::ZERO); MAX_LIMITS];
-        let k = quotas.len().min(MAX_LIMITS);
-        q[..k].copy_from_slice(&quotas[..k]);
         RateLimiterBuilder {
-            quotas: q,
+            quotas: Quota::array(quotas),
             len: quotas.len(),
             clock: MonotonicClock::new(),
             _shape: PhantomData,

@@ -87,8 +87,6 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// A limiter of `quotas` (validated here) on `clock`.
     pub(super) fn build(quotas: &[Quota], clock: C) -> Result<Self, crate::ConfigError> {
         let cfg = Config::for_quotas(quotas)?;
-        let mut q = [Quota::per(0, Duration::ZERO); MAX_LIMITS];
-        q[..quotas.len()].copy_from_slice(quotas);
         Ok(Limiter {
             hot: CachePadded::new(Hot {
                 state: AdmissionState::new(&cfg, 0),
@@ -97,7 +95,7 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
                 }),
             }),
             cfg,
-            quotas: q,
+            quotas: Quota::array(quotas),
             clock,
             _shape: PhantomData,
         })
@@ -235,13 +233,7 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
 
     /// Quota `i` as built, with its limit as it is now.
     pub(super) fn quota_at(&self, i: usize) -> Quota {
-        let q = self.quotas[i];
-        let limit = self.limit_at(i);
-        let mut now = Quota::per(limit, q.window()).slices(q.slice_count());
-        if q.is_strict() {
-            now = now.strict();
-        }
-        now
+        self.quotas[i].with_limit(self.limit_at(i))
     }
 
     pub(super) fn quotas_window(&self, i: usize) -> Duration {

@@ -24,6 +24,7 @@
 //! Why slices at all: an exact span check needs every grant's time (memory
 //! grows with the limit); slices keep a fixed history per key.
 
+use super::config::MAX_LIMITS;
 use crate::error::ConfigError;
 use crate::window::slice_nanos;
 use std::time::Duration;
@@ -147,6 +148,21 @@ impl Quota {
     /// one longer than `u64::MAX` ns.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.judged().map(|_| ())
+    }
+
+    /// The same quota with another limit (window, slices and strictness
+    /// kept): a limiter's quota with its limit as it is now.
+    pub(crate) const fn with_limit(self, limit: u64) -> Quota {
+        Quota { limit, ..self }
+    }
+
+    /// The first [`MAX_LIMITS`] of `quotas` in a fixed array (the rest
+    /// unused), as the limiters and their builders keep them.
+    pub(crate) fn array(quotas: &[Quota]) -> [Quota; MAX_LIMITS] {
+        let mut a = [Quota::per(0, Duration::ZERO); MAX_LIMITS];
+        let k = quotas.len().min(MAX_LIMITS);
+        a[..k].copy_from_slice(&quotas[..k]);
+        a
     }
 
     /// What requests are judged against: `(slice nanoseconds, slices)`;

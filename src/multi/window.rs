@@ -346,13 +346,9 @@ mod tests {
         assert!(fixed < 1024 + 20 * w.rows.cap(), "{fixed}");
         assert!(w.add_at(Timestamp::ZERO, 1));
         assert_eq!(w.memory_bytes(), fixed + 128 + 160 * 16);
-        std::thread::spawn({
-            let w = &w as *const MultiWindow as usize;
-            // SAFETY: the window outlives the joined thread.
-            move || assert!(unsafe { &*(w as *const MultiWindow) }.add_at(Timestamp::ZERO, 1))
-        })
-        .join()
-        .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(w.add_at(Timestamp::ZERO, 1)));
+        });
         assert_eq!(w.stripes(), 2);
         assert_eq!(w.memory_bytes(), fixed + 2 * (128 + 160 * 16));
     }

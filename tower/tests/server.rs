@@ -3,28 +3,20 @@
 //! limiters run on a `ManualClock` the test moves between rounds, so every
 //! window, count and header value is exact.
 
+mod support;
+
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use http::{HeaderName, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
-use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use http::{Response, StatusCode};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use stripecount::clock::ManualClock;
-use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
-use stripecount_tower::{Header, KeyedRateLimitLayer, MissingKey, PeerIp, Refusal};
-use tokio::task::JoinSet;
-
-const SEC: Duration = Duration::from_secs(1);
-
-fn t(ns: u64) -> Timestamp {
-    Timestamp::from_nanos(ns)
-}
+use stripecount::{KeyedLimiter, Quota};
+use stripecount_tower::{KeyedRateLimitLayer, MissingKey, PeerIp, Refusal};
+use support::{api_key, t, Reply, Stack, SEC};
 
 /// A limiter of `limit` per `window` in `slices` on `clock`.
 fn limiter_on<K: stripecount::keyed::Key>(
@@ -37,107 +29,6 @@ fn limiter_on<K: stripecount::keyed::Key>(
         .clock(clock.clone())
         .build()
         .unwrap()
-}
-
-fn api_key() -> Header {
-    Header::new(HeaderName::from_static("x-api-key"))
-}
-
-/// One reply, as the client saw it.
-#[derive(Debug, Clone)]
-struct Reply {
-    status: StatusCode,
-    fields: BTreeMap<String, String>,
-    body: String,
-}
-
-impl Reply {
-    fn field(&self, name: &str) -> Option<&str> {
-        self.fields.get(name).map(String::as_str)
-    }
-}
-
-/// A server on 127.0.0.1:0 serving `app` (with each connection's peer
-/// address), and a client for it.
-struct Stack {
-    addr: SocketAddr,
-    client: Client<HttpConnector, Empty<Bytes>>,
-}
-
-impl Stack {
-    async fn start(app: Router) -> Stack {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let make = app.into_make_service_with_connect_info::<SocketAddr>();
-        tokio::spawn(async move { axum::serve(listener, make).await.unwrap() });
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        Stack { addr, client }
-    }
-
-    async fn get(&self, path: &str, key: Option<&str>) -> Reply {
-        send(
-            self.client.clone(),
-            self.addr,
-            path.to_owned(),
-            key.map(str::to_owned),
-        )
-        .await
-    }
-
-    /// Sends every request at once (one task each) and returns the replies
-    /// grouped by (path, key).
-    async fn burst(
-        &self,
-        reqs: &[(&str, Option<&str>)],
-    ) -> BTreeMap<(String, Option<String>), Vec<Reply>> {
-        let mut set = JoinSet::new();
-        for &(path, key) in reqs {
-            let (path, key) = (path.to_owned(), key.map(str::to_owned));
-            let (client, addr) = (self.client.clone(), self.addr);
-            set.spawn(async move {
-                let reply = send(client, addr, path.clone(), key.clone()).await;
-                ((path, key), reply)
-            });
-        }
-        let mut out: BTreeMap<_, Vec<Reply>> = BTreeMap::new();
-        while let Some(r) = set.join_next().await {
-            let (k, reply) = r.unwrap();
-            out.entry(k).or_default().push(reply);
-        }
-        out
-    }
-}
-
-async fn send(
-    client: Client<HttpConnector, Empty<Bytes>>,
-    addr: SocketAddr,
-    path: String,
-    key: Option<String>,
-) -> Reply {
-    let mut req = Request::get(format!("http://{addr}{path}"));
-    if let Some(key) = key {
-        req = req.header("x-api-key", key);
-    }
-    let res = client
-        .request(req.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let fields = res
-        .headers()
-        .iter()
-        .filter(|(n, _)| {
-            let n = n.as_str();
-            n.starts_with("ratelimit") || n == "retry-after" || n == "content-type"
-        })
-        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap().to_owned()))
-        .collect();
-    let body = res.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        fields,
-        body: String::from_utf8(body.to_vec()).unwrap(),
-    }
 }
 
 /// The handler behind every route; counts its calls.
@@ -410,97 +301,4 @@ async fn peer_ip_custom_refusals_several_limits_and_floods() {
     assert_eq!(r.body, "the rate limiter cannot track more clients now\n");
     assert_eq!((r.field("ratelimit"), r.field("retry-after")), (None, None));
     assert_eq!(multi.limiter().untracked_decisions(), 1);
-}
-
-/// The most grants in one closed span of `span` (the fullest span starts
-/// at a grant).
-fn most_in_span(grants: &[Timestamp], span: Duration) -> usize {
-    (grants.iter())
-        .map(|&a| grants.iter().filter(|&&b| b >= a && b - a <= span).count())
-        .max()
-        .unwrap_or(0)
-}
-
-/// A parameter of a `RateLimit-Policy` with one policy (`"10s";q=4;w=10`).
-fn policy_param(policy: &str, name: &str) -> u64 {
-    (policy.split(';'))
-        .find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {policy:?}"))
-}
-
-/// What `w` promises, end to end: with a strict quota a client that reads
-/// `q` and `w` from `RateLimit-Policy` finds at most `q` grants in every
-/// span of `w` seconds, whatever its start. The same traffic on the
-/// default quota stays within `q` in every span of `w - L` (`L` a slice)
-/// but not in every span of `w`. Rounds of 3 concurrent requests per route,
-/// 700 ms apart on the limiters' manual clock (so grants fall at every
-/// phase of a slice), for 42 s; the handler, reached only by granted
-/// requests, records each one's time on its layer's limiter clock (the
-/// time the grant was decided at: the clock moves only between rounds).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_strict_quota_holds_in_every_span_of_w() {
-    let clock = ManualClock::new();
-    // 4 per 10 s, in 5 slices of 2 s.
-    let quota = Quota::per(4, 10 * SEC).slices(5);
-    let mut app = Router::new();
-    let mut logs = BTreeMap::new();
-    for (path, quota) in [("/strict", quota.strict()), ("/default", quota)] {
-        let limiter = KeyedLimiter::builder(quota)
-            .clock(clock.clone())
-            .build()
-            .unwrap();
-        let layer = KeyedRateLimitLayer::new(limiter, api_key()).fields_on_grant(true);
-        let log: Arc<Mutex<Vec<Timestamp>>> = Arc::default();
-        let handler = {
-            let (limiter, log) = (Arc::clone(layer.limiter()), Arc::clone(&log));
-            get(move || {
-                log.lock().unwrap().push(limiter.clock().now());
-                async { "ok\n" }
-            })
-        };
-        app = app.route(path, handler.layer(layer));
-        logs.insert(path.to_owned(), log);
-    }
-    let stack = Stack::start(app).await;
-    let reqs = [("/strict", Some("k")), ("/default", Some("k"))].repeat(3);
-    let mut policies = BTreeMap::new();
-    let mut ok = BTreeMap::<String, usize>::new();
-    for round in 0..60u64 {
-        clock.set(t(round * 700_000_000));
-        for ((path, _), replies) in stack.burst(&reqs).await {
-            for r in replies.iter().filter(|r| r.status == StatusCode::OK) {
-                *ok.entry(path.clone()).or_default() += 1;
-                let policy = r.field("ratelimit-policy").unwrap().to_owned();
-                assert_eq!(
-                    policies.entry(path.clone()).or_insert(policy.clone()),
-                    &policy
-                );
-            }
-        }
-    }
-    let grants = |path: &str| {
-        let g = logs[path].lock().unwrap().clone();
-        assert_eq!(g.len(), ok[path], "{path}: one record per 200");
-        g
-    };
-    let (strict, default) = (grants("/strict"), grants("/default"));
-    for path in ["/strict", "/default"] {
-        assert_eq!(policies[path], "\"10s\";q=4;w=10");
-    }
-    let q = policy_param(&policies["/strict"], "q") as usize;
-    let w = Duration::from_secs(policy_param(&policies["/strict"], "w"));
-    // Strict: at most q in every span of w, and q reached.
-    assert_eq!(most_in_span(&strict, w), q, "{strict:?}");
-    // Default: at most q in every span of w - L; more in some span of w
-    // (at most the permits of S + 1 slices: 2q here).
-    let l = quota.slice_len();
-    assert_eq!(most_in_span(&default, w - l), q, "{default:?}");
-    let most = most_in_span(&default, w);
-    assert!(
-        q < most && most <= 2 * q,
-        "{most} in a span of w: {default:?}"
-    );
-    // The strict quota admitted less: what holding in every span costs.
-    assert!(strict.len() < default.len());
 }

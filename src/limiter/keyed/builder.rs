@@ -10,7 +10,6 @@ use crate::limiter::quota::Quota;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::marker::PhantomData;
-use std::time::Duration;
 
 /// Builds a [`KeyedLimiter`] (from [`KeyedLimiter::builder`]): its quotas,
 /// and the clock (monotonic unless set), the hasher (`RandomState` unless
@@ -31,11 +30,8 @@ pub struct KeyedLimiterBuilder<K, C = MonotonicClock, S = RandomState> {
 
 impl<K: Key> KeyedLimiterBuilder<K> {
     pub(super) fn new(quotas: &[Quota]) -> Self {
-        let mut q = [Quota::per(0, Duration::ZERO); MAX_LIMITS];
-        let k = quotas.len().min(MAX_LIMITS);
-        q[..k].copy_from_slice(&quotas[..k]);
         KeyedLimiterBuilder {
-            quotas: q,
+            quotas: Quota::array(quotas),
             len: quotas.len(),
             clock: MonotonicClock::new(),
             hasher: RandomState::new(),

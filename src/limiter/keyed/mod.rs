@@ -61,7 +61,6 @@ use crate::sync::AtomicU64;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
-use std::time::Duration;
 use strength_reduce::StrengthReducedU64;
 
 /// What a [`KeyedLimiter`] does with a request for a new key when it holds
@@ -196,8 +195,6 @@ impl<K: Key> KeyedLimiter<K> {
 impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
     pub(super) fn build(quotas: &[Quota], clock: C, hasher: S) -> Result<Self, ConfigError> {
         let cfg = Config::for_quotas(quotas)?;
-        let mut q = [Quota::per(0, Duration::ZERO); MAX_LIMITS];
-        q[..quotas.len()].copy_from_slice(quotas);
         let limits: Vec<u64> = quotas.iter().map(Quota::limit).collect();
         let pace = SweepPace::of(&cfg);
         Ok(KeyedLimiter {
@@ -213,7 +210,7 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
             sweep_due: AtomicU64::new(0),
             sweep_nanos: pace.nanos,
             shared: Shared::new(cfg),
-            specs: q,
+            specs: Quota::array(quotas),
             clock,
             flood: FloodPolicy::Refuse,
             untracked: AtomicU64::new(0),
@@ -276,13 +273,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
 impl<K: 'static, C: Clock, S> KeyedLimiter<K, C, S> {
     /// Default quota `i` as built, with its limit as it is now.
     pub(super) fn quota_at(&self, i: usize) -> Quota {
-        let q = self.specs[i];
-        let now = Quota::per(self.quotas.default_of(i), q.window()).slices(q.slice_count());
-        if q.is_strict() {
-            now.strict()
-        } else {
-            now
-        }
+        self.specs[i].with_limit(self.quotas.default_of(i))
     }
 }
 
