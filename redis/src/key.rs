@@ -6,9 +6,10 @@ use stripecount::keyed::Key;
 /// the namespace's prefix, and read back from them (hot keys announced by
 /// other nodes arrive as bytes).
 ///
-/// Implemented for strings and byte vectors (their bytes) and for the
+/// Implemented for strings and byte vectors (their bytes), for the
 /// integer types (their decimal text, so that `redis-cli` shows them as
-/// written). `read_key(write_key(k)) == Some(k)` for every key.
+/// written) and for `IpAddr` (its text: `192.0.2.1`, `2001:db8::1`).
+/// `read_key(write_key(k)) == Some(k)` for every key.
 ///
 /// ```
 /// use stripecount_redis::RedisKey;
@@ -18,6 +19,10 @@ use stripecount::keyed::Key;
 /// assert_eq!(out, b"42");
 /// assert_eq!(u64::read_key(b"42"), Some(42));
 /// assert_eq!(String::read_key(b"alice"), Some("alice".to_string()));
+/// let ip: std::net::IpAddr = "2001:db8::1".parse().unwrap();
+/// out.clear();
+/// ip.write_key(&mut out);
+/// assert_eq!(std::net::IpAddr::read_key(&out), Some(ip));
 /// ```
 pub trait RedisKey: Key {
     /// Appends the key's bytes to `out`.
@@ -58,7 +63,21 @@ macro_rules! decimal_keys {
         }
     )*};
 }
-decimal_keys!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+decimal_keys!(
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    std::net::IpAddr
+);
 
 #[cfg(test)]
 mod tests {
@@ -78,6 +97,9 @@ mod tests {
         round(u64::MAX);
         round(i64::MIN);
         round(0usize);
+        for ip in ["192.0.2.1", "::", "2001:db8::1:0:0:1", "::ffff:192.0.2.1"] {
+            round(ip.parse::<std::net::IpAddr>().unwrap());
+        }
         assert_eq!(String::read_key(&[0xff]), None);
         assert_eq!(u32::read_key(b"x"), None);
     }

@@ -373,3 +373,31 @@ fn a_node_with_another_limit_is_refused_by_redis_and_bad_configs_are_typed() {
     assert_eq!(a.decide("k", 11), Grant::Refused { retry_after: None });
     assert!(a.try_acquire("k", 0));
 }
+
+/// `decide_from_lease` decides from the held lease only: `None` (nothing
+/// taken) before a round trip leased a batch, then grants from it without
+/// I/O (Redis killed meanwhile: still granted) exactly what the lease
+/// holds, and `None` once it is used up. (A day's slice: no slice ends
+/// during the test.)
+#[test]
+fn decide_from_lease_grants_from_the_held_lease_only() {
+    let mut redis = RedisServer::start();
+    let l = builder(&redis.url(), "held", 100).build().unwrap();
+    assert_eq!(l.decide_from_lease("k", 1), None);
+    assert_eq!(l.stats().leases, 0, "no round trip");
+    take_two(&l, "k");
+    let leased = l.stats();
+    redis.kill();
+    let mut from_lease = 0;
+    while let Some(g) = l.decide_from_lease("k", 1) {
+        assert!(matches!(g, Grant::Granted { .. }), "{g:?}");
+        from_lease += 1;
+        assert!(from_lease <= 100, "at most the limit");
+    }
+    assert_eq!(from_lease, leased.leased_permits - 2, "what the lease held");
+    assert_eq!(l.stats().round_trips, leased.round_trips, "no I/O");
+    assert_eq!(
+        l.decide_from_lease("k", 101),
+        Some(Grant::Refused { retry_after: None })
+    );
+}

@@ -270,6 +270,61 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         }
     }
 
+    /// `n` permits of `key` from this node's held lease only: no I/O, no
+    /// lock, never blocks. `Some` is the decision (a grant from the lease,
+    /// or a refusal of a request above the limit); `None` when the lease
+    /// cannot serve it (no lease, used up, or its slice over), and
+    /// [`decide`](Self::decide) would make a round trip. Nothing is taken
+    /// on `None`.
+    ///
+    /// For callers that must not block the thread they run on (an async
+    /// executor): decide here, and run `decide` on a thread that may block
+    /// only when this returns `None`.
+    ///
+    /// ```
+    /// use stripecount::Quota;
+    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use std::time::Duration;
+    ///
+    /// let url = "redis://127.0.0.1:1/"; // nothing listens
+    /// let limiter = ClusterLimiter::<String>::builder(url, "doc", Quota::per_second(10))
+    ///     .outage(OutagePolicy::FailOpen)
+    ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+    ///     .build()?;
+    /// // No lease held: the request needs a round trip.
+    /// assert_eq!(limiter.decide_from_lease("alice", 1), None);
+    /// // More than the limit never fits, lease or not.
+    /// assert_eq!(limiter.decide_from_lease("alice", 11), Some(Grant::Refused { retry_after: None }));
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
+    #[inline]
+    pub fn decide_from_lease<Q>(&self, key: &Q, n: u64) -> Option<Grant>
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        self.decide_from_lease_at(key, self.now(), n)
+    }
+
+    /// [`decide_from_lease`](Self::decide_from_lease) at node time `now`
+    /// (as [`try_acquire_at`](Self::try_acquire_at)).
+    pub fn decide_from_lease_at<Q>(&self, key: &Q, now: Timestamp, n: u64) -> Option<Grant>
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        let i = &*self.inner;
+        let now = now.as_nanos();
+        if n == 0 {
+            return Some(i.granted(i.time.server_at(now) / i.slice_ns));
+        }
+        if n > i.quota.limit() {
+            return Some(Grant::Refused { retry_after: None });
+        }
+        i.take(key, now, n)
+            .map(|tag| i.granted(i.slice_of(tag, now)))
+    }
+
     /// The node clock now: the time the `*_at` methods take. (Grants report
     /// server slices, on the server timeline: [`time`](Self::time).)
     #[inline]
