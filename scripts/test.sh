@@ -14,12 +14,13 @@
 #    apt-get; otherwise stop and say so (never skip those tests).
 # 1. `cargo test --workspace`: unit, integration, CLI and doc tests, the
 #    Redis layer's included.
-# 1b. The integration features (metrics, prometheus): their tests and doc
-#    tests, a scrape served by examples/prometheus_server.rs, and the
-#    README's doc tests (which use them). Only those targets,
-#    so the rest of the workspace is not rebuilt with the features. Then the
+# 1b. The integration features (metrics, prometheus, tokio): their tests and
+#    doc tests (tokio: the waits), a scrape served by
+#    examples/prometheus_server.rs, and the README's doc tests (which use
+#    them). Only those targets, so the rest of the workspace is not rebuilt
+#    with the features. Then the
 #    tower layer (tower/) with its features (tokio, axum): the end-to-end
-#    tests against a real axum server and client, and the waits.
+#    tests against a real axum server and client.
 # 1b'. The clock's tests without the default `tsc` feature: the `Instant`
 #    fallback through the public API.
 # 1c. The library's unit tests and the per-key tests again in release:
@@ -72,9 +73,9 @@ redis-server --version
 step "1. cargo test --workspace: unit, integration, CLI, doc and Redis layer tests"
 cargo test --workspace
 
-step "1b. integration features: metrics and prometheus tests and doc tests, the README, the tower layer"
-cargo test -p stripecount --all-features --test metrics --test prometheus
-cargo test -p stripecount --all-features --doc -- metrics prometheus ReadmeDoctests
+step "1b. integration features: metrics, prometheus and tokio tests and doc tests, the README, the tower layer"
+cargo test -p stripecount --all-features --test metrics --test prometheus --test wait
+cargo test -p stripecount --all-features --doc -- metrics prometheus ReadmeDoctests wait tokio
 cargo test -p stripecount-tower --all-features
 # A scrape served over TCP with the OpenMetrics content type (the example
 # checks its own response and fails otherwise).

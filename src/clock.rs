@@ -13,6 +13,8 @@
 //!   millisecond by one shared ticker thread; `now()` is one atomic load.
 //! - [`ManualClock`] (`manual.rs`): moved by hand; for tests and
 //!   simulations.
+//! - `TokioClock` (`tokio.rs`, feature `tokio`): tokio's time, paused in
+//!   tests with tokio's `test-util`, as the limiters' waits sleep on it.
 //!
 //! A clock that steps backwards is survived: windows tag each slice with
 //! its epoch, so an add stamped in the past lands in its own (older) slice
@@ -25,8 +27,13 @@ mod coarse;
 mod manual;
 mod monotonic;
 mod timestamp;
+#[cfg(feature = "tokio")]
+mod tokio;
 mod tsc;
 
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use self::tokio::TokioClock;
 pub use coarse::CoarseClock;
 pub use manual::ManualClock;
 pub use monotonic::MonotonicClock;

@@ -124,6 +124,52 @@
 //!   permits, so a change never over-admits and never resets a window.
 //!   Overrides are operator data: not evicted, not counted in `max_keys`.
 //!
+//! # Waiting for a permit
+//! Every limiter can wait instead of refusing: a loop of one `decide(n)`
+//! (all `n` permits or none) and one sleep for the refusal's
+//! `retry_after`, returning the granting [`Decision`](crate::Decision).
+//! - `until_ready_with(n, jitter, sleep)` on any runtime: `sleep(d)` is the
+//!   runtime's timer (`tokio::time::sleep`, `async_io::Timer::after`,
+//!   `futures_timer::Delay::new`, ...). Per key: `until_ready_with(&key,
+//!   n, jitter, sleep)`.
+//! - With the `tokio` feature: `until_ready(n)` and
+//!   `until_ready_jittered(n, jitter)` sleep on tokio's timer, and
+//!   `clock::TokioClock` puts the limiter on tokio's time, so tests on
+//!   tokio's paused clock are exact and take no time.
+//!
+//! A wait is cancel-safe: a grant returns from the poll that took it, so a
+//! waiter dropped at any await point (a timeout, a `select!`) has taken
+//! nothing. There is no queue and no fairness: waiters woken together
+//! compete for the room, and the limit decides. A request that can never
+//! fit (`n` above the limit) or a key the limiter cannot track
+//! ([`Denied::TooManyKeys`](crate::Denied::TooManyKeys)) is an error at
+//! once, not a wait. A [`Jitter`](crate::limiter::Jitter) adds a random
+//! delay to each sleep, so waiters refused together do not all wake
+//! together. There is no `_at` twin: a wait reads the limiter's clock after
+//! each sleep.
+//!
+//! ```
+//! use std::time::Duration;
+//! use stripecount::clock::ManualClock;
+//! use stripecount::limiter::Jitter;
+//! use stripecount::{Clock, Quota, RateLimiter};
+//!
+//! let clock = ManualClock::new();
+//! let lim = RateLimiter::builder(Quota::per_second(10).slices(1)).clock(clock.clone()).build()?;
+//! assert!(lim.try_acquire(10));
+//! // Any executor and any timer; here the sleep moves the manual clock.
+//! let sleep = |d: Duration| {
+//!     clock.advance(d);
+//!     std::future::ready(())
+//! };
+//! let jitter = Jitter::up_to(Duration::from_millis(50));
+//! let d = futures_executor::block_on(lim.until_ready_with(5, jitter, sleep)).unwrap();
+//! assert_eq!(d.remaining(), 5);
+//! // The window emptied at 1 s; the jitter added up to 50 ms.
+//! assert!(clock.now().as_duration() < Duration::from_millis(1050));
+//! # Ok::<(), stripecount::ConfigError>(())
+//! ```
+//!
 //! # Guarantees
 //! - **Exact.** `sum_at(now)` counts the adds whose slice is one of the
 //!   `slices` ending at now's: exact at or after the newest add, also when
@@ -171,8 +217,8 @@
 //! ## HTTP and gRPC: `stripecount-tower`
 //! A tower layer over a `KeyedLimiter`: a key extractor, `429 Too Many
 //! Requests` with `Retry-After` and the IETF `RateLimit` /
-//! `RateLimit-Policy` fields, and an async wait for callers who would
-//! rather queue. Its `RateLimit-Policy` `w` is the quota's window: with a
+//! `RateLimit-Policy` fields (callers who would rather queue wait on the
+//! limiter itself: [below](#waiting-for-a-permit)). Its `RateLimit-Policy` `w` is the quota's window: with a
 //! strict quota the limit holds in every span of `w`. See
 //! <https://docs.rs/stripecount-tower>.
 //!

@@ -44,6 +44,11 @@
 //! - `prometheus`: [`StripedCounter`] as a
 //!   [`prometheus-client`](https://docs.rs/prometheus-client) counter, and a
 //!   collector of windows and limiters read at scrape time.
+//! - `tokio`: the limiters' `until_ready(n)` and
+//!   `until_ready_jittered(n, jitter)` sleep on tokio's timer, and
+//!   `clock::TokioClock` is a limiter clock on tokio's (pausable) time.
+//!   Waiting on any other runtime needs no feature: `until_ready_with(n,
+//!   jitter, sleep)` (see the [guide](guide#waiting-for-a-permit)).
 //!
 //! Every atomic protocol is documented at the top of the file that owns it
 //! and model checked with loom; the unsafe code runs under Miri and the

@@ -28,6 +28,13 @@
 //! takes the time instead of reading the clock. The per-key limiter's take
 //! the key first: `try_acquire(&key, n)`, `try_acquire_at(&key, now, n)`.
 //!
+//! To wait for permits instead of being refused (no `_at` twin: a wait
+//! reads the limiter's clock between its sleeps):
+//! [`until_ready_with(n, jitter, sleep)`](Limiter::until_ready_with) on any
+//! runtime, and with the `tokio` feature `until_ready(n)` and
+//! `until_ready_jittered(n, jitter)`; cancel-safe, with an optional
+//! [`Jitter`] (see `until_ready_with`).
+//!
 //! # Why not a [`SlidingWindow`](crate::SlidingWindow) plus a check
 //! "Read the sum, then add" overshoots: two threads read `limit - 1` and both
 //! add. A striped sum cannot be checked and raised in one atomic step, so a
@@ -70,6 +77,8 @@
 // - `decision.rs`: [`Denied`] and [`Decision`].
 // - `direct.rs`: [`Limiter`], one state shared by every caller, and limits
 //   that change at run time; `rate.rs`, `multi.rs`: its two shapes.
+// - `wait.rs`: `until_ready` on every limiter (a loop of `decide` and a
+//   sleep: no protocol of its own), and [`Jitter`].
 // - `keyed/`: [`KeyedLimiter`], one state per key, inline in the slots of
 //   the per-key map (`crate::map`), with quotas per key and the
 //   eviction and move protocols wired to the map.
@@ -105,6 +114,7 @@ mod rate;
 mod roll;
 mod snapshot;
 mod state;
+mod wait;
 
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -117,6 +127,7 @@ pub use keyed::{FloodPolicy, KeyedLimiter, KeyedLimiterBuilder};
 pub use multi::MultiLimiter;
 pub use quota::Quota;
 pub use rate::RateLimiter;
+pub use wait::Jitter;
 
 // The per-key state and its configuration, for an owner that keeps states
 // in its own table (the per-key limiter) and for the loom hook in `lib.rs`.
