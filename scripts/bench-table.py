@@ -16,7 +16,8 @@ For BENCHMARKS.md, from the runs scripts/benchmarks.sh keeps:
 
 replaces what lies between the file's BEGIN GENERATED and END GENERATED
 markers with one table per bench (GROUPS below says which rows are ours,
-which are peers, and which ratios to show).
+which are peers, and which ratios to show), the server bench's from the
+server.json it writes in the run's directory.
 """
 import json
 import os
@@ -100,6 +101,9 @@ def terminal(args):
 # operation, one thread), rows (in order; a row not in the data is left
 # out), ratios (pairs (ours, peer): ours' throughput over the peer's, so
 # above 1 means ours is faster), optional columns (param -> heading), note.
+# An entry with kind="server" is rendered from the server bench's JSON
+# (render_server: requests a second per run, written by the bench itself,
+# not criterion).
 
 LIMITER_ROWS = [
     "sliding/coarse",
@@ -356,6 +360,20 @@ GROUPS = [
         "`RateLimit` fields on every response.",
     ),
     dict(
+        bench="server",
+        kind="server",
+        title="The tower layer on a real server: requests a second",
+        note="`none`: no rate limit layer (the floor); `stripecount`: `KeyedRateLimitLayer` on a "
+        "`KeyedLimiter<String>`; `tower-governor`: its `GovernorLayer` (governor's keyed "
+        "limiter) with the GCRA of the same rate; `stripecount-cluster`: our layer on a "
+        "`ClusterLimiter` (the Redis layer) and a local redis-server. All keyed by the "
+        "`x-api-key` header. Before the warm-up, three requests a key. `granted`: 10^9 per "
+        "hour a key, nothing refused (the cluster limiter grants from leases sized to the "
+        "key's rate); `refusing`: 1 per minute a key, so every measured request should be "
+        "refused with a 429 (the cluster limiter asks Redis for each). A cell marked "
+        "`(invalid)` did not hold its shape.",
+    ),
+    dict(
         bench="cluster",
         group="redis_add",
         title="The Redis layer: a node's add (one thread)",
@@ -519,6 +537,96 @@ def render_group(spec, runs, machine, src):
     return lines
 
 
+SERVER_CONFIGS = ["none", "stripecount", "tower-governor", "stripecount-cluster"]
+SERVER_RATIOS = [
+    ("stripecount", "tower-governor"),
+    ("stripecount", "none"),
+    ("tower-governor", "none"),
+    ("stripecount-cluster", "tower-governor"),
+    ("stripecount-cluster", "none"),
+]
+
+
+def fmt_rps(v):
+    return f"{v / 1000:.1f}k/s"
+
+
+def render_server(spec, src):
+    """The server bench's table, from the server.json of the first pass that has one."""
+    path = None
+    i = 1
+    while os.path.isdir(os.path.join(src, f"run{i}")):
+        p = os.path.join(src, f"run{i}", f"{spec['bench']}.json")
+        if os.path.exists(p):
+            path = p
+            break
+        i += 1
+    if path is None:
+        return None
+    with open(path) as f:
+        d = json.load(f)
+    rows = {(r["shape"], r["config"], r["run"]): r for r in d["rows"]}
+    shapes = [s for s in ("granted", "refusing") if any(k[0] == s for k in rows)]
+    configs = [c for c in SERVER_CONFIGS if any(k[1] == c for k in rows)]
+    runs = sorted({k[2] for k in rows})
+    ld = read_load(os.path.join(os.path.dirname(path), f"{spec['bench']}.load"))
+    lines = [f"### {spec['title']}", ""]
+    lines.append(
+        f"`tower/benches/server.rs`: an axum server on the loopback (one worker thread) and a "
+        f"load generator (one worker thread, {d['connections']} HTTP/1.1 keep-alive "
+        f"connections sending back to back over {d['keys']} keys), {d['secs']} s counted after "
+        f"{d['warmup']} s of warm-up; every configuration {len(runs)} times, interleaved, in "
+        f"one process. Requests a second (every status). Load average (1, 5, 15 min) before: "
+        f"{d['load_before']}; after: {d['load_after']}."
+        + (f" {ld[2]} s." if ld else "")
+    )
+    if spec.get("note"):
+        lines += ["", spec["note"]]
+    lines.append("")
+
+    def cell(r):
+        text = fmt_rps(r["rps"])
+        return text if r["valid"] else text + " (invalid)"
+
+    def refused(r):
+        total = r["ok"] + r["refused"] + r["other"]
+        return 100.0 * r["refused"] / total if total else 0.0
+
+    heads = [h for s in shapes for h in [f"{s}, run {n}" for n in runs] + [f"{s}, refused"]]
+    lines.append("| | " + " | ".join(heads) + " |")
+    lines.append("|---|" + "---:|" * len(heads))
+    for c in configs:
+        cells = []
+        for s in shapes:
+            cells += [cell(rows[(s, c, n)]) if (s, c, n) in rows else "-" for n in runs]
+            shares = [f"{refused(rows[(s, c, n)]):.1f}%" for n in runs if (s, c, n) in rows]
+            cells.append(" / ".join(shares) if shares else "-")
+        lines.append(f"| `{c}` | " + " | ".join(cells) + " |")
+    ratios = [(a, b) for a, b in SERVER_RATIOS if a in configs and b in configs]
+    if ratios:
+        lines += [
+            "",
+            "Requests a second of the first over the second (above 1: the first is faster), "
+            + " / ".join(f"run {n}" for n in runs)
+            + ":",
+            "",
+            "| | " + " | ".join(shapes) + " |",
+            "|---|" + "---:|" * len(shapes),
+        ]
+        for a, b in ratios:
+            cells = []
+            for s in shapes:
+                rs = [
+                    rows[(s, a, n)]["rps"] / rows[(s, b, n)]["rps"]
+                    for n in runs
+                    if (s, a, n) in rows and (s, b, n) in rows and rows[(s, b, n)]["rps"] > 0
+                ]
+                cells.append(" / ".join(f"{r:.2f}x" for r in rs) if rs else "-")
+            lines.append(f"| `{a}` / `{b}` | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
 def render(src):
     machine = read_kv(os.path.join(src, "machine.txt"))
     runs = []
@@ -545,7 +653,10 @@ def render(src):
         "",
     ]
     for spec in GROUPS:
-        lines = render_group(spec, runs, machine, src)
+        if spec.get("kind") == "server":
+            lines = render_server(spec, src)
+        else:
+            lines = render_group(spec, runs, machine, src)
         if lines:
             out += lines
     report = os.path.join(src, "report.txt")
@@ -614,6 +725,59 @@ def write(path, src):
         f.write(head + render(src) + tail)
 
 
+def sections(text):
+    """The `### ` sections of a generated part: {heading: lines}, in order."""
+    out, cur = {}, None
+    for line in text.split("\n"):
+        if line.startswith("### "):
+            cur = line
+            out[cur] = []
+        if cur is not None and line != END:
+            out[cur].append(line)
+    return out
+
+
+def write_section(path, src, bench):
+    """Renders the runs in `src`, and replaces (or adds, after the section
+    before it in GROUPS' order) only the section of `bench` in `path`: for a
+    bench run on its own (BENCH_ONLY=NAME), leaving the others as their last
+    full run wrote them."""
+    new = sections(render(src))
+    spec = next((g for g in GROUPS if g.get("bench") == bench), None)
+    if spec is None:
+        sys.exit(f"no bench named {bench} in GROUPS")
+    mine = [h for h in new if h == "### " + spec["title"]]
+    if not mine:
+        sys.exit(f"the runs in {src} have no results for {bench}")
+    with open(path) as f:
+        text = f.read()
+    head, rest = text.split(BEGIN, 1)
+    body, tail = rest.split(END, 1)
+    old = sections(body)
+    heading = mine[0]
+    machine = read_kv(os.path.join(src, "machine.txt"))
+    dated = (
+        f"Run on its own on {machine.get('date', '?')} from commit {machine.get('commit', '?')} "
+        f"(`BENCH_ONLY={bench} bash scripts/benchmarks.sh`), {machine.get('model', '?')}, "
+        f"{machine.get('cpus', '?')} CPUs, {machine.get('rustc', '?')}."
+    )
+    new[heading] = new[heading][:2] + [dated, ""] + new[heading][2:]
+    if heading in old:
+        old[heading] = new[heading]
+    else:
+        # After the last section of the benches listed before this one.
+        before = ["### " + g["title"] for g in GROUPS[: GROUPS.index(spec)]]
+        keys = list(old)
+        at = max((keys.index(h) + 1 for h in before if h in old), default=len(keys))
+        items = list(old.items())
+        items.insert(at, (heading, new[heading]))
+        old = dict(items)
+    intro = body.split("### ", 1)[0]
+    with open(path, "w") as f:
+        body = "\n".join(l for v in old.values() for l in v).rstrip("\n")
+        f.write(head + BEGIN + intro + body + "\n\n" + END + tail)
+
+
 def main():
     args = sys.argv[1:]
     if "--write" in args:
@@ -622,7 +786,10 @@ def main():
         src = os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "benchmarks")
         if "--from" in args:
             src = args[args.index("--from") + 1]
-        write(path, src)
+        if "--section" in args:
+            write_section(path, src, args[args.index("--section") + 1])
+        else:
+            write(path, src)
     else:
         terminal(args)
 

@@ -22,13 +22,19 @@
 #    about 40 s a structure, five of them. Skip: BENCH_CALLGRIND=0.
 # 5. The tower layer's and the Redis layer's benches only with BENCH_LAYERS=1
 #    (they build tokio, hyper and a Redis client in release, and the Redis
-#    one starts a redis-server).
+#    one starts a redis-server). Among them `server` (tower/benches/server.rs,
+#    about 45 s, also starts a redis-server): requests a second through a
+#    real axum server against tower-governor, not criterion; it runs every
+#    configuration twice itself, so it runs in the first pass only and
+#    writes its figures to server.json there.
 # Then `python3 scripts/bench-table.py --write BENCHMARKS.md` renders one
-# table per bench from the runs' criterion estimates (median of the samples),
-# with the date, the machine, the load and the command.
+# table per bench from the runs' criterion estimates (median of the samples)
+# and the server bench's server.json, with the date, the machine, the load
+# and the command.
 #
 # BENCH_ONLY="counter window" runs those benches only (names of benches/*.rs,
-# plus `layer` and `cluster` with BENCH_LAYERS=1); BENCH_RENDER=0 leaves
+# plus `layer`, `cluster` and `server` with BENCH_LAYERS=1) and rewrites only
+# their sections of BENCHMARKS.md, each dated; BENCH_RENDER=0 leaves
 # BENCHMARKS.md alone. Everything a run produces is kept in
 # ${CARGO_TARGET_DIR:-target}/benchmarks/.
 set -euo pipefail
@@ -41,7 +47,7 @@ runs="${BENCH_RUNS:-2}"
 benches=(counter window clock limiter multi keyed metrics)
 layers=()
 if [ "${BENCH_LAYERS:-0}" = 1 ]; then
-    layers=(layer cluster)
+    layers=(layer cluster server)
 fi
 if [ -n "${BENCH_ONLY:-}" ]; then
     read -r -a benches <<<"$BENCH_ONLY"
@@ -59,6 +65,7 @@ cargo_bench() {
     case "$1" in
     layer) echo cargo bench -p stripecount-tower --bench layer ;;
     cluster) echo cargo bench -p stripecount-redis --bench cluster ;;
+    server) echo cargo bench -p stripecount-tower --features redis --bench server ;;
     metrics) echo cargo bench -p stripecount --features metrics --bench metrics ;;
     *) echo cargo bench -p stripecount --bench "$1" ;;
     esac
@@ -96,15 +103,26 @@ for r in $(seq 1 "$runs"); do
     mkdir -p "$dir"
     rm -rf "$target/criterion"
     for b in "${benches[@]}" "${layers[@]}"; do
+        # The server bench interleaves its own two runs: once is enough.
+        if [ "$b" = server ] && [ "$r" -gt 1 ]; then
+            continue
+        fi
         echo "== run $r/$runs: $b, load $(load) ($(elapsed))"
         before=$(load)
         t0=$SECONDS
+        args=("${crit[@]}")
+        if [ "$b" = server ]; then
+            args=()
+        fi
         # shellcheck disable=SC2046
-        $(cargo_bench "$b") -- "${crit[@]}" >"$dir/$b.log" 2>&1 ||
+        BENCH_SERVER_JSON="$(cd "$dir" && pwd)/server.json" $(cargo_bench "$b") -- "${args[@]}" >"$dir/$b.log" 2>&1 ||
             { tail -20 "$dir/$b.log"; echo "error: bench $b failed (log: $dir/$b.log)" >&2; exit 1; }
         echo "$before|$(load)|$((SECONDS - t0))" >"$dir/$b.load"
     done
-    mv "$target/criterion" "$dir/criterion"
+    # No criterion directory when only the server bench ran.
+    if [ -d "$target/criterion" ]; then
+        mv "$target/criterion" "$dir/criterion"
+    fi
 done
 
 if [ "${BENCH_REPORT:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
@@ -126,6 +144,14 @@ fi
 echo "== done in $(elapsed)"
 echo "$((SECONDS - start))" >"$out/seconds.txt"
 if [ "${BENCH_RENDER:-1}" = 1 ]; then
-    python3 scripts/bench-table.py --write BENCHMARKS.md --from "$out"
-    echo "== BENCHMARKS.md rewritten between its markers"
+    if [ -n "${BENCH_ONLY:-}" ]; then
+        # A partial run rewrites only its benches' sections.
+        for b in $BENCH_ONLY; do
+            python3 scripts/bench-table.py --write BENCHMARKS.md --from "$out" --section "$b"
+        done
+        echo "== BENCHMARKS.md: the sections of $BENCH_ONLY rewritten"
+    else
+        python3 scripts/bench-table.py --write BENCHMARKS.md --from "$out"
+        echo "== BENCHMARKS.md rewritten between its markers"
+    fi
 fi

@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use stripecount::{KeyedLimiter, Quota};
-use stripecount_tower::{Header, KeyedRateLimitLayer, MissingKey, PeerIp, UntilReady};
+use stripecount_tower::{Header, KeyedRateLimitLayer, MissingKey, PeerIp};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let start = tokio::time::Instant::now();
             for i in 0..5 {
                 exports
-                    .until_ready("export")
+                    .until_ready("export", 1)
                     .await
                     .expect("1 permit fits the limit");
                 println!("job: export {i} at {:.1} s", start.elapsed().as_secs_f64());

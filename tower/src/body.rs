@@ -73,6 +73,9 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
+            // An empty refusal is at its end before it is polled: hyper's
+            // HTTP/2 server then ends the stream with the headers (a gRPC
+            // Trailers-Only response) and writes no `content-length`.
             Kind::Refused { data } => data.is_none(),
         }
     }

@@ -10,12 +10,12 @@
 //!   `w` only for a window of whole seconds (the draft has no sub-second
 //!   windows). The limits are the key's own (per-key overrides included).
 //! - `RateLimit`: one Item, for the limit the decision describes
-//!   ([`Decision::limit_index`]: the one that refused, or after a grant the
+//!   ([`Verdict::limit_index`]: the one that refused, or after a grant the
 //!   one with the fewest permits left): `"<name>";r=<remaining>;t=<secs>`.
 //!   `t` is when more quota is available: on a grant, when the key's window
-//!   for that limit is empty again ([`Decision::reset_after`]); on a
+//!   for that limit is empty again ([`Verdict::reset_after`]); on a
 //!   refusal, when the refused request would fit
-//!   ([`Decision::retry_after`]), so that `Retry-After` never names a time
+//!   ([`Verdict::retry_after`]), so that `Retry-After` never names a time
 //!   before `t` (the draft's rule).
 //! - `Retry-After` (refusals only): the same seconds as `t`; absent when no
 //!   retry can succeed (a request above the key's limit).
@@ -24,10 +24,11 @@
 //! if nothing else took the room). No partition key (`pk`) is written: keys
 //! are client data (API keys, addresses) the draft warns against echoing.
 
+use crate::limit::Verdict;
 use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use std::fmt::Write as _;
 use std::time::Duration;
-use stripecount::{ConfigError, Decision};
+use stripecount::ConfigError;
 
 /// `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10).
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -97,10 +98,15 @@ impl Policies {
     }
 
     /// `RateLimit` for the decision (see the module docs for `t`).
-    pub(crate) fn ratelimit(&self, d: &Decision) -> HeaderValue {
+    /// `None` when the limiter does not know the permits left (a
+    /// fleet-wide grant): the field would have no `r` to report.
+    pub(crate) fn ratelimit(&self, d: &Verdict) -> Option<HeaderValue> {
         let name = self.names.get(d.limit_index()).map_or("\"\"", |n| n);
-        let t = ceil_secs(reset_secs(d));
-        value(format!("{name};r={};t={t}", d.remaining()))
+        let r = d.remaining()?;
+        Some(value(match reset_secs(d) {
+            Some(t) => format!("{name};r={r};t={}", ceil_secs(t)),
+            None => format!("{name};r={r}"),
+        }))
     }
 }
 
@@ -120,15 +126,15 @@ fn quote(name: &str) -> String {
 }
 
 /// The `t` of a decision, before rounding: see the module docs.
-fn reset_secs(d: &Decision) -> Duration {
+fn reset_secs(d: &Verdict) -> Option<Duration> {
     match (d.is_granted(), d.retry_after()) {
-        (false, Some(retry)) => retry,
+        (false, Some(retry)) => Some(retry),
         _ => d.reset_after(),
     }
 }
 
 /// `Retry-After` for a refusal that a retry can succeed.
-pub(crate) fn retry_after(d: &Decision) -> Option<(HeaderName, HeaderValue)> {
+pub(crate) fn retry_after(d: &Verdict) -> Option<(HeaderName, HeaderValue)> {
     let retry = d.retry_after().filter(|_| !d.is_granted())?;
     Some((RETRY_AFTER, HeaderValue::from(ceil_secs(retry))))
 }
@@ -188,6 +194,10 @@ mod tests {
             .unwrap()
     }
 
+    fn v(d: stripecount::Decision) -> Verdict {
+        Verdict::from(&d)
+    }
+
     fn t(ns: u64) -> Timestamp {
         Timestamp::from_nanos(ns)
     }
@@ -218,22 +228,22 @@ mod tests {
         let l = lim(&[(3, 3 * S, 3)]);
         let p = Policies::new(&[3 * S]);
         let sec = 1_000_000_000;
-        let d = l.decide_at(&1, t(0), 2);
-        assert_eq!(p.ratelimit(&d), "\"3s\";r=1;t=3");
+        let d = v(l.decide_at(&1, t(0), 2));
+        assert_eq!(p.ratelimit(&d).unwrap(), "\"3s\";r=1;t=3");
         assert_eq!(retry_after(&d), None);
-        let d = l.decide_at(&1, t(3 * sec / 2), 1);
+        let d = v(l.decide_at(&1, t(3 * sec / 2), 1));
         // The window empties when the 1 s slice leaves it: at 4 s, 2.5 s on.
-        assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=3");
-        let d = l.decide_at(&1, t(3 * sec / 2), 1);
+        assert_eq!(p.ratelimit(&d).unwrap(), "\"3s\";r=0;t=3");
+        let d = v(l.decide_at(&1, t(3 * sec / 2), 1));
         assert!(!d.is_granted());
         // The first 2 leave at 3 s: 1.5 s on, rounded up.
         assert_eq!(d.retry_after(), Some(Duration::from_millis(1500)));
-        assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=2");
+        assert_eq!(p.ratelimit(&d).unwrap(), "\"3s\";r=0;t=2");
         assert_eq!(retry_after(&d), Some((RETRY_AFTER, HeaderValue::from(2))));
         // Never: no Retry-After; t says when the window is empty.
-        let d = l.decide_at(&1, t(3 * sec / 2), 4);
+        let d = v(l.decide_at(&1, t(3 * sec / 2), 4));
         assert_eq!((d.retry_after(), retry_after(&d)), (None, None));
-        assert_eq!(p.ratelimit(&d), "\"3s\";r=0;t=3");
+        assert_eq!(p.ratelimit(&d).unwrap(), "\"3s\";r=0;t=3");
     }
 
     #[test]
@@ -242,11 +252,11 @@ mod tests {
         let p = Policies::new(&[S, 60 * S]);
         let sec = 1_000_000_000;
         assert!(l.decide_at(&1, t(0), 2).is_granted());
-        let d = l.decide_at(&1, t(sec), 1);
-        assert_eq!(p.ratelimit(&d), "\"1m\";r=0;t=60");
-        let d = l.decide_at(&1, t(sec), 1);
+        let d = v(l.decide_at(&1, t(sec), 1));
+        assert_eq!(p.ratelimit(&d).unwrap(), "\"1m\";r=0;t=60");
+        let d = v(l.decide_at(&1, t(sec), 1));
         // Refused by the minute; it fits when the 2 of second 0 leave it.
-        assert_eq!(p.ratelimit(&d), "\"1m\";r=0;t=59");
+        assert_eq!(p.ratelimit(&d).unwrap(), "\"1m\";r=0;t=59");
         assert_eq!(retry_after(&d), Some((RETRY_AFTER, HeaderValue::from(59))));
         assert_eq!(p.policy(&[2, 3]), "\"1s\";q=2;w=1, \"1m\";q=3;w=60");
     }

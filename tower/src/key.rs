@@ -1,6 +1,6 @@
 //! Which key a request is limited under: the [`KeyExtractor`] trait, any
-//! closure `Fn(&Parts) -> Option<K>`, and two ready-made extractors,
-//! [`PeerIp`] and [`Header`].
+//! closure `Fn(&Parts) -> Option<K>`, and ready-made extractors: [`PeerIp`]
+//! and [`Header`] here, [`ClientIp`](crate::ClientIp) in its own module.
 //!
 //! An extractor sees the request's head ([`Parts`]: method, URI, headers,
 //! extensions), never its body, and answers `None` when the request has no
@@ -11,6 +11,7 @@
 
 use http::header::HeaderName;
 use http::request::Parts;
+use http::Extensions;
 use std::borrow::{Borrow, Cow};
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -19,8 +20,9 @@ use stripecount::keyed::Key;
 /// Finds the key a request is limited under.
 ///
 /// Implemented by every closure `Fn(&Parts) -> Option<K>` (an owned key
-/// per request), by [`PeerIp`] and by [`Header`]. Implement it yourself to
-/// lend a key out of the request without allocating.
+/// per request), by [`PeerIp`], [`ClientIp`](crate::ClientIp) and
+/// [`Header`]. Implement it yourself to lend a key out of the request
+/// without allocating.
 ///
 /// ```
 /// use http::request::Parts;
@@ -83,9 +85,11 @@ where
 /// usually holds a whole /64: [`ipv6_prefix`](Self::ipv6_prefix) limits a
 /// prefix instead of each address.
 ///
-/// Behind a reverse proxy the connection's peer is the proxy: take the
-/// client's address from the proxy's header with a closure instead (and
-/// only from a proxy you trust).
+/// Behind a reverse proxy or a load balancer the connection's peer is the
+/// proxy, so every client would share its key: use
+/// [`ClientIp`](crate::ClientIp) there, which reads the client's address
+/// from the proxy's `X-Forwarded-For` or `Forwarded` header when, and only
+/// when, the peer is a proxy you trust.
 ///
 /// ```
 /// use std::net::{IpAddr, SocketAddr};
@@ -117,18 +121,6 @@ impl PeerIp {
             ipv6_prefix: bits.min(128),
         }
     }
-
-    fn key(&self, ip: IpAddr) -> IpAddr {
-        match ip.to_canonical() {
-            IpAddr::V6(v6) if self.ipv6_prefix < 128 => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.ipv6_prefix))
-                    .unwrap_or(0);
-                IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
-            }
-            ip => ip,
-        }
-    }
 }
 
 impl Default for PeerIp {
@@ -142,17 +134,37 @@ impl KeyExtractor for PeerIp {
     type Ref = IpAddr;
 
     fn extract<'a>(&self, parts: &'a Parts) -> Option<Cow<'a, IpAddr>> {
-        let ext = &parts.extensions;
-        #[cfg(feature = "axum")]
-        let axum = ext
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip());
-        #[cfg(not(feature = "axum"))]
-        let axum = None;
-        let ip = axum
-            .or_else(|| ext.get::<SocketAddr>().map(SocketAddr::ip))
-            .or_else(|| ext.get::<IpAddr>().copied())?;
-        Some(Cow::Owned(self.key(ip)))
+        let ip = peer_addr(&parts.extensions)?;
+        Some(Cow::Owned(ip_key(ip, self.ipv6_prefix)))
+    }
+}
+
+/// The connection's peer address, as the request's extensions carry it,
+/// first found of: axum's `ConnectInfo<SocketAddr>` (feature `axum`), a
+/// [`SocketAddr`], an [`IpAddr`]. As inserted: not canonicalised.
+pub(crate) fn peer_addr(ext: &Extensions) -> Option<IpAddr> {
+    #[cfg(feature = "axum")]
+    let axum = ext
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    #[cfg(not(feature = "axum"))]
+    let axum = None;
+    axum.or_else(|| ext.get::<SocketAddr>().map(SocketAddr::ip))
+        .or_else(|| ext.get::<IpAddr>().copied())
+}
+
+/// The key of address `ip`: an IPv4-mapped IPv6 address as its IPv4
+/// address, an IPv6 address cut to its first `ipv6_prefix` bits (at most
+/// 128).
+pub(crate) fn ip_key(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) if ipv6_prefix < 128 => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(ipv6_prefix))
+                .unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+        }
+        ip => ip,
     }
 }
 

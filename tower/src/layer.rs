@@ -1,25 +1,32 @@
 //! [`KeyedRateLimitLayer`]: the configuration every service it wraps
-//! shares (one `Arc`): the limiter, the key extractor, the missing-key
-//! outcome, the refusal response and the policies' names.
+//! shares (one `Arc`): the limiter, the key extractor, the requests that
+//! skip the limit, the missing-key outcome, the refusal response and the
+//! policies' names.
 
 use crate::headers::Policies;
 use crate::key::KeyExtractor;
+use crate::limit::LayerLimiter;
 use crate::refusal::{default_response, MissingKey, Refusal};
 use crate::service::KeyedRateLimit;
 use bytes::Bytes;
+use http::request::Parts;
 use http::Response;
-use std::collections::hash_map::RandomState;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::Arc;
-use stripecount::clock::MonotonicClock;
-use stripecount::{Clock, ConfigError, KeyedLimiter};
+use stripecount::{ConfigError, KeyedLimiter};
 use tower_layer::Layer;
 
 /// A refusal's response builder.
 pub(crate) type Respond = Arc<dyn Fn(&Refusal<'_>) -> Response<Bytes> + Send + Sync>;
 
-/// A [`Layer`] that limits requests per key on a shared [`KeyedLimiter`].
+/// Which requests pass without taking a permit.
+pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
+
+/// A [`Layer`] that limits requests per key on a shared limiter: a
+/// [`KeyedLimiter`] (the default), a direct `RateLimiter` with the
+/// [`Global`](crate::Global) key, stripecount-redis's `ClusterLimiter`
+/// for a limit across a fleet (feature `redis`), or any
+/// [`LayerLimiter`].
 ///
 /// Every service it makes, and every clone of those, decides on the same
 /// limiter: one budget per key across all connections and clones. A request
@@ -62,25 +69,27 @@ pub(crate) type Respond = Arc<dyn Fn(&Refusal<'_>) -> Response<Bytes> + Send + S
 /// assert_eq!(layer.limiter().limit_count(), 2);
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
-pub struct KeyedRateLimitLayer<X: KeyExtractor, C: Clock = MonotonicClock, S = RandomState> {
-    state: Arc<State<X, C, S>>,
+pub struct KeyedRateLimitLayer<X: KeyExtractor, L = KeyedLimiter<<X as KeyExtractor>::Key>> {
+    state: Arc<State<X, L>>,
 }
 
 /// What every service of a layer shares.
-pub(crate) struct State<X: KeyExtractor, C: Clock, S> {
-    pub(crate) limiter: Arc<KeyedLimiter<X::Key, C, S>>,
+pub(crate) struct State<X: KeyExtractor, L> {
+    pub(crate) limiter: Arc<L>,
     pub(crate) extractor: Arc<X>,
+    pub(crate) skip: Option<Skip>,
     pub(crate) missing: MissingKey,
     pub(crate) on_grant: bool,
     pub(crate) policies: Policies,
     pub(crate) respond: Respond,
 }
 
-impl<X: KeyExtractor, C: Clock, S> Clone for State<X, C, S> {
+impl<X: KeyExtractor, L> Clone for State<X, L> {
     fn clone(&self) -> Self {
         State {
             limiter: Arc::clone(&self.limiter),
             extractor: Arc::clone(&self.extractor),
+            skip: self.skip.clone(),
             missing: self.missing,
             on_grant: self.on_grant,
             policies: self.policies.clone(),
@@ -89,28 +98,26 @@ impl<X: KeyExtractor, C: Clock, S> Clone for State<X, C, S> {
     }
 }
 
-impl<X, C, S> KeyedRateLimitLayer<X, C, S>
+impl<X, L> KeyedRateLimitLayer<X, L>
 where
     X: KeyExtractor,
-    C: Clock,
-    S: BuildHasher + Send + Sync + 'static,
+    L: LayerLimiter<X::Ref>,
 {
     /// Limits requests by the key `extractor` finds, on `limiter` (a
-    /// `KeyedLimiter` or an `Arc` of one, to keep using it elsewhere).
-    /// Defaults: a request without a key is refused with `400 Bad Request`
-    /// ([`MissingKey`]), refusals get [`default_response`], granted
-    /// responses get no rate-limit fields, policies are named after their
-    /// windows (`"1s"`, `"1h"`).
-    pub fn new(limiter: impl Into<Arc<KeyedLimiter<X::Key, C, S>>>, extractor: X) -> Self {
-        let limiter = limiter.into();
-        let windows: Vec<_> = (0..limiter.limit_count())
-            .filter_map(|i| limiter.window_of(i))
-            .collect();
+    /// `KeyedLimiter`, or an `Arc` of one to keep using it elsewhere; any
+    /// [`LayerLimiter`]). Defaults: every request takes a permit, a request
+    /// without a key is refused with `400 Bad Request` ([`MissingKey`]),
+    /// refusals get [`default_response`], granted responses get no
+    /// rate-limit fields, policies are named after their windows (`"1s"`,
+    /// `"1h"`).
+    pub fn new(limiter: L, extractor: X) -> Self {
+        let policies = Policies::new(&limiter.windows());
         KeyedRateLimitLayer {
             state: Arc::new(State {
-                policies: Policies::new(&windows),
-                limiter,
+                policies,
+                limiter: Arc::new(limiter),
                 extractor: Arc::new(extractor),
+                skip: None,
                 missing: MissingKey::default(),
                 on_grant: false,
                 respond: Arc::new(default_response),
@@ -119,7 +126,32 @@ where
     }
 }
 
-impl<X: KeyExtractor, C: Clock, S> KeyedRateLimitLayer<X, C, S> {
+impl<X: KeyExtractor, L> KeyedRateLimitLayer<X, L> {
+    /// Requests for which `skip` is true pass to the inner service
+    /// unlimited: they take no permit, get no rate-limit fields, and need
+    /// no key. For CORS preflights, health checks, static assets.
+    ///
+    /// ```
+    /// use http::Method;
+    /// use std::net::IpAddr;
+    /// use stripecount::{KeyedLimiter, Quota};
+    /// use stripecount_tower::{KeyedRateLimitLayer, PeerIp};
+    ///
+    /// let limiter = KeyedLimiter::<IpAddr>::new(Quota::per_second(10))?;
+    /// let layer = KeyedRateLimitLayer::new(limiter, PeerIp::new()).skip_if(|req| {
+    ///     req.method == Method::OPTIONS || req.uri.path().starts_with("/health")
+    /// });
+    /// # let _ = layer;
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn skip_if<F>(mut self, skip: F) -> Self
+    where
+        F: Fn(&Parts) -> bool + Send + Sync + 'static,
+    {
+        self.state_mut().skip = Some(Arc::new(skip));
+        self
+    }
+
     /// What a request without a key gets (see [`MissingKey`]).
     pub fn missing_key(mut self, outcome: MissingKey) -> Self {
         self.state_mut().missing = outcome;
@@ -180,16 +212,16 @@ impl<X: KeyExtractor, C: Clock, S> KeyedRateLimitLayer<X, C, S> {
 
     /// The limiter (to change quotas, read figures, or register it with a
     /// metrics collector).
-    pub fn limiter(&self) -> &Arc<KeyedLimiter<X::Key, C, S>> {
+    pub fn limiter(&self) -> &Arc<L> {
         &self.state.limiter
     }
 
-    fn state_mut(&mut self) -> &mut State<X, C, S> {
+    fn state_mut(&mut self) -> &mut State<X, L> {
         Arc::make_mut(&mut self.state)
     }
 }
 
-impl<X: KeyExtractor, C: Clock, S> Clone for KeyedRateLimitLayer<X, C, S> {
+impl<X: KeyExtractor, L> Clone for KeyedRateLimitLayer<X, L> {
     fn clone(&self) -> Self {
         KeyedRateLimitLayer {
             state: Arc::clone(&self.state),
@@ -197,24 +229,25 @@ impl<X: KeyExtractor, C: Clock, S> Clone for KeyedRateLimitLayer<X, C, S> {
     }
 }
 
-impl<Svc, X: KeyExtractor, C: Clock, S> Layer<Svc> for KeyedRateLimitLayer<X, C, S> {
-    type Service = KeyedRateLimit<Svc, X, C, S>;
+impl<Svc, X: KeyExtractor, L> Layer<Svc> for KeyedRateLimitLayer<X, L> {
+    type Service = KeyedRateLimit<Svc, X, L>;
 
     fn layer(&self, inner: Svc) -> Self::Service {
         KeyedRateLimit::new(inner, Arc::clone(&self.state))
     }
 }
 
-impl<X: KeyExtractor, C: Clock, S> fmt::Debug for KeyedRateLimitLayer<X, C, S> {
+impl<X: KeyExtractor, L: fmt::Debug> fmt::Debug for KeyedRateLimitLayer<X, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.state.fmt(f)
     }
 }
 
-impl<X: KeyExtractor, C: Clock, S> fmt::Debug for State<X, C, S> {
+impl<X: KeyExtractor, L: fmt::Debug> fmt::Debug for State<X, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRateLimitLayer")
             .field("limiter", &self.limiter)
+            .field("skip", &self.skip.is_some())
             .field("missing", &self.missing)
             .field("on_grant", &self.on_grant)
             .field("policies", &self.policies)

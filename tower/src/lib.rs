@@ -9,12 +9,23 @@
 //!
 //! - [`KeyedRateLimitLayer`]: a [`tower_layer::Layer`] over any
 //!   `Service<http::Request<B>>`. A [`KeyExtractor`] finds each request's
-//!   key ([`PeerIp`], a [`Header`] such as an API key, or any closure over
-//!   the request's head); a refused request gets `429 Too Many Requests`
+//!   key ([`PeerIp`]; [`ClientIp`], the client behind proxies you trust;
+//!   a [`Header`] such as an API key; or any closure over the request's
+//!   head); a refused request gets `429 Too Many Requests`
 //!   with `Retry-After` and the IETF `RateLimit` and `RateLimit-Policy`
 //!   fields, and never reaches the inner service.
-//! - [`UntilReady`] (feature `tokio`): `limiter.until_ready(key).await`
-//!   for callers who would rather wait than be refused; cancel-safe.
+//! - For callers who would rather wait than be refused, the limiters wait
+//!   themselves, cancel-safe:
+//!   [`until_ready_with(&key, n, jitter, sleep)`](stripecount::KeyedLimiter::until_ready_with)
+//!   on any runtime, and `limiter.until_ready(&key, n).await` on tokio
+//!   (stripecount's `tokio` feature, which this crate's turns on).
+//!
+//! The limiter behind the layer is one line to change
+//! ([below](#local-global-or-fleet-wide)): a [`KeyedLimiter`] on this
+//! server, one budget for the whole service ([`Global`]), or one limit
+//! across a fleet of servers on Redis (feature `redis`). Requests that
+//! should not count ([`skip_if`](KeyedRateLimitLayer::skip_if): CORS
+//! preflights, health checks) pass unlimited.
 //!
 //! A separate crate, so that stripecount's users who do not serve HTTP
 //! never compile `http` or tower.
@@ -55,6 +66,50 @@
 //!
 //! A server on a real socket, with axum, is in `examples/server.rs`
 //! (`cargo run -p stripecount-tower --all-features --example server`).
+//!
+//! # Local, global or fleet-wide
+//! The layer takes any [`LayerLimiter`]:
+//!
+//! | limiter | key | what the limit covers |
+//! |---|---|---|
+//! | [`KeyedLimiter`] | any extractor | each key, on this server |
+//! | `RateLimiter`, `MultiLimiter` | [`Global`] | every request, on this server |
+//! | `stripecount_redis::ClusterLimiter` (feature `redis`) | any extractor | each key, across every server on the same Redis and namespace |
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use http::HeaderName;
+//! use stripecount::{KeyedLimiter, Quota};
+//! use stripecount_redis::ClusterLimiter;
+//! use stripecount_tower::{Header, KeyedRateLimitLayer};
+//!
+//! let api_key = Header::new(HeaderName::from_static("x-api-key"));
+//! // On this server:
+//! let local = KeyedLimiter::<String>::new(Quota::per_minute(100))?;
+//! let layer = KeyedRateLimitLayer::new(local, api_key.clone());
+//! # let _ = layer;
+//! // Across the fleet (every server names the same Redis, namespace and quota):
+//! let fleet = ClusterLimiter::<String>::new("redis://10.0.0.5/", "api", Quota::per_minute(100))?;
+//! let layer = KeyedRateLimitLayer::new(fleet, api_key);
+//! # let _ = layer;
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "redis"))]
+//! # fn main() {}
+//! ```
+//!
+//! A `ClusterLimiter` grants most requests from a lease its server holds,
+//! in `call`, without I/O or a lock; a request the lease cannot serve waits
+//! for a round trip to Redis made on tokio's blocking pool, never on the
+//! executor's thread (so the layer needs a tokio runtime with this
+//! limiter). A fleet-wide grant does not know the key's permits left
+//! across the fleet: its responses carry `RateLimit-Policy` but no
+//! `RateLimit`; refusals carry both. When Redis is unreachable the
+//! limiter's outage policy decides: admitted, or `503` without fields
+//! ([`Refusal::Unavailable`]).
+//!
+//! [`KeyedLimiter`]: stripecount::KeyedLimiter
 //!
 //! # The fields
 //! Written as [draft-ietf-httpapi-ratelimit-headers-10] (September 2025)
@@ -113,29 +168,63 @@
 //! slices), and `Retry-After` and `t` count to when the request fits in
 //! every span of `w`.
 //!
+//! # gRPC
+//! A tonic service is a tower service over HTTP/2, so the layer limits it
+//! as it is: `Server::builder().layer(layer).add_service(...)` limits
+//! every call to every service of the server. gRPC clients read a call's
+//! outcome from `grpc-status`, not from a `429`: build the layer with
+//! [`.refusal(grpc_response)`](grpc_response) so that a refused call fails
+//! with `RESOURCE_EXHAUSTED` and its retry delay (`grpc-retry-pushback-ms`
+//! and a `google.rpc.RetryInfo`). Metadata are request headers, so a key
+//! sent as metadata is read with [`Header`]:
+//!
+//! ```text
+//! let layer = KeyedRateLimitLayer::new(limiter, Header::new(HeaderName::from_static("x-api-key")))
+//!     .missing_key(MissingKey::Refuse(StatusCode::UNAUTHORIZED)) // UNAUTHENTICATED
+//!     .refusal(stripecount_tower::grpc_response);
+//! Server::builder().layer(layer).add_service(MyServiceServer::new(my_service)).serve(addr).await?;
+//! ```
+//!
+//! A client sets the key with
+//! `request.metadata_mut().insert("x-api-key", key.parse()?)`. A whole
+//! server in `examples/grpc.rs` (`cargo run -p stripecount-tower
+//! --all-features --example grpc`).
+//!
 //! # Features
-//! - `tokio`: [`UntilReady`] and [`TokioClock`].
-//! - `axum`: [`PeerIp`] also reads axum's `ConnectInfo<SocketAddr>`.
+//! - `tokio`: turns on stripecount's `tokio` feature: `until_ready` on
+//!   every limiter, sleeping on tokio's timer, and
+//!   `stripecount::clock::TokioClock`.
+//! - `axum`: [`PeerIp`] and [`ClientIp`] also read axum's
+//!   `ConnectInfo<SocketAddr>`.
+//! - `redis`: the layer on stripecount-redis's `ClusterLimiter` (one limit
+//!   across a fleet; needs a tokio runtime, and Rust 1.88 as
+//!   stripecount-redis does).
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod client_ip;
+#[cfg(feature = "redis")]
+mod cluster;
 mod future;
+mod grpc;
 mod headers;
 mod key;
 mod layer;
+mod limit;
 mod refusal;
 mod service;
-#[cfg(feature = "tokio")]
-mod wait;
 
 pub use body::LimitBody;
+pub use client_ip::{CidrError, ClientIp, ProxyHeader};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use cluster::ClusterPending;
 pub use future::ResponseFuture;
+pub use grpc::grpc_response;
 pub use headers::{RATELIMIT, RATELIMIT_POLICY};
 pub use key::{Header, KeyExtractor, PeerIp};
 pub use layer::KeyedRateLimitLayer;
+pub use limit::{Check, Global, LayerLimiter, Verdict};
 pub use refusal::{default_response, MissingKey, Refusal};
 pub use service::KeyedRateLimit;
-#[cfg(feature = "tokio")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
-pub use wait::{TokioClock, UntilReady};

@@ -8,17 +8,22 @@
 //! [`Refusal::Limited`] (`Retry-After`, `RateLimit`, `RateLimit-Policy`)
 //! to whatever it returned, so a custom body cannot lose them.
 
+use crate::limit::Verdict;
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
-use stripecount::{Decision, Denied};
+use stripecount::Denied;
 
 /// Why the layer refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refusal<'a> {
     /// The limiter refused the request's key; its decision says why
-    /// ([`Decision::denied`]) and when a retry would fit.
-    Limited(&'a Decision),
+    /// ([`Verdict::denied`]) and when a retry would fit.
+    Limited(&'a Verdict),
+    /// The limiter could not decide ([`Verdict::is_unavailable`]: a
+    /// fleet-wide limiter's store unreachable, and its outage policy
+    /// refuses). No rate-limit fields are added: nothing was counted.
+    Unavailable,
     /// The request had no key and [`MissingKey::Refuse`] is in force, with
     /// this status.
     MissingKey(StatusCode),
@@ -46,7 +51,8 @@ impl Default for MissingKey {
 /// - the limit refused the request: `429 Too Many Requests`;
 /// - the limiter holds its maximum of keys, none idle, and refuses new ones
 ///   ([`Denied::TooManyKeys`]): `503 Service Unavailable` (an overload of
-///   the service, not the client's quota);
+///   the service, not the client's quota), or cannot decide
+///   ([`Refusal::Unavailable`]): `503` as well;
 /// - no key: the [`MissingKey::Refuse`] status.
 ///
 /// ```
@@ -64,6 +70,10 @@ pub fn default_response(refusal: &Refusal<'_>) -> Response<Bytes> {
             "the rate limiter cannot track more clients now\n",
         ),
         Refusal::Limited(_) => (StatusCode::TOO_MANY_REQUESTS, "too many requests\n"),
+        Refusal::Unavailable => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the rate limiter is unavailable\n",
+        ),
         Refusal::MissingKey(status) => (*status, "no rate-limit key in the request\n"),
     };
     let mut r = Response::new(Bytes::from_static(body.as_bytes()));

@@ -1,6 +1,9 @@
 //! [`KeyedRateLimit`]: the service. `poll_ready` is the inner service's;
 //! `call` extracts the key, takes one permit from the shared limiter, and
-//! either calls the inner service or answers the refusal at once.
+//! either calls the inner service or answers the refusal at once. When the
+//! limiter's decision needs a round trip ([`Check::Pending`]), the readied
+//! inner service moves into the response future (a clone stays for the
+//! next request), which calls it once the decision is a grant.
 //!
 //! # Why the permit is taken in `call`
 //! `poll_ready` may be called without a `call` following (a load balancer
@@ -11,35 +14,34 @@
 //! readiness, reserved by `poll_ready`, is kept for the next `call`, as
 //! with any tower service that answers some requests itself.)
 
-use crate::future::{Fields, ResponseFuture};
+use crate::future::{Fields, ResponseFuture, Resume};
 use crate::headers::{retry_after, RATELIMIT, RATELIMIT_POLICY};
 use crate::key::KeyExtractor;
 use crate::layer::State;
+use crate::limit::{Check, LayerLimiter, Verdict};
 use crate::refusal::{MissingKey, Refusal};
 use bytes::Bytes;
-use http::header::HeaderValue;
+use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
-use std::collections::hash_map::RandomState;
+use std::borrow::Borrow;
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use stripecount::clock::MonotonicClock;
 use stripecount::limiter::MAX_LIMITS;
-use stripecount::{Clock, Decision, Denied, KeyedLimiter};
+use stripecount::{Denied, KeyedLimiter};
 use tower_service::Service;
 
 /// A service limited per key by a [`KeyedRateLimitLayer`]; clones share
 /// the layer's limiter and configuration.
 ///
 /// [`KeyedRateLimitLayer`]: crate::KeyedRateLimitLayer
-pub struct KeyedRateLimit<Svc, X: KeyExtractor, C: Clock = MonotonicClock, S = RandomState> {
+pub struct KeyedRateLimit<Svc, X: KeyExtractor, L = KeyedLimiter<<X as KeyExtractor>::Key>> {
     inner: Svc,
-    state: Arc<State<X, C, S>>,
+    state: Arc<State<X, L>>,
 }
 
-impl<Svc, X: KeyExtractor, C: Clock, S> KeyedRateLimit<Svc, X, C, S> {
-    pub(crate) fn new(inner: Svc, state: Arc<State<X, C, S>>) -> Self {
+impl<Svc, X: KeyExtractor, L> KeyedRateLimit<Svc, X, L> {
+    pub(crate) fn new(inner: Svc, state: Arc<State<X, L>>) -> Self {
         KeyedRateLimit { inner, state }
     }
 
@@ -59,12 +61,12 @@ impl<Svc, X: KeyExtractor, C: Clock, S> KeyedRateLimit<Svc, X, C, S> {
     }
 
     /// The shared limiter.
-    pub fn limiter(&self) -> &Arc<KeyedLimiter<X::Key, C, S>> {
+    pub fn limiter(&self) -> &Arc<L> {
         &self.state.limiter
     }
 }
 
-impl<Svc: Clone, X: KeyExtractor, C: Clock, S> Clone for KeyedRateLimit<Svc, X, C, S> {
+impl<Svc: Clone, X: KeyExtractor, L> Clone for KeyedRateLimit<Svc, X, L> {
     fn clone(&self) -> Self {
         KeyedRateLimit {
             inner: self.inner.clone(),
@@ -73,7 +75,7 @@ impl<Svc: Clone, X: KeyExtractor, C: Clock, S> Clone for KeyedRateLimit<Svc, X, 
     }
 }
 
-impl<Svc: fmt::Debug, X: KeyExtractor, C: Clock, S> fmt::Debug for KeyedRateLimit<Svc, X, C, S> {
+impl<Svc: fmt::Debug, X: KeyExtractor, L: fmt::Debug> fmt::Debug for KeyedRateLimit<Svc, X, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRateLimit")
             .field("inner", &self.inner)
@@ -83,23 +85,22 @@ impl<Svc: fmt::Debug, X: KeyExtractor, C: Clock, S> fmt::Debug for KeyedRateLimi
 }
 
 /// A request's fate.
-enum Outcome {
+pub(crate) enum Outcome {
     /// Call the inner service (adding these fields to its response).
     Call(Option<Fields>),
     /// Answer at once.
     Refuse(Response<Bytes>),
 }
 
-impl<Svc, ReqB, ResB, X, C, S> Service<Request<ReqB>> for KeyedRateLimit<Svc, X, C, S>
+impl<Svc, ReqB, ResB, X, L> Service<Request<ReqB>> for KeyedRateLimit<Svc, X, L>
 where
-    Svc: Service<Request<ReqB>, Response = Response<ResB>>,
+    Svc: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
     X: KeyExtractor,
-    C: Clock,
-    S: BuildHasher + Send + Sync + 'static,
+    L: LayerLimiter<X::Ref>,
 {
     type Response = Response<crate::LimitBody<ResB>>;
     type Error = Svc::Error;
-    type Future = ResponseFuture<Svc::Future>;
+    type Future = ResponseFuture<Svc, ReqB, X, L>;
 
     /// The inner service's readiness; takes no permit.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -109,21 +110,36 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let (parts, body) = req.into_parts();
         let st = &*self.state;
-        let outcome = match st.extractor.extract(&parts) {
-            Some(key) => {
-                let d = st.limiter.decide(&*key, 1);
-                if d.is_granted() {
-                    Outcome::Call(st.on_grant.then(|| fields(st, &key, &d)))
-                } else {
-                    Outcome::Refuse(refusal(st, &key, &d))
-                }
+        let outcome = if st.skip.as_ref().is_some_and(|skip| skip(&parts)) {
+            Outcome::Call(None)
+        } else {
+            match st.extractor.extract(&parts) {
+                Some(key) => match L::check(&st.limiter, &*key) {
+                    Check::Ready(v) => outcome(st, &*key, &v),
+                    Check::Pending(pending) => {
+                        let key = key.into_owned();
+                        // The readied service goes with the request; a clone
+                        // (not yet ready) stays for the next one.
+                        let ready = self.inner.clone();
+                        let svc = std::mem::replace(&mut self.inner, ready);
+                        return ResponseFuture::deciding(
+                            pending,
+                            Resume {
+                                svc,
+                                req: Request::from_parts(parts, body),
+                                key,
+                                state: Arc::clone(&self.state),
+                            },
+                        );
+                    }
+                },
+                None => match st.missing {
+                    MissingKey::Refuse(status) => {
+                        Outcome::Refuse((st.respond)(&Refusal::MissingKey(status)))
+                    }
+                    MissingKey::Pass => Outcome::Call(None),
+                },
             }
-            None => match st.missing {
-                MissingKey::Refuse(status) => {
-                    Outcome::Refuse((st.respond)(&Refusal::MissingKey(status)))
-                }
-                MissingKey::Pass => Outcome::Call(None),
-            },
         };
         match outcome {
             Outcome::Call(fields) => {
@@ -135,59 +151,65 @@ where
     }
 }
 
-/// A refusal's response: the responder's, with the decision's fields
-/// (none for a key the limiter cannot track: it has no window to report).
-fn refusal<X: KeyExtractor, C: Clock, S: BuildHasher>(
-    st: &State<X, C, S>,
+/// What the layer does with `key`'s verdict.
+pub(crate) fn outcome<X: KeyExtractor, L: LayerLimiter<X::Ref>>(
+    st: &State<X, L>,
     key: &X::Ref,
-    d: &Decision,
+    v: &Verdict,
+) -> Outcome {
+    if v.is_granted() {
+        Outcome::Call(st.on_grant.then(|| fields(st, key, v)))
+    } else {
+        Outcome::Refuse(refusal(st, key, v))
+    }
+}
+
+/// [`outcome`] for a key owned by a response future.
+pub(crate) fn outcome_owned<X: KeyExtractor, L: LayerLimiter<X::Ref>>(
+    st: &State<X, L>,
+    key: &X::Key,
+    v: &Verdict,
+) -> Outcome {
+    outcome(st, key.borrow(), v)
+}
+
+/// A refusal's response: the responder's, with the decision's fields
+/// (none for a key the limiter cannot track, or a limiter that could not
+/// decide: there is no window to report).
+fn refusal<X: KeyExtractor, L: LayerLimiter<X::Ref>>(
+    st: &State<X, L>,
+    key: &X::Ref,
+    v: &Verdict,
 ) -> Response<Bytes> {
-    let mut response = (st.respond)(&Refusal::Limited(d));
-    if d.denied() != Some(Denied::TooManyKeys) {
+    if v.is_unavailable() {
+        return (st.respond)(&Refusal::Unavailable);
+    }
+    let mut response = (st.respond)(&Refusal::Limited(v));
+    if v.denied() != Some(Denied::TooManyKeys) {
         let headers = response.headers_mut();
-        for (name, value) in fields(st, key, d) {
+        for (name, value) in fields(st, key, v).into_iter().flatten() {
             headers.insert(name, value);
         }
-        if let Some((name, value)) = retry_after(d) {
+        if let Some((name, value)) = retry_after(v) {
             headers.insert(name, value);
         }
     }
     response
 }
 
-/// `RateLimit-Policy` and `RateLimit` for `key`'s decision.
-fn fields<X: KeyExtractor, C: Clock, S: BuildHasher>(
-    st: &State<X, C, S>,
+/// `RateLimit-Policy` and `RateLimit` for `key`'s decision (`RateLimit`
+/// left out when the limiter does not know the permits left).
+fn fields<X: KeyExtractor, L: LayerLimiter<X::Ref>>(
+    st: &State<X, L>,
     key: &X::Ref,
-    d: &Decision,
+    v: &Verdict,
 ) -> Fields {
-    let policy = policy(st, key, d);
-    let ratelimit = st.policies.ratelimit(d);
-    [(RATELIMIT_POLICY, policy), (RATELIMIT, ratelimit)]
-}
-
-/// `RateLimit-Policy` with the key's limits: the decision's for the limit
-/// it describes, the limiter's for the others (per-key ones if it has
-/// overrides: one more lookup).
-fn policy<X: KeyExtractor, C: Clock, S: BuildHasher>(
-    st: &State<X, C, S>,
-    key: &X::Ref,
-    d: &Decision,
-) -> HeaderValue {
-    let lim = &st.limiter;
-    let k = lim.limit_count().min(MAX_LIMITS);
     let mut limits = [0u64; MAX_LIMITS];
-    if k > 1 && lim.key_overrides() > 0 {
-        for (slot, l) in limits.iter_mut().zip(lim.limits_for(key)) {
-            *slot = l;
-        }
-    } else {
-        for (i, slot) in limits.iter_mut().enumerate().take(k) {
-            *slot = lim.limit_of(i).unwrap_or(0);
-        }
-    }
-    if let Some(slot) = limits.get_mut(d.limit_index()) {
-        *slot = d.limit();
-    }
-    st.policies.policy(&limits[..k])
+    let k = st
+        .limiter
+        .policy_limits(key, v, &mut limits)
+        .min(MAX_LIMITS);
+    let policy: (HeaderName, HeaderValue) = (RATELIMIT_POLICY, st.policies.policy(&limits[..k]));
+    let ratelimit = st.policies.ratelimit(v).map(|r| (RATELIMIT, r));
+    [Some(policy), ratelimit]
 }

@@ -70,7 +70,7 @@ async fn body(r: Response<LimitBody<String>>) -> String {
 }
 
 type Extractor = fn(&Parts) -> Option<(String, String)>;
-type Limited = KeyedRateLimit<Inner, Extractor, ManualClock>;
+type Limited = KeyedRateLimit<Inner, Extractor, Limiter>;
 type Limiter = Arc<KeyedLimiter<(String, String), ManualClock>>;
 
 fn setup() -> (Limited, Limiter, Inner) {

@@ -90,6 +90,18 @@ impl Stack {
     }
 }
 
+impl Stack {
+    /// A GET to `path` with `headers`; the reply's status.
+    pub async fn status_with(&self, path: &str, headers: &[(&str, &str)]) -> StatusCode {
+        let mut req = Request::get(format!("http://{}{path}", self.addr));
+        for &(name, value) in headers {
+            req = req.header(name, value);
+        }
+        let res = self.client.request(req.body(Empty::new()).unwrap());
+        res.await.unwrap().status()
+    }
+}
+
 pub async fn send(
     client: Client<HttpConnector, Empty<Bytes>>,
     addr: SocketAddr,

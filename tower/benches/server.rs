@@ -1,0 +1,557 @@
+//! Requests a second through a real HTTP server, with and without a rate
+//! limit layer, against tower-governor.
+//!
+//! One axum server on 127.0.0.1 (one route, `GET /` answering `ok`),
+//! served by a tokio runtime of its own with 1 worker thread; a load
+//! generator on another runtime with 1 worker thread: `C` HTTP/1.1
+//! keep-alive connections (hyper's client connection, one each), each
+//! sending requests back to back with an `x-api-key` header drawn from `K`
+//! keys (a seeded xorshift per connection). First the connections open
+//! and every key gets three requests (connection `i` sends keys `i`,
+//! `i + C`, ..., three times over), then a warm-up, then responses are
+//! counted by status for `D` seconds. Every run starts a new server and a
+//! new limiter.
+//!
+//! Rows (configuration, each on the router `app` builds around its layer):
+//! - `none`: no rate limit layer: the floor.
+//! - `stripecount`: `KeyedRateLimitLayer` on a `KeyedLimiter<String>`,
+//!   keyed by `Header` (borrowed from the request).
+//! - `tower-governor`: tower-governor's `GovernorLayer` keyed by the same
+//!   header (its `KeyExtractor`, an owned `String` a request), on the
+//!   GCRA quota of the same rate (`period = window / limit`, `burst =
+//!   limit`).
+//! - `stripecount-cluster`: `KeyedRateLimitLayer` on a
+//!   `stripecount_redis::ClusterLimiter<String>` (a fleet-wide limit), on a
+//!   redis-server the bench starts (it fails if `redis-server` is not on
+//!   the PATH).
+//!
+//! Shapes:
+//! - `granted`: 10^9 per hour per key (60 slices of a minute): nothing is
+//!   refused. The cluster limiter grants from its leases: the first of a
+//!   key is one permit, the next ones sized to the key's rate (at most
+//!   1024), so after the first requests a key needs a round trip only when
+//!   its lease runs out or a new slice begins (every minute).
+//! - `refusing`: 1 per minute per key: each key's first request (before
+//!   the warm-up) is granted, every later one refused with a 429. A
+//!   refusal of the cluster limiter is a round trip to Redis (no lease
+//!   holds a key with nothing left), on tokio's blocking pool.
+//!
+//! A row is valid only if its shape held (`granted`: no refusal;
+//! `refusing`: at least 99% refused; no other status in either); the
+//! table says so. Each shape runs every configuration twice, interleaved
+//! (none, ours, governor, cluster, none, ours, ...), and the ratios are
+//! per run. Also written as JSON to `$BENCH_SERVER_JSON`, by default
+//! `<target>/benchmarks/server.json` (what `scripts/bench-table.py`
+//! renders).
+//!
+//! Run (`BENCH_SERVER_CONNECTIONS`, default 32; `BENCH_SERVER_KEYS`, 1000;
+//! `BENCH_SERVER_SECS`, 2; `BENCH_SERVER_WARMUP`, 0.5):
+//! `cargo bench -p stripecount-tower --features redis --bench server`
+
+#[path = "../../redis/tests/support/mod.rs"]
+mod redis_support;
+
+use axum::body::Body;
+use axum::response::IntoResponse;
+use axum::routing::{get, Route};
+use axum::Router;
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use redis_support::RedisServer;
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stripecount::{KeyedLimiter, Quota};
+use stripecount_redis::ClusterLimiter;
+use stripecount_tower::{Header, KeyedRateLimitLayer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::{Builder, Runtime};
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::{GovernorError, GovernorLayer};
+use tower_layer::{Identity, Layer};
+use tower_service::Service;
+
+const KEY_HEADER: &str = "x-api-key";
+
+/// The load, from the environment.
+struct Load {
+    connections: usize,
+    keys: usize,
+    secs: f64,
+    warmup: f64,
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v}: not a valid number")),
+        Err(_) => default,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Granted,
+    Refusing,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Granted => "granted",
+            Shape::Refusing => "refusing",
+        }
+    }
+
+    /// Every limiter's quota per key.
+    fn quota(self) -> Quota {
+        match self {
+            Shape::Granted => Quota::per(1_000_000_000, Duration::from_secs(3600)).slices(60),
+            Shape::Refusing => Quota::per_minute(1),
+        }
+    }
+
+    /// Whether `c` is what this shape is meant to measure.
+    fn holds(self, config: Config, c: &Counts) -> bool {
+        if c.other > 0 || c.total() == 0 {
+            return false;
+        }
+        match (self, config) {
+            (Shape::Granted, _) | (Shape::Refusing, Config::None) => c.refused == 0,
+            (Shape::Refusing, _) => c.refused as f64 >= 0.99 * c.total() as f64,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Config {
+    None,
+    Stripecount,
+    Governor,
+    Cluster,
+}
+
+const CONFIGS: [Config; 4] = [
+    Config::None,
+    Config::Stripecount,
+    Config::Governor,
+    Config::Cluster,
+];
+
+impl Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::None => "none",
+            Config::Stripecount => "stripecount",
+            Config::Governor => "tower-governor",
+            Config::Cluster => "stripecount-cluster",
+        }
+    }
+}
+
+/// The server every configuration runs: one trivial route, under `layer`.
+fn app<L>(layer: L) -> Router
+where
+    L: Layer<Route> + Clone + Send + Sync + 'static,
+    L::Service: Service<Request<Body>> + Clone + Send + Sync + 'static,
+    <L::Service as Service<Request<Body>>>::Response: IntoResponse + 'static,
+    <L::Service as Service<Request<Body>>>::Error: Into<Infallible> + 'static,
+    <L::Service as Service<Request<Body>>>::Future: Send + 'static,
+{
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+fn api_key() -> Header {
+    Header::new(HeaderName::from_static(KEY_HEADER))
+}
+
+/// tower-governor's key: the same header, as an owned `String` (its
+/// limiter looks keys up by `&K`).
+#[derive(Clone)]
+struct GovernorApiKey;
+
+impl tower_governor::key_extractor::KeyExtractor for GovernorApiKey {
+    type Key = String;
+
+    fn extract<T>(&self, req: &Request<T>) -> Result<String, GovernorError> {
+        req.headers()
+            .get(KEY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or(GovernorError::UnableToExtractKey)
+    }
+}
+
+/// The router of `config` in `shape`, on a new limiter (a new namespace
+/// of `redis` for the cluster limiter).
+fn router(config: Config, shape: Shape, redis: &RedisServer, namespace: &str) -> Router {
+    let quota = shape.quota();
+    match config {
+        Config::None => app(Identity::new()),
+        Config::Stripecount => {
+            let limiter = KeyedLimiter::<String>::new(quota).expect("a valid quota");
+            app(KeyedRateLimitLayer::new(limiter, api_key()))
+        }
+        Config::Governor => {
+            // The same rate as a GCRA: one permit every window / limit,
+            // bursts of the whole limit.
+            let period = quota.window() / u32::try_from(quota.limit()).expect("a u32 limit");
+            let config = GovernorConfigBuilder::default()
+                .key_extractor(GovernorApiKey)
+                .period(period)
+                .burst_size(quota.limit() as u32)
+                .finish()
+                .expect("a valid governor quota");
+            app(GovernorLayer::<_, _, Body>::new(config))
+        }
+        Config::Cluster => {
+            let limiter = ClusterLimiter::<String>::builder(&redis.url(), namespace, quota)
+                .build()
+                .expect("a cluster limiter");
+            app(KeyedRateLimitLayer::new(limiter, api_key()))
+        }
+    }
+}
+
+/// Responses by status.
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    ok: u64,
+    refused: u64,
+    other: u64,
+}
+
+impl Counts {
+    fn total(&self) -> u64 {
+        self.ok + self.refused + self.other
+    }
+
+    fn add(&mut self, status: StatusCode) {
+        match status {
+            StatusCode::OK => self.ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => self.refused += 1,
+            _ => self.other += 1,
+        }
+    }
+
+    fn merge(&mut self, o: Counts) {
+        self.ok += o.ok;
+        self.refused += o.refused;
+        self.other += o.other;
+    }
+}
+
+/// A runtime with one worker thread (the work of whatever is spawned on
+/// it; tokio's blocking pool aside).
+fn runtime(name: &str) -> Runtime {
+    Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// A client connection: requests go out one at a time, over one socket.
+type Conn = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
+
+/// Opens a keep-alive connection (its driver spawned on the current
+/// runtime).
+async fn connect(addr: SocketAddr) -> Conn {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("TCP_NODELAY");
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("HTTP/1.1 handshake");
+    tokio::spawn(conn);
+    send
+}
+
+/// Sends `GET /` with `key` and reads the whole response.
+async fn request(send: &mut Conn, host: &HeaderValue, key: &HeaderValue) -> StatusCode {
+    let req = Request::get("/")
+        .header(http::header::HOST, host.clone())
+        .header(KEY_HEADER, key.clone())
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    send.ready().await.expect("connection ready");
+    let res = send.send_request(req).await.expect("a response");
+    let status = res.status();
+    res.into_body().collect().await.expect("the body");
+    status
+}
+
+/// Passes over the keys before the warm-up.
+const PRIME_PASSES: usize = 3;
+
+/// Connection `i` of `n`: opened, then [`PRIME_PASSES`] passes over the
+/// keys `k` with `k % n == i`: every key has had its first request before
+/// the warm-up starts, and the cluster limiter's leases (one permit at
+/// first, then sized to the key's rate) have grown to the keys' rate.
+async fn prime(addr: SocketAddr, keys: Arc<[HeaderValue]>, i: usize, n: usize) -> Conn {
+    let mut send = connect(addr).await;
+    let host = HeaderValue::from_str(&addr.to_string()).unwrap();
+    for _ in 0..PRIME_PASSES {
+        for key in keys.iter().skip(i).step_by(n) {
+            request(&mut send, &host, key).await;
+        }
+    }
+    send
+}
+
+/// Requests back to back on `send` until `end`, counting the responses
+/// that arrive after `warm_end`; each key drawn by a xorshift seeded with
+/// `seed` (the same sequence every run).
+async fn drive(
+    mut send: Conn,
+    addr: SocketAddr,
+    keys: Arc<[HeaderValue]>,
+    seed: u64,
+    warm_end: Instant,
+    end: Instant,
+) -> Counts {
+    let host = HeaderValue::from_str(&addr.to_string()).unwrap();
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut counts = Counts::default();
+    loop {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let status = request(&mut send, &host, &keys[(x % keys.len() as u64) as usize]).await;
+        let now = Instant::now();
+        if now >= end {
+            return counts;
+        }
+        if now >= warm_end {
+            counts.add(status);
+        }
+    }
+}
+
+/// One run: a new server for `app`, the load against it, the counts.
+fn measure(app: Router, load: &Load, keys: &Arc<[HeaderValue]>) -> Counts {
+    let server = runtime("server");
+    let listener = server
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("a loopback port");
+    let addr = listener.local_addr().unwrap();
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut TcpStream| {
+        let _ = tcp.set_nodelay(true);
+    });
+    server.spawn(async move { axum::serve(listener, app).await.expect("serve") });
+
+    let client = runtime("load");
+    let n = load.connections;
+    let primed: Vec<_> = (0..n)
+        .map(|i| client.spawn(prime(addr, Arc::clone(keys), i, n)))
+        .collect();
+    let conns = client.block_on(async {
+        let mut conns = Vec::with_capacity(n);
+        for p in primed {
+            conns.push(p.await.expect("a connection"));
+        }
+        conns
+    });
+    let warm_end = Instant::now() + Duration::from_secs_f64(load.warmup);
+    let end = warm_end + Duration::from_secs_f64(load.secs);
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, send)| {
+            let keys = Arc::clone(keys);
+            client.spawn(drive(send, addr, keys, i as u64 + 1, warm_end, end))
+        })
+        .collect();
+    let counts = client.block_on(async {
+        let mut total = Counts::default();
+        for t in tasks {
+            total.merge(t.await.expect("a load task"));
+        }
+        total
+    });
+    client.shutdown_background();
+    server.shutdown_background();
+    counts
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+struct Row {
+    shape: Shape,
+    config: Config,
+    run: usize,
+    counts: Counts,
+    load: String,
+}
+
+impl Row {
+    fn rps(&self, secs: f64) -> f64 {
+        self.counts.total() as f64 / secs
+    }
+
+    fn refused_share(&self) -> f64 {
+        self.counts.refused as f64 / self.counts.total().max(1) as f64
+    }
+}
+
+/// Where the JSON goes: `$BENCH_SERVER_JSON`, or `benchmarks/server.json`
+/// in the target directory (three levels above this executable:
+/// `target/release/deps/server-*`).
+fn json_path() -> PathBuf {
+    if let Ok(p) = std::env::var("BENCH_SERVER_JSON") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("the bench's path");
+    let target = exe.ancestors().nth(3).expect("target/<profile>/deps/");
+    target.join("benchmarks").join("server.json")
+}
+
+fn json(load: &Load, rows: &[Row], before: &str, after: &str) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{{\n  \"connections\": {},\n  \"keys\": {},\n  \"secs\": {},\n  \"warmup\": {},\n  \
+         \"load_before\": \"{before}\",\n  \"load_after\": \"{after}\",\n  \"rows\": [",
+        load.connections, load.keys, load.secs, load.warmup
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}\n    {{\"shape\": \"{}\", \"config\": \"{}\", \"run\": {}, \"ok\": {}, \
+             \"refused\": {}, \"other\": {}, \"rps\": {:.1}, \"valid\": {}, \"load\": \"{}\"}}",
+            if i == 0 { "" } else { "," },
+            r.shape.name(),
+            r.config.name(),
+            r.run,
+            r.counts.ok,
+            r.counts.refused,
+            r.counts.other,
+            r.rps(load.secs),
+            r.shape.holds(r.config, &r.counts),
+            r.load,
+        );
+    }
+    s.push_str("\n  ]\n}\n");
+    s
+}
+
+fn main() {
+    let load = Load {
+        connections: env_or("BENCH_SERVER_CONNECTIONS", 32),
+        keys: env_or("BENCH_SERVER_KEYS", 1000),
+        secs: env_or("BENCH_SERVER_SECS", 2.0),
+        warmup: env_or("BENCH_SERVER_WARMUP", 0.5),
+    };
+    assert!(load.connections > 0 && load.keys > 0 && load.secs > 0.0);
+    let keys: Arc<[HeaderValue]> = (0..load.keys)
+        .map(|k| HeaderValue::from_str(&format!("k-{k:05}")).unwrap())
+        .collect();
+    let redis = RedisServer::start();
+    let runs = 2;
+
+    let before = loadavg();
+    println!(
+        "server: {} connections, {} keys, {} s measured after {} s of warm-up; \
+         server and load generator on 1 worker thread each",
+        load.connections, load.keys, load.secs, load.warmup
+    );
+    println!("load average before: {before}");
+    let mut rows = Vec::new();
+    for shape in [Shape::Granted, Shape::Refusing] {
+        for run in 1..=runs {
+            for config in CONFIGS {
+                let ns = format!("bench_server_{}_{run}", shape.name());
+                let row_load = loadavg();
+                let counts = measure(router(config, shape, &redis, &ns), &load, &keys);
+                rows.push(Row {
+                    shape,
+                    config,
+                    run,
+                    counts,
+                    load: row_load,
+                });
+            }
+        }
+    }
+    let after = loadavg();
+
+    println!();
+    println!("| shape | configuration | run | requests/s | refused | shape held | load before |");
+    println!("|---|---|---:|---:|---:|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.0} | {:.2}% | {} | {} |",
+            r.shape.name(),
+            r.config.name(),
+            r.run,
+            r.rps(load.secs),
+            100.0 * r.refused_share(),
+            if r.shape.holds(r.config, &r.counts) {
+                "yes"
+            } else {
+                "NO (invalid)"
+            },
+            r.load
+        );
+    }
+    let rps = |shape: Shape, config: Config, run: usize| {
+        rows.iter()
+            .find(|r| r.shape == shape && r.config == config && r.run == run)
+            .map(|r| r.rps(load.secs))
+            .unwrap()
+    };
+    println!();
+    println!("requests/s over requests/s, run 1 / run 2 (above 1: the first is faster)");
+    println!();
+    println!("| shape | ratio | per run |");
+    println!("|---|---|---|");
+    let ratios = [
+        (Config::Stripecount, Config::Governor),
+        (Config::Stripecount, Config::None),
+        (Config::Governor, Config::None),
+        (Config::Cluster, Config::Governor),
+        (Config::Cluster, Config::None),
+    ];
+    for shape in [Shape::Granted, Shape::Refusing] {
+        for (a, b) in ratios {
+            let per_run: Vec<String> = (1..=runs)
+                .map(|run| format!("{:.2}x", rps(shape, a, run) / rps(shape, b, run)))
+                .collect();
+            println!(
+                "| {} | {} / {} | {} |",
+                shape.name(),
+                a.name(),
+                b.name(),
+                per_run.join(" / ")
+            );
+        }
+    }
+    println!();
+    println!("load average before: {before}; after: {after}");
+
+    let path = json_path();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).expect("the JSON's directory");
+    }
+    std::fs::write(&path, json(&load, &rows, &before, &after)).expect("writing the JSON");
+    println!("written: {}", path.display());
+    let invalid = rows
+        .iter()
+        .filter(|r| !r.shape.holds(r.config, &r.counts))
+        .count();
+    if invalid > 0 {
+        println!("{invalid} row(s) did not hold their shape: their figures are not comparable");
+    }
+}
