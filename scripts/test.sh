@@ -31,6 +31,9 @@
 #    of 79 s. The library's dependencies are reached through generic or
 #    #[inline] code (CachePadded, strength_reduce), compiled into the
 #    library at its own opt-level, so the code under test is the same.
+#    Under CI (`CI=true`), .ci/run's ThreadSanitizer lane (scripts/san.sh)
+#    runs these same targets in release, so this step says so and is not
+#    repeated there.
 # 2. The loom models in loom-tests/, built with `--cfg loom` in their own
 #    target directory (so the normal build is not invalidated) and run with
 #    a preemption bound of 2. Deeper: LOOM_MAX_PREEMPTIONS=3 bash scripts/test.sh
@@ -85,10 +88,14 @@ step "1b'. the clock without the tsc feature (the Instant fallback)"
 cargo test -p stripecount --no-default-features --test clock
 
 step "1c. library unit tests and per-key tests, optimized (a release build)"
-cargo test -p stripecount --release \
-    --config 'profile.release.package."*".opt-level = 0' \
-    --config 'profile.release.package.stripecount-baselines.opt-level = 0' \
-    --lib --test keyed --test keyed_edges --test keyed_hot --test keyed_threads --test keyed_rotation
+if [ "${CI:-}" = true ]; then
+    echo "CI=true: run in release by scripts/san.sh (ThreadSanitizer: --release --lib --test '*threads*' --test 'keyed*'), which .ci/run calls next"
+else
+    cargo test -p stripecount --release \
+        --config 'profile.release.package."*".opt-level = 0' \
+        --config 'profile.release.package.stripecount-baselines.opt-level = 0' \
+        --lib --test keyed --test keyed_edges --test keyed_hot --test keyed_threads --test keyed_rotation
+fi
 
 step "2. loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}), built with --cfg loom in their own target directory"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" \
