@@ -215,11 +215,17 @@
 //! `stripecount::prometheus` and `examples/prometheus_server.rs`.
 //!
 //! ## HTTP and gRPC: `stripecount-tower`
-//! A tower layer over a `KeyedLimiter`: a key extractor, `429 Too Many
-//! Requests` with `Retry-After` and the IETF `RateLimit` /
-//! `RateLimit-Policy` fields (callers who would rather queue wait on the
-//! limiter itself: [below](#waiting-for-a-permit)). Its `RateLimit-Policy` `w` is the quota's window: with a
-//! strict quota the limit holds in every span of `w`. See
+//! A tower layer for axum, hyper and tonic: a key extractor (`PeerIp`,
+//! `ClientIp` for the client behind trusted proxies, a `Header`, `Global`,
+//! a closure), `429 Too Many Requests` with `Retry-After` and the IETF
+//! `RateLimit` / `RateLimit-Policy` fields (or, with `grpc_response`,
+//! gRPC's `RESOURCE_EXHAUSTED` and its retry delay), and `skip_if` for
+//! requests that pass unlimited. The limiter behind it is a
+//! `KeyedLimiter`, a `RateLimiter` for the whole service, or (feature
+//! `redis`) a `ClusterLimiter` for a limit across the fleet: one line to
+//! change. Its `RateLimit-Policy` `w` is the quota's window: with a strict
+//! quota the limit holds in every span of `w`. Callers who would rather
+//! queue wait on the limiter itself ([below](#waiting-for-a-permit)). See
 //! <https://docs.rs/stripecount-tower>.
 //!
 //! ## Across a fleet: `stripecount-redis`
