@@ -370,7 +370,7 @@ GROUPS = [
         "`x-api-key` header. Before the warm-up, three requests a key. `granted`: 10^9 per "
         "hour a key, nothing refused (the cluster limiter grants from leases sized to the "
         "key's rate); `refusing`: 1 per minute a key, so every measured request should be "
-        "refused with a 429 (the cluster limiter asks Redis for each). A cell marked "
+        "refused with a 429 (the cluster limiter asks Redis once a key, then refuses from its memo until the retry time). A cell marked "
         "`(invalid)` did not hold its shape.",
     ),
     dict(

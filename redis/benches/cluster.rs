@@ -20,6 +20,9 @@
 //!   4096 keys and a time read once (target: >= 0.8x). The limit is never
 //!   reached and a lease lasts the day's slice, so the leases refill (one
 //!   round trip per key every `MAX_LEASE` grants) but never refuse.
+//!   `refused_from_memo`: a refusal of a key Redis refused for the day,
+//!   from the refusal memo (no round trip, no lock); `refused_round_trip`:
+//!   the same with the memo off (a round trip per refusal).
 //!
 //! ```text
 //! cargo bench -p stripecount-redis --bench cluster -- --warm-up-time 1 --measurement-time 2
@@ -168,6 +171,30 @@ fn lease(c: &mut Criterion) {
             black_box(cluster.try_acquire_at(&black_box(i), now, 1))
         })
     });
+    // A refused key (1 permit a day, taken): refused by the refusal memo,
+    // and with the memo off, by a round trip each.
+    let full = Quota::per(1, day).slices(1);
+    let refused = |memo: bool| -> ClusterLimiter<u64> {
+        ClusterLimiter::builder(&redis.url(), "bench_refused", full)
+            .refusal_memo(memo)
+            .build()
+            .expect("a limiter")
+    };
+    let (memo, no_memo) = (refused(true), refused(false));
+    assert!(memo.try_acquire(&0, 1));
+    assert!(!memo.try_acquire(&0, 1));
+    let now = memo.now();
+    g.bench_function("refused_from_memo", |b| {
+        b.iter(|| black_box(memo.try_acquire_at(&black_box(0), now, 1)))
+    });
+    g.bench_function("refused_round_trip", |b| {
+        b.iter(|| black_box(no_memo.try_acquire_at(&black_box(0), now, 1)))
+    });
+    let (m, r) = (memo.stats(), no_memo.stats());
+    println!(
+        "redis_lease: refused by the memo {} times with {} round trips; without it, {} round trips",
+        m.memo_refusals, m.round_trips, r.round_trips
+    );
     g.finish();
 }
 

@@ -115,7 +115,11 @@
 //!   most [`max_batch`](ClusterLimiterBuilder::max_batch) each, and less near the
 //!   limit (a lease gets at most half the room left beyond the request).
 //!   Permits of a lease whose slice ended count until returned (the next
-//!   miss of the key, or the sweeper within its interval).
+//!   miss of the key, or the sweeper within its interval). A key Redis
+//!   refused is refused locally until the retry time Redis gave
+//!   ([`refusal_memo`](ClusterLimiterBuilder::refusal_memo), on by
+//!   default: no round trip per refused request), so permits returned for
+//!   it meanwhile wait until then.
 //!
 //! # What a Redis restart loses
 //! With `appendonly yes` and `appendfsync always`, Redis writes a batch's

@@ -65,6 +65,7 @@ pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) margin: Duration,
     pub(crate) link: LinkConfig,
     pub(crate) sweep_interval: Duration,
+    pub(crate) refusal_memo: bool,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
 }
@@ -80,6 +81,7 @@ impl<K: RedisKey> ClusterLimiterBuilder<K> {
             margin: Duration::from_millis(1),
             link: LinkConfig::default(),
             sweep_interval: Duration::from_millis(100),
+            refusal_memo: true,
             clock: WallClock::new(),
             _k: PhantomData,
         }
@@ -133,6 +135,30 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         self
     }
 
+    /// Whether a key Redis refused is refused locally until its retry time
+    /// (default on). When Redis refuses a request with a retry time (the
+    /// window has no room until its oldest slices leave it), the node
+    /// remembers it: until then, the key's requests of at least as many
+    /// permits are refused without a round trip and without the sender
+    /// lock, with the time left
+    /// ([`Grant::Refused`](crate::Grant::Refused)), also by
+    /// [`decide_from_lease`](ClusterLimiter::decide_from_lease). This saves
+    /// a round trip per refused request (a flood of requests for a refused
+    /// key loads neither Redis nor the other keys' misses), and it never
+    /// admits more. The cost: until the retry time, permits other nodes
+    /// return for that key are not seen by this node, which under-admits
+    /// the key at most until the time Redis said the request would fit
+    /// anyway. Entries expire at their retry time and the sweeper drops
+    /// them. Only Redis's refusals are remembered, never the outage
+    /// policy's; while Redis is unreachable, a remembered refusal still
+    /// refuses until its time (it is Redis's last word on the key, as a
+    /// held lease still grants). Off: every refused request makes a round
+    /// trip.
+    pub fn refusal_memo(mut self, on: bool) -> Self {
+        self.refusal_memo = on;
+        self
+    }
+
     /// The node clock, read as Unix time (default [`WallClock`]). Lease
     /// deadlines are measured on it from each lease's round trip, so its
     /// offset from server time does not matter; only its rate (within
@@ -147,6 +173,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
             margin: self.margin,
             link: self.link,
             sweep_interval: self.sweep_interval,
+            refusal_memo: self.refusal_memo,
             clock,
             _k: PhantomData,
         }

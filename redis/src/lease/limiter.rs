@@ -92,8 +92,9 @@ impl<K: RedisKey> ClusterLimiter<K> {
 
     /// The builder of a limiter like [`new`](Self::new)'s, for the options
     /// of [`ClusterLimiterBuilder`] (outage policy, lease size, margin,
-    /// timeouts, backoff, sweep interval, clock); checked by its
-    /// [`build`](ClusterLimiterBuilder::build), with the errors of `new`.
+    /// timeouts, backoff, sweep interval, refusal memo, clock); checked by
+    /// its [`build`](ClusterLimiterBuilder::build), with the errors of
+    /// `new`.
     pub fn builder(url: &str, namespace: &str, quota: Quota) -> ClusterLimiterBuilder<K> {
         ClusterLimiterBuilder::new(url, namespace, quota)
     }
@@ -126,6 +127,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         let link = Link::new(&b.url, &b.link)?;
         let inner = Arc::new(Shared {
             words: HashIndex::new(),
+            memo: HashIndex::new(),
+            memo_on: b.refusal_memo,
             time,
             judged,
             slice_ns,
@@ -272,10 +275,12 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
 
     /// `n` permits of `key` from this node's held lease only: no I/O, no
     /// lock, never blocks. `Some` is the decision (a grant from the lease,
-    /// or a refusal of a request above the limit); `None` when the lease
-    /// cannot serve it (no lease, used up, or its slice over), and
-    /// [`decide`](Self::decide) would make a round trip. Nothing is taken
-    /// on `None`.
+    /// a refusal of a request above the limit, or a refusal Redis made of
+    /// the key until a retry time not yet reached, with the time left: see
+    /// [`refusal_memo`](ClusterLimiterBuilder::refusal_memo)); `None` when
+    /// the lease cannot serve it (no lease, used up, or its slice over),
+    /// and [`decide`](Self::decide) would make a round trip. Nothing is
+    /// taken on `None`.
     ///
     /// For callers that must not block the thread they run on (an async
     /// executor): decide here, and run `decide` on a thread that may block
@@ -321,8 +326,10 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         if n > i.quota.limit() {
             return Some(Grant::Refused { retry_after: None });
         }
-        i.take(key, now, n)
-            .map(|tag| i.granted(i.slice_of(tag, now)))
+        match i.take(key, now, n) {
+            Some(tag) => Some(i.granted(i.slice_of(tag, now))),
+            None => i.memo_refused(key, now, n),
+        }
     }
 
     /// The node clock now: the time the `*_at` methods take. (Grants report
@@ -354,8 +361,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     }
 
     /// Returns the unused permits of leases whose deadline passed, now (the
-    /// sweeper does this every `sweep_interval`); returns how many were
-    /// revoked. On error they stay queued and go with the next request.
+    /// sweeper does this every `sweep_interval`), and forgets the refusals
+    /// whose retry time passed; returns how many permits were revoked. On
+    /// error they stay queued and go with the next request.
     pub fn sweep(&self) -> Result<u64, ClusterError> {
         self.sweep_at(self.now())
     }
@@ -363,7 +371,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// [`sweep`](Self::sweep) of the leases whose deadline passed by node
     /// time `now`. A `now` later than the clock's revokes leases early (their
     /// permits are returned, never lost); an earlier one leaves them to
-    /// the next sweep.
+    /// the next sweep. (Likewise it forgets remembered refusals early:
+    /// their keys' next requests ask Redis.)
     pub fn sweep_at(&self, now: Timestamp) -> Result<u64, ClusterError> {
         let i = &*self.inner;
         let mut s = lock(&i.sender);

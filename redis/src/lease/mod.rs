@@ -54,16 +54,27 @@
 //! lease whose slice ended count against the window until returned: the
 //! next miss of the key returns them, or the sweeper within its interval.
 //!
+//! The refusal memo (`memo.rs`, on by default) adds one more: a refusal
+//! with a retry time `T` is remembered, and until `T` the node refuses the
+//! key's requests of at least the refused permits without a round trip.
+//! It only refuses, so the invariant above is untouched; but until `T`
+//! this node does not see permits other nodes (or its own queued returns)
+//! give back for that key, so it under-admits the key at most until `T`,
+//! when the script said the request would fit anyway. Requests of fewer
+//! permits still make the round trip (they may fit sooner).
+//!
 //! # Modules
 //! `limiter.rs` the limiter and its hot path; `word.rs` the lease word
 //! (its loom model: `loom-tests/tests/lease_word.rs`); `remote.rs` the
-//! miss path, returns and the outage policy; `sweep.rs` the sweeper;
+//! miss path, returns and the outage policy; `memo.rs` the refusal memo;
+//! `sweep.rs` the sweeper;
 //! `grant.rs` the decision; `script.rs` and `lease.lua` the script and its
 //! exactly-once protocol; `config.rs` the builder; `stats.rs` counters.
 
 mod config;
 mod grant;
 mod limiter;
+mod memo;
 mod remote;
 mod script;
 mod stats;

@@ -33,6 +33,12 @@
 //! end was refused after four such tries (`tests/lease.rs`,
 //! `a_request_at_a_slice_end_waits_for_the_next_slice`).
 //!
+//! # A refused key
+//! A script's refusal with a retry time is remembered (`memo.rs`): until
+//! then the key's requests of at least the refused permits are refused
+//! before the lock is taken (and again once it is held, for the requests
+//! that queued behind the round trip that refused), without a round trip.
+//!
 //! # Locks
 //! `sender` (the connection, the sequence, the outbox, the queued
 //! returns, the per-key batch sizes) is held across round trips, only on
@@ -40,6 +46,7 @@
 
 use super::config::OutagePolicy;
 use super::grant::Grant;
+use super::memo::Refusal;
 use super::script::{lease_request, LeaseNames, LeaseReply, LeaseShape, Return};
 use super::stats::LeaseCounters;
 use super::word::{units, LeaseWord, Take, MAX_LEASE, TAGS};
@@ -108,6 +115,10 @@ pub(crate) struct Sender<K> {
 /// Everything a limiter shares with its sweeper.
 pub(crate) struct Shared<K: 'static, C: Clock> {
     pub(crate) words: HashIndex<K, Arc<LeaseWord>>,
+    /// The refusal memo (`memo.rs`): keys refused by the script, until
+    /// their retry time. Empty when `memo_on` is off.
+    pub(crate) memo: HashIndex<K, Refusal>,
+    pub(crate) memo_on: bool,
     pub(crate) time: Arc<ServerTime<C>>,
     /// The slices a request is judged against: the quota's, one more when
     /// strict.
@@ -179,6 +190,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if n > self.quota.limit() {
             return Grant::Refused { retry_after: None };
         }
+        if let Some(g) = self.memo_refused(key, self.node_now(), n) {
+            return g;
+        }
         let mut s = lock(&self.sender);
         // A lease that arrives with its slice already over is returned and
         // asked again; a few tries.
@@ -186,6 +200,10 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             let now = self.node_now();
             if let Some(tag) = self.take(key, now, n) {
                 return self.granted(self.slice_of(tag, now));
+            }
+            // Refused by a round trip another thread made meanwhile.
+            if let Some(g) = self.memo_refused(key, now, n) {
+                return g;
             }
             if !s.link.backoff.ready(Instant::now()) {
                 return self.outage(key, n);
@@ -378,6 +396,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         };
         if r.granted == 0 {
             bump(&c.refusals, 1);
+            if let (Some(need), Some(us)) = (caller, r.retry_us) {
+                self.memo_refusal(k, t0, us, need);
+            }
             let retry_after = r.retry_us.map(Duration::from_micros);
             return Ok(caller.map(|_| Grant::Refused { retry_after }));
         }

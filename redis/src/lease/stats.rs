@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Counters of a [`ClusterLimiter`](crate::ClusterLimiter) since it was
 /// built ([`stats`](crate::ClusterLimiter::stats)). Grants from held
-/// leases are not counted (the hot path counts nothing).
+/// leases are not counted (the hot path counts nothing); refusals by the
+/// refusal memo are (`memo_refusals`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeaseStats {
@@ -23,6 +24,10 @@ pub struct LeaseStats {
     pub leased_permits: u64,
     /// Lease requests Redis refused (no room in the window).
     pub refusals: u64,
+    /// Requests refused by the refusal memo: without a round trip, because
+    /// Redis refused the key until a retry time not yet reached
+    /// ([`refusal_memo`](crate::ClusterLimiterBuilder::refusal_memo)).
+    pub memo_refusals: u64,
     /// Permits returned unused (acknowledged by Redis).
     pub returned_permits: u64,
     /// Requests decided by the outage policy, admitted.
@@ -42,6 +47,7 @@ pub(crate) struct LeaseCounters {
     pub(crate) leases: AtomicU64,
     pub(crate) leased_permits: AtomicU64,
     pub(crate) refusals: AtomicU64,
+    pub(crate) memo_refusals: AtomicU64,
     pub(crate) returned_permits: AtomicU64,
     pub(crate) outage_admitted: AtomicU64,
     pub(crate) outage_refused: AtomicU64,
@@ -59,6 +65,7 @@ impl LeaseCounters {
             leases: l(&self.leases),
             leased_permits: l(&self.leased_permits),
             refusals: l(&self.refusals),
+            memo_refusals: l(&self.memo_refusals),
             returned_permits: l(&self.returned_permits),
             outage_admitted: l(&self.outage_admitted),
             outage_refused: l(&self.outage_refused),

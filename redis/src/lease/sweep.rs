@@ -1,6 +1,7 @@
 //! The sweeper: revokes leases whose deadline passed and returns their
-//! unused permits (so they stop counting against the window), and forgets
-//! keys with no lease for a window. A background thread runs it every
+//! unused permits (so they stop counting against the window), forgets
+//! keys with no lease for a window, and drops the refusal memo's entries
+//! whose retry time passed (`memo.rs`). A background thread runs it every
 //! `sweep_interval`; [`ClusterLimiter::sweep`](crate::ClusterLimiter::sweep)
 //! and [`release_all`](crate::ClusterLimiter::release_all) run it at once.
 //!
@@ -18,14 +19,16 @@ use stripecount::Clock;
 
 impl<K: RedisKey, C: Clock> Shared<K, C> {
     /// Revokes the leases whose deadline passed by node time `now` (all of
-    /// them if `all`), forgets keys with no lease for a window, and returns
-    /// the unused permits to Redis. Returns the permits queued for return.
+    /// them if `all`), forgets keys with no lease for a window and the
+    /// refusals whose retry time passed, and returns the unused permits to
+    /// Redis. Returns the permits queued for return.
     pub(crate) fn sweep(
         &self,
         s: &mut Sender<K>,
         all: bool,
         now: u64,
     ) -> Result<u64, ClusterError> {
+        self.memo_prune(now);
         let est = self.time.server_at(now) / self.slice_ns;
         let now = units(now);
         let mut queued = 0;
@@ -90,10 +93,15 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
     }
 
-    /// The sweeper's step: skipped if a request holds the sender.
+    /// The sweeper's step: skipped if a request holds the sender, except
+    /// for the refusal memo's expired entries (they need no lock).
     pub(crate) fn tick(&self) {
-        if let Ok(mut s) = self.sender.try_lock() {
-            let _ = self.sweep(&mut s, false, self.node_now());
+        let now = self.node_now();
+        match self.sender.try_lock() {
+            Ok(mut s) => {
+                let _ = self.sweep(&mut s, false, now);
+            }
+            Err(_) => self.memo_prune(now),
         }
     }
 }
