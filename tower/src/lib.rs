@@ -186,7 +186,12 @@
 //! ```
 //!
 //! A client sets the key with
-//! `request.metadata_mut().insert("x-api-key", key.parse()?)`. A whole
+//! `request.metadata_mut().insert("x-api-key", key.parse()?)`. To key by
+//! the client's address: tonic puts the connection's address in the
+//! request's extensions as its own `TcpConnectInfo`, which [`PeerIp`] does
+//! not read; a closure does
+//! (`|p: &Parts| p.extensions.get::<TcpConnectInfo>()?.remote_addr().map(|a| a.ip())`).
+//! A whole
 //! server in `examples/grpc.rs` (`cargo run -p stripecount-tower
 //! --all-features --example grpc`).
 //!
