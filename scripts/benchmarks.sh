@@ -22,7 +22,7 @@
 #    about 40 s a structure, five of them. Skip: BENCH_CALLGRIND=0.
 # 5. The tower layer's and the Redis layer's benches only with BENCH_LAYERS=1
 #    (they build tokio, hyper and a Redis client in release, and the Redis
-#    one starts a redis-server). Among them `server` (tower/benches/server.rs,
+#    one starts a redis-server). Among them `server` (tower/benches/server/,
 #    about 45 s, also starts a redis-server): requests a second through a
 #    real axum server against tower-governor, not criterion; it runs every
 #    configuration twice itself, so it runs in the first pass only and
