@@ -572,7 +572,7 @@ def render_server(spec, src):
     ld = read_load(os.path.join(os.path.dirname(path), f"{spec['bench']}.load"))
     lines = [f"### {spec['title']}", ""]
     lines.append(
-        f"`tower/benches/server.rs`: an axum server on the loopback (one worker thread) and a "
+        f"`tower/benches/server/`: an axum server on the loopback (one worker thread) and a "
         f"load generator (one worker thread, {d['connections']} HTTP/1.1 keep-alive "
         f"connections sending back to back over {d['keys']} keys), {d['secs']} s counted after "
         f"{d['warmup']} s of warm-up; every configuration {len(runs)} times, interleaved, in "
@@ -738,41 +738,41 @@ def sections(text):
 
 
 def write_section(path, src, bench):
-    """Renders the runs in `src`, and replaces (or adds, after the section
-    before it in GROUPS' order) only the section of `bench` in `path`: for a
-    bench run on its own (BENCH_ONLY=NAME), leaving the others as their last
-    full run wrote them."""
+    """Renders the runs in `src`, and replaces (or adds, after the sections
+    before them in GROUPS' order) only the sections of `bench` in `path`: for
+    a bench run on its own (BENCH_ONLY=NAME), leaving the others as their
+    last full run wrote them."""
     new = sections(render(src))
-    spec = next((g for g in GROUPS if g.get("bench") == bench), None)
-    if spec is None:
+    specs = [g for g in GROUPS if g.get("bench") == bench]
+    if not specs:
         sys.exit(f"no bench named {bench} in GROUPS")
-    mine = [h for h in new if h == "### " + spec["title"]]
-    if not mine:
-        sys.exit(f"the runs in {src} have no results for {bench}")
-    with open(path) as f:
-        text = f.read()
-    head, rest = text.split(BEGIN, 1)
-    body, tail = rest.split(END, 1)
-    old = sections(body)
-    heading = mine[0]
     machine = read_kv(os.path.join(src, "machine.txt"))
     dated = (
         f"Run on its own on {machine.get('date', '?')} from commit {machine.get('commit', '?')} "
         f"(`BENCH_ONLY={bench} bash scripts/benchmarks.sh`), {machine.get('model', '?')}, "
         f"{machine.get('cpus', '?')} CPUs, {machine.get('rustc', '?')}."
     )
-    new[heading] = new[heading][:2] + [dated, ""] + new[heading][2:]
-    if heading in old:
-        old[heading] = new[heading]
-    else:
-        # After the last section of the benches listed before this one.
-        before = ["### " + g["title"] for g in GROUPS[: GROUPS.index(spec)]]
-        keys = list(old)
-        at = max((keys.index(h) + 1 for h in before if h in old), default=len(keys))
-        items = list(old.items())
-        items.insert(at, (heading, new[heading]))
-        old = dict(items)
+    with open(path) as f:
+        text = f.read()
+    head, rest = text.split(BEGIN, 1)
+    body, tail = rest.split(END, 1)
     intro = body.split("### ", 1)[0]
+    old = sections(body)
+    for spec in specs:
+        heading = "### " + spec["title"]
+        if heading not in new:
+            sys.exit(f"the runs in {src} have no results for {heading}")
+        lines = new[heading][:2] + [dated, ""] + new[heading][2:]
+        if heading in old:
+            old[heading] = lines
+        else:
+            # After the last section of the benches listed before this one.
+            before = ["### " + g["title"] for g in GROUPS[: GROUPS.index(spec)]]
+            keys = list(old)
+            at = max((keys.index(h) + 1 for h in before if h in old), default=len(keys))
+            items = list(old.items())
+            items.insert(at, (heading, lines))
+            old = dict(items)
     with open(path, "w") as f:
         body = "\n".join(l for v in old.values() for l in v).rstrip("\n")
         f.write(head + BEGIN + intro + body + "\n\n" + END + tail)

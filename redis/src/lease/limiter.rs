@@ -262,14 +262,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
-        let i = &*self.inner;
-        let now = now.as_nanos();
-        if n == 0 {
-            return i.granted(i.time.server_at(now) / i.slice_ns);
-        }
-        match i.take(key, now, n) {
-            Some(tag) => i.granted(i.slice_of(tag, now)),
-            None => i.miss(key, n),
+        match self.decide_from_lease_at(key, now, n) {
+            Some(grant) => grant,
+            None => self.inner.miss(key, n),
         }
     }
 
