@@ -26,7 +26,9 @@
 //!   under any concurrency; a request is answered by a bool or a
 //!   [`Decision`].
 //! - [`KeyedWindows`] and [`HotKeyDetector`]: a window per key, and the keys
-//!   that cross a threshold in it, reported exactly once per crossing.
+//!   that cross a threshold in it, reported exactly once per crossing;
+//!   [`HotKeySketch`]: the same in memory fixed at construction, for key
+//!   spaces too large to hold, with a stated error bound.
 //! - [`Clock`] and [`Timestamp`]: where time comes from
 //!   ([`clock`] has the clocks), and the type every `*_at` method takes.
 //!
@@ -89,7 +91,7 @@ pub mod prometheus;
 pub use clock::{Clock, Timestamp};
 pub use counter::StripedCounter;
 pub use error::ConfigError;
-pub use keyed::{HotKeyDetector, KeyedWindows};
+pub use keyed::{HotKeyDetector, HotKeySketch, KeyedWindows};
 pub use limiter::{Decision, Denied, KeyedLimiter, MultiLimiter, Quota, RateLimiter};
 pub use window::{MultiWindow, SlidingWindow};
 

@@ -1,6 +1,6 @@
-//! Per-key sliding windows ([`KeyedWindows`]), hot-key detection
-//! ([`HotKeyDetector`]) and per-key handles ([`KeyHandle`],
-//! [`HotKeyHandle`]).
+//! Per-key sliding windows ([`KeyedWindows`]), hot-key detection, exact
+//! ([`HotKeyDetector`]) and in fixed memory ([`HotKeySketch`]), and per-key
+//! handles ([`KeyHandle`], [`HotKeyHandle`]).
 
 // Design notes (for maintainers; not part of the public docs).
 //
@@ -30,6 +30,10 @@
 //   a heavy key's exact step. `bound.rs`: how many adds a heavy, cold key
 //   takes in a slice without the exact step, and what a late add (older
 //   than the newest slice) owes it.
+// - `sketch.rs`: [`HotKeySketch`], the detector in fixed memory: a
+//   `doorkeeper.rs` in front of a [`HotKeyDetector`] bounded in keys; the
+//   doorkeeper admits a key's adds to exact counting once its adds in the
+//   slice reach the admission level.
 // - The packed words (an entry's count and flags, its hot word, a home's
 //   word) are laid out in `crate::pack`.
 //
@@ -60,6 +64,7 @@
 mod add;
 mod bound;
 mod builder;
+mod doorkeeper;
 mod entry;
 mod exact;
 mod handle;
@@ -70,12 +75,14 @@ mod hot;
 pub mod model;
 mod reads;
 mod ring;
+mod sketch;
 mod slice_map;
 mod windows;
 
 pub use self::builder::{HotKeyDetectorBuilder, KeyedWindowsBuilder};
 pub use self::handle::{HotKeyHandle, KeyHandle};
 pub use self::hot::HotKeyDetector;
+pub use self::sketch::{HotKeySketch, HotKeySketchBuilder};
 pub use self::windows::KeyedWindows;
 pub use crate::key::{Key, KeyHasher, KeyRef};
 
@@ -84,4 +91,5 @@ fn _assert_traits() {
     fn is<T: Send + Sync>() {}
     is::<KeyedWindows<String>>();
     is::<HotKeyDetector<u64>>();
+    is::<HotKeySketch<String>>();
 }

@@ -1,0 +1,294 @@
+//! The doorkeeper of [`HotKeySketch`](super::HotKeySketch): a fixed array
+//! of words that decides, per add, whether a key's adds in the current
+//! slice have reached the *admission level* `a` and so go to exact
+//! counting, or stay here (and are not counted anywhere else).
+//!
+//! # The word
+//! `tag:16 | c5:8 | c4:8 | c3:8 | c2:8 | c1:8 | c0:8`: the low 16 bits of
+//! the epoch (slice number) the counters belong to, and six counters that
+//! saturate at `a` (`a <= 255`). A key picks one word and three of its six
+//! counters from its hash; its estimate in the word's slice is the least
+//! of its three counters. The counters are shared with every other key
+//! that picks them, so an estimate never falls below the key's own adds
+//! in that slice until it saturates at `a`.
+//!
+//! # The gate (one CAS, or one load once the key is admitted)
+//! An add at epoch `e` reads the key's word:
+//! - tag `e`: its counters as they are;
+//! - tag `e - 1`: the word is moved to `e`, each counter that reached `a`
+//!   in slice `e - 1` starting at `a` (*carry-over*) and the rest at 0, so
+//!   a key admitted in one slice is admitted from its first add in the
+//!   next one;
+//! - an older tag: the word is moved to `e` with every counter at 0;
+//! - a newer tag (the add is late: its slice is older than the word's):
+//!   the add is admitted without touching the word.
+//!
+//! Then the key's three counters are raised by `n` (capped at `a`) in the
+//! same CAS as any move; the add is admitted when the least of them is at
+//! `a` afterwards. A key already at `a` in all three at the word's own
+//! epoch is admitted by the load alone (the word of a hot key is only
+//! read, so threads adding to it do not pass its cache line around).
+//!
+//! # The guarantee (what `HotKeySketch` states as its error bound)
+//! The adds of one key at one epoch that are *not* admitted total at most
+//! `a - 1`, under any concurrency: every one of them wrote the word (an
+//! add that writes nothing is admitted) while its tag was that epoch (a
+//! late add is admitted), and the last of them, in the word's
+//! modification order, left its least counter below `a`: that counter was
+//! never capped up to then, and it holds every earlier add of the key at
+//! that epoch, so the counter, and so the sum of those adds, is at most
+//! `a - 1`. Everything else (sharing counters, a tag that wraps after
+//! 65,536 slices, carry-over) can only admit a key sooner, never later.
+//!
+//! # Orderings
+//! `Relaxed` throughout: the word publishes nothing else, and the
+//! guarantee above rests on the word's modification order alone. Model
+//! checked with loom (`loom-tests/tests/doorkeeper.rs`), with a naive gate
+//! (a load, then a store) as the counter-example.
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Counters a word holds.
+const LANES: u32 = 6;
+/// The bits of a word's counters.
+const COUNTS: u64 = (1 << (8 * LANES)) - 1;
+/// Where a word's tag starts.
+const TAG_SHIFT: u32 = 48;
+/// The tag's bits (the low bits of an epoch).
+const TAG: u64 = 0xFFFF;
+
+/// The three counters each key picks, as bit offsets: the 16 first of the
+/// 20 three-of-six choices (a key's hash picks one with 4 bits).
+const PICKS: [[u32; 3]; 16] = {
+    let mut out = [[0u32; 3]; 16];
+    let mut i = 0;
+    let mut a = 0;
+    while a < LANES {
+        let mut b = a + 1;
+        while b < LANES {
+            let mut c = b + 1;
+            while c < LANES {
+                if i < 16 {
+                    out[i] = [8 * a, 8 * b, 8 * c];
+                }
+                i += 1;
+                c += 1;
+            }
+            b += 1;
+        }
+        a += 1;
+    }
+    out
+};
+
+/// The doorkeeper: `words.len()` is a power of two.
+pub(crate) struct Doorkeeper {
+    words: Box<[AtomicU64]>,
+    mask: u64,
+    level: u64,
+}
+
+impl Doorkeeper {
+    /// A doorkeeper in at most `bytes` (at least one word) admitting keys
+    /// at `level` (`1..=255`, the caller checks).
+    pub(crate) fn new(bytes: usize, level: u64) -> Doorkeeper {
+        debug_assert!((1..=255).contains(&level));
+        let words = (bytes / 8).max(1);
+        // The largest power of two that fits.
+        let words = 1usize << (usize::BITS - 1 - words.leading_zeros());
+        Doorkeeper {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            mask: words as u64 - 1,
+            level,
+        }
+    }
+
+    /// The admission level `a`.
+    pub(crate) fn level(&self) -> u64 {
+        self.level
+    }
+
+    /// Bytes of the words.
+    pub(crate) fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    /// The key's word and counters, from its hash.
+    #[inline(always)]
+    fn place(&self, hash: u64) -> (&AtomicU64, &'static [u32; 3]) {
+        // A multiply spreads the map's hash (whose low bits pick its
+        // shard) over the bits used here.
+        let mix = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let word = &self.words[((mix >> 32) & self.mask) as usize];
+        (word, &PICKS[((mix >> 28) & 15) as usize])
+    }
+
+    /// Counts an add of `n > 0` at `epoch`; `true` if it is admitted (see
+    /// the module docs).
+    #[inline]
+    pub(crate) fn admit(&self, hash: u64, epoch: u64, n: u64) -> bool {
+        let (word, picks) = self.place(hash);
+        let tag = epoch & TAG;
+        let a = self.level;
+        let mut w = word.load(Ordering::Relaxed);
+        loop {
+            let wtag = w >> TAG_SHIFT;
+            let counts = if wtag == tag || w == 0 {
+                // (A word never written is empty at every epoch: every
+                // write leaves a counter above 0.)
+                w & COUNTS
+            } else {
+                let ahead = tag.wrapping_sub(wtag) & TAG;
+                if ahead >= 0x8000 {
+                    // The word holds a later slice: this add is late.
+                    return true;
+                }
+                if ahead == 1 {
+                    carry(w, a)
+                } else {
+                    0
+                }
+            };
+            let (fresh, least) = raise(counts, picks, n, a);
+            if w >> TAG_SHIFT == tag && fresh == counts {
+                // At `a` in all three already: admitted by the load.
+                return true;
+            }
+            match word.compare_exchange_weak(
+                w,
+                tag << TAG_SHIFT | fresh,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return least >= a,
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// The key's estimate at `epoch` (0 unless its word holds that epoch);
+    /// for tests.
+    #[cfg(test)]
+    pub(crate) fn estimate(&self, hash: u64, epoch: u64) -> u64 {
+        let (word, picks) = self.place(hash);
+        let w = word.load(Ordering::Relaxed);
+        if w >> TAG_SHIFT != epoch & TAG {
+            return 0;
+        }
+        picks.iter().map(|&s| (w >> s) & 0xFF).min().unwrap_or(0)
+    }
+}
+
+/// A word's counters moved to the next slice: those at `a` stay at `a`,
+/// the rest start at 0.
+#[inline]
+fn carry(w: u64, a: u64) -> u64 {
+    let mut out = 0;
+    for lane in 0..LANES {
+        let s = 8 * lane;
+        if (w >> s) & 0xFF >= a {
+            out |= a << s;
+        }
+    }
+    out
+}
+
+/// `counts` with the three picked counters raised by `n`, capped at `a`,
+/// and the least of them afterwards.
+#[inline(always)]
+fn raise(counts: u64, picks: &[u32; 3], n: u64, a: u64) -> (u64, u64) {
+    let mut fresh = counts;
+    let mut least = u64::MAX;
+    for &s in picks {
+        let c = (counts >> s) & 0xFF;
+        let c2 = if n >= a { a } else { (c + n).min(a) };
+        fresh = fresh & !(0xFF << s) | c2 << s;
+        least = least.min(c2);
+    }
+    (fresh, least)
+}
+
+impl std::fmt::Debug for Doorkeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Doorkeeper")
+            .field("bytes", &self.bytes())
+            .field("level", &self.level)
+            .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_are_distinct_three_of_six() {
+        let mut seen = std::collections::HashSet::new();
+        for p in PICKS {
+            assert!(p[0] < p[1] && p[1] < p[2] && p[2] < 8 * LANES);
+            assert!(seen.insert(p));
+        }
+    }
+
+    #[test]
+    fn a_key_is_admitted_once_its_adds_reach_the_level() {
+        let d = Doorkeeper::new(1 << 12, 5);
+        assert_eq!(d.bytes(), 1 << 12);
+        // Alone in its word: exactly the first 4 are kept back.
+        let h = 42;
+        let admitted: Vec<bool> = (0..7).map(|_| d.admit(h, 9, 1)).collect();
+        assert_eq!(admitted, [false, false, false, false, true, true, true]);
+        assert_eq!(d.estimate(h, 9), 5);
+        // An add of the level or more is admitted at once.
+        assert!(d.admit(7, 9, 5));
+    }
+
+    #[test]
+    fn carry_over_admits_from_the_first_add_of_the_next_slice_only() {
+        let d = Doorkeeper::new(64, 3);
+        assert!(!d.admit(1, 10, 2));
+        assert!(d.admit(1, 10, 1));
+        // The next slice: carried over.
+        assert!(d.admit(1, 11, 1));
+        assert_eq!(d.estimate(1, 11), 3);
+        // A slice skipped: the counters start at 0 again.
+        assert!(!d.admit(1, 13, 1));
+        assert_eq!(d.estimate(1, 13), 1);
+        // A late add (epoch older than the word's) is admitted untouched.
+        assert!(d.admit(1, 12, 1));
+        assert_eq!(d.estimate(1, 13), 1);
+    }
+
+    #[test]
+    fn tags_wrap_without_losing_the_gate() {
+        let d = Doorkeeper::new(64, 2);
+        let e = (1 << 16) - 1;
+        assert!(!d.admit(3, e, 1));
+        assert!(d.admit(3, e, 1));
+        // e + 1 has tag 0: the next slice, carried over.
+        assert!(d.admit(3, e + 1, 1));
+    }
+
+    #[test]
+    fn kept_back_adds_never_exceed_the_level_less_one_per_key_and_slice() {
+        // Many keys sharing few words: sharing only admits sooner.
+        let a = 8;
+        let d = Doorkeeper::new(64 * 8, a);
+        let mut rng = 0x1234_5678_u64;
+        let mut kept = std::collections::HashMap::<(u64, u64), u64>::new();
+        for e in 0..20u64 {
+            for _ in 0..5_000 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let key = rng % 300;
+                let n = 1 + (rng >> 40) % 3;
+                let hash = key.wrapping_mul(0xD6E8_FEB8_6659_FD93) ^ key;
+                if !d.admit(hash, e, n) {
+                    *kept.entry((key, e)).or_default() += n;
+                }
+            }
+        }
+        assert!(kept.values().all(|&k| k < a), "{:?}", kept.values().max());
+    }
+}

@@ -1,0 +1,410 @@
+//! [`HotKeySketch`]: the hot-key detector in memory fixed at construction,
+//! whatever the number of distinct keys.
+//!
+//! # Design
+//! A [`Doorkeeper`] (`doorkeeper.rs`, a quarter of the memory) in front of
+//! an exact [`HotKeyDetector`] whose slices each hold at most `max_keys`
+//! keys (the rest of the memory). An add passes the doorkeeper once the
+//! key's adds in its slice reach the *admission level* `a`; only admitted
+//! adds reach the exact detector, which applies the hot rule to them. The
+//! long tail (keys seen a few times a slice) stays in the doorkeeper's
+//! words and costs no entry; a key that reached `a` in one slice is
+//! admitted from its first add in the next (carry-over), so a key that
+//! stays hot is counted exactly.
+//!
+//! # Invariants
+//! - Every admitted add is counted exactly as [`HotKeyDetector`] counts
+//!   it (or not tracked, when its slice's map is full, and counted in
+//!   `untracked_adds`); every other add is counted in `filtered_adds` and
+//!   nowhere else.
+//! - The adds of one key in one slice that are not admitted total at most
+//!   `a - 1` (`doorkeeper.rs`, "The guarantee").
+//! - Memory: the doorkeeper's words are allocated once; the exact
+//!   detector holds at most `max_keys` keys a slice, sized from the
+//!   memory given (`max_keys_for`), checked by the tests with keys that
+//!   never repeat.
+//!
+//! # What a reported count means
+//! See [`HotKeySketch`]'s docs ("Error bound").
+
+use super::builder::HotKeyDetectorBuilder;
+use super::doorkeeper::Doorkeeper;
+use super::hot::HotKeyDetector;
+use super::windows::KeyedWindows;
+use crate::clock::{Clock, MonotonicClock, Timestamp};
+use crate::counter::StripedCounter;
+use crate::error::ConfigError;
+use crate::key::{Key, KeyHasher, KeyRef};
+use std::collections::hash_map::RandomState;
+use std::fmt;
+use std::time::Duration;
+
+/// Keys whose count in the last window crossed a threshold, found in
+/// memory fixed at construction: the fixed-memory twin of
+/// [`HotKeyDetector`], for key spaces too large to hold (cache keys, URLs,
+/// object ids).
+///
+/// The methods are [`HotKeyDetector`]'s, with the same hot rule (a report
+/// once per crossing, and cooling), applied to the *admitted* adds: an add
+/// is admitted once the key's adds in its slice reach the admission level
+/// `a` (by default `ceil(ceil(threshold / slices) / 16)`, at most 255), and
+/// from its first add in a slice after one in which it reached `a`.
+///
+/// # Error bound
+/// A reported count (a window sum of [`sum_at`](Self::sum_at),
+/// [`top_at`](Self::top_at), [`became_hot_at`](Self::became_hot_at)) is
+/// the sum of the key's admitted adds in the window, so:
+/// - it never exceeds the key's true window count: a key reported hot
+///   truly reached the threshold (no false positive);
+/// - it falls short of the true count by at most `a - 1` for each slice of
+///   the window in which the key was not admitted from its first add (the
+///   slice where it rose, or one after a slice below `a`): at most
+///   `slices * (a - 1)`, about `threshold / 16` with the default level, so
+///   a key at twice the threshold is always reported; a key that stayed at
+///   `a` or more in every slice of the window is counted exactly;
+/// - plus any adds that found their slice's map full (counted by
+///   [`untracked_adds`](Self::untracked_adds): zero when the memory holds
+///   every key that reaches `a` in a slice).
+///
+/// These hold under any concurrency (the doorkeeper's gate is one CAS,
+/// model checked with loom). The structure is not mergeable as it stands
+/// (two nodes' exact parts hold different keys); summing two nodes'
+/// reported counts gives a count with the sum of their bounds.
+///
+/// # Memory
+/// [`memory_bytes`](Self::memory_bytes) never exceeds the memory given,
+/// however many distinct keys arrive. A key's own heap data (a `String`'s
+/// buffer) is not counted: at most `slices * max_keys` keys are held.
+///
+/// ```
+/// use stripecount::clock::ManualClock;
+/// use stripecount::{HotKeySketch, Timestamp};
+/// use std::time::Duration;
+///
+/// // Keys seen 1,000 times in 10 s, in 8 MiB whatever the key space.
+/// let d = HotKeySketch::<u64, _>::builder(Duration::from_secs(10), 10, 1_000)
+///     .memory(8 << 20)
+///     .clock(ManualClock::new())
+///     .build()?;
+/// assert_eq!(d.admission_level(), 7);
+/// let t = Timestamp::ZERO;
+/// for id in 0..100_000u64 {
+///     d.add_at(&id, t, 1); // the long tail: kept back
+/// }
+/// // At most a - 1 = 6 of a key's adds in a slice are kept back.
+/// let became = (0..1_006).filter(|_| d.add_at(&7, t, 1)).count();
+/// assert_eq!(became, 1); // newly hot once
+/// assert!((1_000..=1_006).contains(&d.sum_at(&7, t)));
+/// assert!(d.memory_bytes() <= 8 << 20);
+/// # Ok::<(), stripecount::ConfigError>(())
+/// ```
+pub struct HotKeySketch<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
+    door: Doorkeeper,
+    exact: HotKeyDetector<K, C, S>,
+    filtered: StripedCounter,
+    memory: usize,
+    max_keys: usize,
+}
+
+impl<K: Key> HotKeySketch<K> {
+    /// A detector of keys whose sum over windows of `window` in `slices`
+    /// slices reaches `threshold`, in at most `memory` bytes, on the
+    /// monotonic clock. Errors as [`HotKeyDetector::new`], and on a memory
+    /// too small to hold the doorkeeper and a few keys a slice.
+    ///
+    /// ```
+    /// use stripecount::HotKeySketch;
+    /// use std::time::Duration;
+    ///
+    /// let d = HotKeySketch::<String>::new(Duration::from_secs(10), 10, 100, 4 << 20)?;
+    /// assert!(!d.add("k", 99));
+    /// assert!(HotKeySketch::<u64>::new(Duration::from_secs(10), 10, 100, 1_000).is_err());
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn new(
+        window: Duration,
+        slices: usize,
+        threshold: u64,
+        memory: usize,
+    ) -> Result<Self, ConfigError> {
+        Self::builder(window, slices, threshold)
+            .memory(memory)
+            .build()
+    }
+
+    /// The builder of a detector (see [`new`](Self::new)): a clock, a
+    /// hasher, the memory (8 MiB unless given), the admission level.
+    pub fn builder(window: Duration, slices: usize, threshold: u64) -> HotKeySketchBuilder<K> {
+        HotKeySketchBuilder {
+            exact: HotKeyDetector::builder(window, slices, threshold),
+            slices,
+            threshold,
+            memory: 8 << 20,
+            level: None,
+        }
+    }
+}
+
+impl<K: Key, C: Clock, S: KeyHasher> HotKeySketch<K, C, S> {
+    /// Adds `n` to `key` now; `true` if this add made the key hot.
+    #[inline]
+    pub fn add<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> bool {
+        self.add_at(key, self.exact.windows.clock.now(), n)
+    }
+
+    /// Adds `n` to `key` at `now`; `true` if this add made the key hot.
+    #[inline]
+    pub fn add_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp, n: u64) -> bool {
+        self.became_hot_at(key, now, n).is_some()
+    }
+
+    /// As [`add`](Self::add), returning the key's reported window sum after
+    /// this add when this add made the key hot.
+    #[inline]
+    pub fn became_hot<Q: KeyRef<K> + ?Sized>(&self, key: &Q, n: u64) -> Option<u64> {
+        self.became_hot_at(key, self.exact.windows.clock.now(), n)
+    }
+
+    /// As [`add_at`](Self::add_at), returning the key's reported window sum
+    /// after this add when this add made the key hot. An add of 0 and an
+    /// add older than the window of the newest slice return `None` and
+    /// count nowhere.
+    #[inline]
+    pub fn became_hot_at<Q: KeyRef<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: Timestamp,
+        n: u64,
+    ) -> Option<u64> {
+        if n == 0 {
+            return None;
+        }
+        let now = now.as_nanos();
+        let w = &self.exact.windows;
+        let e = w.epoch(now);
+        if w.ring.too_old(e) {
+            return None;
+        }
+        let hash = w.ring.hash(key);
+        if !self.door.admit(hash, e, n) {
+            self.filtered.add(n);
+            return None;
+        }
+        self.exact.became_hot_in(hash, key, now, n)
+    }
+
+    /// The key's reported window sum now (its admitted adds).
+    pub fn sum<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> u64 {
+        self.exact.windows.sum(key)
+    }
+
+    /// The key's reported window sum at `now` (its admitted adds).
+    pub fn sum_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> u64 {
+        self.exact.windows.sum_at(key, now)
+    }
+
+    /// The `k` keys with the largest reported sums now (see
+    /// [`KeyedWindows::top_at`]).
+    pub fn top(&self, k: usize) -> Vec<(K, u64)> {
+        self.exact.windows.top(k)
+    }
+
+    /// The `k` keys with the largest reported sums at `now`, largest first.
+    pub fn top_at(&self, now: Timestamp, k: usize) -> Vec<(K, u64)> {
+        self.exact.windows.top_at(now, k)
+    }
+
+    /// Whether `key` is hot now (see [`HotKeyDetector::is_hot_at`]).
+    pub fn is_hot<Q: KeyRef<K> + ?Sized>(&self, key: &Q) -> bool {
+        self.exact.is_hot(key)
+    }
+
+    /// Whether `key` is hot by the rule and its reported sum at `now` is at
+    /// least the threshold.
+    pub fn is_hot_at<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> bool {
+        self.exact.is_hot_at(key, now)
+    }
+
+    /// Every key that is hot now.
+    pub fn hot_keys(&self) -> Vec<K> {
+        self.exact.hot_keys()
+    }
+
+    /// Every key that [`is_hot_at`](Self::is_hot_at) `now`.
+    pub fn hot_keys_at(&self, now: Timestamp) -> Vec<K> {
+        self.exact.hot_keys_at(now)
+    }
+
+    /// Drops the slices that left the window now (see
+    /// [`HotKeyDetector::evict_idle_at`]).
+    pub fn evict_idle(&self) -> usize {
+        self.exact.evict_idle()
+    }
+
+    /// Drops the slices that left the window at `now` and the hot state of
+    /// keys with no heavy slice left; returns the slice entries dropped.
+    pub fn evict_idle_at(&self, now: Timestamp) -> usize {
+        self.exact.evict_idle_at(now)
+    }
+
+    /// The threshold.
+    pub fn threshold(&self) -> u64 {
+        self.exact.threshold()
+    }
+
+    /// The admission level `a` (see the type's docs).
+    pub fn admission_level(&self) -> u64 {
+        self.door.level()
+    }
+
+    /// The most keys each slice holds exactly.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// Adds kept back by the doorkeeper (counted nowhere else).
+    pub fn filtered_adds(&self) -> u64 {
+        self.filtered.sum()
+    }
+
+    /// Admitted adds that were not tracked because their slice was full.
+    pub fn untracked_adds(&self) -> u64 {
+        self.exact.windows.untracked_adds()
+    }
+
+    /// The memory given at construction: [`memory_bytes`](Self::memory_bytes)
+    /// never exceeds it.
+    pub fn memory_limit(&self) -> usize {
+        self.memory
+    }
+
+    /// Bytes held now: the doorkeeper's words, the exact part's tables
+    /// (see [`KeyedWindows::memory_bytes`]) and its hot state.
+    pub fn memory_bytes(&self) -> usize {
+        self.door.bytes()
+            + self.exact.windows.memory_bytes()
+            + self.exact.homes.memory_bytes(&self.exact.home_cfg)
+    }
+
+    /// The exact part's per-key windows (of admitted adds).
+    pub fn windows(&self) -> &KeyedWindows<K, C, S> {
+        &self.exact.windows
+    }
+}
+
+impl<K: 'static, C: Clock, S> fmt::Debug for HotKeySketch<K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HotKeySketch")
+            .field("memory", &self.memory)
+            .field("door", &self.door)
+            .field("max_keys", &self.max_keys)
+            .field("exact", &self.exact)
+            .finish()
+    }
+}
+
+/// Builds a [`HotKeySketch`]; made by [`HotKeySketch::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct HotKeySketchBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
+    exact: HotKeyDetectorBuilder<K, C, S>,
+    slices: usize,
+    threshold: u64,
+    memory: usize,
+    level: Option<u64>,
+}
+
+impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
+    /// The clock read by the methods without `_at`.
+    pub fn clock<C2: Clock>(self, clock: C2) -> HotKeySketchBuilder<K, C2, S> {
+        HotKeySketchBuilder {
+            exact: self.exact.clock(clock),
+            slices: self.slices,
+            threshold: self.threshold,
+            memory: self.memory,
+            level: self.level,
+        }
+    }
+
+    /// The hasher of the keys (the doorkeeper and the exact part use the
+    /// same hash).
+    pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> HotKeySketchBuilder<K, C, S2> {
+        HotKeySketchBuilder {
+            exact: self.exact.hasher(hasher),
+            slices: self.slices,
+            threshold: self.threshold,
+            memory: self.memory,
+            level: self.level,
+        }
+    }
+
+    /// The most bytes the detector holds (8 MiB unless given).
+    pub fn memory(mut self, bytes: usize) -> Self {
+        self.memory = bytes;
+        self
+    }
+
+    /// The admission level `a` (`1..=255`; see [`HotKeySketch`]): lower
+    /// makes the counts closer and holds more keys exactly.
+    pub fn admission_level(mut self, a: u64) -> Self {
+        self.level = Some(a);
+        self
+    }
+
+    /// The detector. Errors as [`HotKeySketch::new`], and on an admission
+    /// level outside `1..=255`.
+    pub fn build(self) -> Result<HotKeySketch<K, C, S>, ConfigError> {
+        let slices = self.slices.max(1);
+        let level = match self.level {
+            Some(a) if (1..=255).contains(&a) => a,
+            Some(_) => {
+                return Err(ConfigError::Invalid(
+                    "the admission level must be in 1..=255",
+                ))
+            }
+            None => self
+                .threshold
+                .div_ceil(slices as u64)
+                .div_ceil(16)
+                .clamp(1, 255),
+        };
+        let door = Doorkeeper::new(self.memory / 4, level);
+        let max_keys = max_keys_for::<K>(self.memory.saturating_sub(door.bytes()), slices);
+        if self.memory < 4 * 64 || max_keys < MIN_KEYS {
+            return Err(ConfigError::Invalid(
+                "the memory is too small for a hot-key sketch of this many slices",
+            ));
+        }
+        let exact = self.exact.max_keys(max_keys).build()?;
+        Ok(HotKeySketch {
+            door,
+            exact,
+            filtered: StripedCounter::new(),
+            memory: self.memory,
+            max_keys,
+        })
+    }
+}
+
+/// The fewest keys a slice must hold for a sketch to be built.
+const MIN_KEYS: usize = 16;
+
+/// Keys a slice may hold in `bytes` of exact state: each held key costs a
+/// slot (the key and its 24-byte entry) in a table that may be half
+/// empty right after it grows, in each of the `slices` live maps, the
+/// map being filled, and the cleared tables kept for the next slices; and
+/// hot state (a home) for heavy keys.
+fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
+    let slot = std::mem::size_of::<K>() + 24 + 1;
+    let per_key = 2 * slot * (slices + 2) + 2 * (std::mem::size_of::<K>() + 17);
+    bytes / per_key
+}
+
+impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HotKeySketchBuilder")
+            .field("memory", &self.memory)
+            .field("level", &self.level)
+            .field("exact", &self.exact)
+            .finish()
+    }
+}
