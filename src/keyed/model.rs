@@ -66,3 +66,18 @@ impl Default for ModelEntry {
         Self::new()
     }
 }
+
+/// The fixed-memory detector's doorkeeper (`doorkeeper.rs`).
+pub struct ModelDoorkeeper(super::doorkeeper::Doorkeeper);
+
+impl ModelDoorkeeper {
+    /// A doorkeeper of one word (every key shares it) admitting at `level`.
+    pub fn new(level: u64) -> ModelDoorkeeper {
+        ModelDoorkeeper(super::doorkeeper::Doorkeeper::new(8, level))
+    }
+
+    /// `Doorkeeper::admit`: whether an add of `n` at `epoch` is admitted.
+    pub fn admit(&self, hash: u64, epoch: u64, n: u64) -> bool {
+        self.0.admit(hash, epoch, n)
+    }
+}
