@@ -73,7 +73,7 @@ pub struct ModelDoorkeeper(super::doorkeeper::Doorkeeper);
 impl ModelDoorkeeper {
     /// A doorkeeper of one word (every key shares it) admitting at `level`.
     pub fn new(level: u64) -> ModelDoorkeeper {
-        ModelDoorkeeper(super::doorkeeper::Doorkeeper::new(8, level))
+        ModelDoorkeeper(super::doorkeeper::Doorkeeper::new(8, 1, level))
     }
 
     /// `Doorkeeper::admit`: whether an add of `n` at `epoch` is admitted.
