@@ -12,6 +12,7 @@
 //! | at most N per window, per client | [`KeyedLimiter`](crate::KeyedLimiter) | `new(Quota)` or `new([Quota, ..])` |
 //! | a count per key over the last window | [`KeyedWindows`](crate::KeyedWindows) | `new(window, slices)` |
 //! | the keys that cross a threshold in the window | [`HotKeyDetector`](crate::HotKeyDetector) | `new(window, slices, threshold)` |
+//! | the same among more keys than memory holds | [`HotKeySketch`](crate::HotKeySketch) | `new(window, slices, threshold, memory)` |
 //!
 //! Every type has one constructor for the common case, `new`, and a
 //! `builder` for the rest: the clock, and for the per-key types the hasher,
@@ -56,6 +57,7 @@
 //! | `StripedCounter` | `()` |
 //! | `SlidingWindow`, `MultiWindow`, `KeyedWindows` | `bool`: counted (`false`: older than the window, or a key the structure could not track) |
 //! | `HotKeyDetector` | `bool`: this add made the key hot (exactly one add per crossing) |
+//! | `HotKeySketch` | `bool`: this add made the key hot (one add per crossing of its reported count) |
 //! | limiters (`try_acquire`) | `bool`: granted |
 //!
 //! # Time
