@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! hotkeys --window 10s --slices 10 --threshold 1000 [--top 20] [--timestamps] [--threads N]
+//!         [--memory 8MiB | --max-keys N]
 //! ```
 //!
 //! Each line is a key, or with `--timestamps` `<millis> <key>`; keys are
@@ -20,22 +21,31 @@
 //! has reached (workers lag the reader, so a worker's own time cannot be
 //! used), instead of by the detector's automatic sweep.
 //!
+//! By default every key live in the window has an exact count, and memory
+//! grows with the number of distinct keys. `--max-keys N` bounds it (keys
+//! past N in a slice are not counted); `--memory SIZE` counts with
+//! `HotKeySketch` in that memory whatever the key space (`modes.rs`). Both
+//! say on stderr, at the end, what they dropped or estimated.
+//!
 //! Speed: stdin through a 1 MiB `BufReader` and `read_until` into one
 //! reused buffer, keys looked up by `&[u8]` (no allocation for known keys),
 //! `add_at` with the line's time, stdout through a `BufWriter`.
 
 mod escape;
+mod key;
+mod modes;
 mod threads;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use escape::write_key;
-use std::hash::{Hash, Hasher};
+use key::{Key, KeyRef};
+use modes::{parse_size, Detect, Exact, Sketch};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use stripecount::clock::ManualClock;
-use stripecount::{HotKeyDetector, Timestamp};
+use stripecount::{HotKeyDetector, HotKeySketch, Timestamp};
 use threads::run_threads;
 
 /// stripecount hotkeys: the keys of a stream that become hot.
@@ -49,6 +59,12 @@ use threads::run_threads;
         "Output (stdout), tab-separated: `hot<TAB><millis><TAB><key><TAB><sum>` each time a key \
          becomes hot, then `top<TAB><key><TAB><sum>` for the --top keys at the end (ties by \
          key). Malformed lines and timestamps that go backwards are counted on stderr.\n\n",
+        "With --memory SIZE the counts are kept in that memory whatever the number of distinct \
+         keys: a key's adds are counted once it reaches an admission level in a slice, so a sum \
+         can fall short of the true count (by at most the bound printed on stderr, never over). \
+         Without it every live key is counted exactly; --max-keys N bounds the keys a slice \
+         holds (later keys of a full slice are not counted). Either way stderr says what was \
+         dropped.\n\n",
         "Keys are escaped so that every record is one line of tab-separated fields in valid \
          UTF-8: a tab is written \\t, a newline \\n, a carriage return \\r, a backslash \\\\, \
          any other ASCII control byte (0x00-0x1F, 0x7F) and every byte that is not part of \
@@ -80,82 +96,12 @@ struct Opts {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
     )]
     threads: usize,
-}
-
-type Detector = HotKeyDetector<Key, ManualClock>;
-
-/// Bytes of a key stored inline (no heap allocation, no pointer to chase
-/// on lookup): covers typical short keys.
-const INLINE: usize = 22;
-
-/// A key as the map stores it: short keys inline in the map's entry (a
-/// `Vec<u8>` key costs one more cache miss per lookup, measured at ~18% of
-/// the command's time), long keys on the heap.
-#[derive(Clone)]
-enum Key {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Box<[u8]>),
-}
-
-impl Key {
-    #[inline]
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Key::Inline { len, bytes } => &bytes[..*len as usize],
-            Key::Heap(b) => b,
-        }
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        self.bytes() == other.bytes()
-    }
-}
-
-impl Eq for Key {}
-
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        KeyRef::new(self.bytes()).hash(state)
-    }
-}
-
-/// The borrowed form of [`Key`]: lookups by `&KeyRef` need no allocation.
-#[derive(PartialEq, Eq, Hash)]
-#[repr(transparent)]
-struct KeyRef([u8]);
-
-impl KeyRef {
-    #[inline]
-    fn new(b: &[u8]) -> &KeyRef {
-        // SAFETY: `KeyRef` is `repr(transparent)` over `[u8]`, so the two
-        // references have the same layout and metadata.
-        unsafe { &*(b as *const [u8] as *const KeyRef) }
-    }
-}
-
-impl std::borrow::Borrow<KeyRef> for Key {
-    fn borrow(&self) -> &KeyRef {
-        KeyRef::new(self.bytes())
-    }
-}
-
-impl ToOwned for KeyRef {
-    type Owned = Key;
-    fn to_owned(&self) -> Key {
-        let b = &self.0;
-        if b.len() <= INLINE {
-            let mut bytes = [0u8; INLINE];
-            bytes[..b.len()].copy_from_slice(b);
-            Key::Inline {
-                len: b.len() as u8,
-                bytes,
-            }
-        } else {
-            Key::Heap(b.into())
-        }
-    }
+    /// Count in fixed memory (e.g. 8MiB, 512KiB, 1GiB), whatever the number of distinct keys
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "max_keys")]
+    memory: Option<usize>,
+    /// Exact counts, with at most N keys in each slice (later keys are not counted)
+    #[arg(long, value_name = "N")]
+    max_keys: Option<usize>,
 }
 
 /// Parses `10ms`, `10s`, `5m`, `1h`.
@@ -332,15 +278,6 @@ pub fn run(args: &[String]) -> ExitCode {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };
-    let detector = match HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
-        .clock(ManualClock::new())
-        .build()
-    {
-        Ok(d) => d,
-        // A window the detector refuses (zero slices, uneven slices): a
-        // usage error like clap's own.
-        Err(e) => return usage(&Opts::command().error(ErrorKind::ValueValidation, e)),
-    };
     let mut reader = Reader {
         timestamps: opts.timestamps,
         start: Instant::now(),
@@ -349,10 +286,25 @@ pub fn run(args: &[String]) -> ExitCode {
         malformed: 0,
         backwards: 0,
     };
-    let result = if opts.threads == 1 {
-        run_single(&detector, &opts, &mut reader)
-    } else {
-        run_threads(detector, &opts, &mut reader)
+    let built = match opts.memory {
+        Some(memory) => HotKeySketch::builder(opts.window, opts.slices, opts.threshold)
+            .clock(ManualClock::new())
+            .memory(memory)
+            .build()
+            .map(|d| run_with::<Sketch>(d, &opts, &mut reader)),
+        None => {
+            let b = HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
+                .clock(ManualClock::new());
+            b.max_keys(opts.max_keys.unwrap_or(usize::MAX))
+                .build()
+                .map(|d| run_with::<Exact>(d, &opts, &mut reader))
+        }
+    };
+    let (result, summary) = match built {
+        Ok(r) => r,
+        // A window or memory the detector refuses (zero slices, uneven
+        // slices, too little memory): a usage error like clap's own.
+        Err(e) => return usage(&Opts::command().error(ErrorKind::ValueValidation, e)),
     };
     match result {
         Ok(()) => {
@@ -360,6 +312,9 @@ pub fn run(args: &[String]) -> ExitCode {
                 "hotkeys: {} lines, {} malformed, {} timestamps went backwards",
                 reader.lines, reader.malformed, reader.backwards
             );
+            if let Some(summary) = summary {
+                eprintln!("hotkeys: {summary}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
@@ -370,12 +325,33 @@ pub fn run(args: &[String]) -> ExitCode {
     }
 }
 
-fn write_top(out: &mut impl Write, detector: &Detector, newest: u64, top: usize) -> io::Result<()> {
+/// Runs the loop on `detector`; the result and the detector's summary.
+fn run_with<D: Detect>(
+    detector: D,
+    opts: &Opts,
+    reader: &mut Reader,
+) -> (io::Result<()>, Option<String>) {
+    let detector = std::sync::Arc::new(detector);
+    let result = if opts.threads == 1 {
+        run_single(&*detector, opts, reader)
+    } else {
+        run_threads(&detector, opts, reader)
+    };
+    let adds = reader.lines - reader.malformed;
+    (result, detector.summary(adds))
+}
+
+fn write_top(
+    out: &mut impl Write,
+    detector: &impl Detect,
+    newest: u64,
+    top: usize,
+) -> io::Result<()> {
     if top == 0 {
         return Ok(());
     }
     // All non-zero keys, so that ties at the cut are broken by key.
-    let mut best = detector.windows().top_at(ns(newest), usize::MAX);
+    let mut best = detector.top_at(ns(newest));
     best.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.bytes().cmp(b.0.bytes())));
     best.truncate(top);
     let mut b = itoa_buf();
@@ -389,7 +365,7 @@ fn write_top(out: &mut impl Write, detector: &Detector, newest: u64, top: usize)
     Ok(())
 }
 
-fn run_single(detector: &Detector, opts: &Opts, reader: &mut Reader) -> io::Result<()> {
+fn run_single(detector: &impl Detect, opts: &Opts, reader: &mut Reader) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     reader.for_each_record(|ms, key| {
         if let Some(sum) = detector.became_hot_at(KeyRef::new(key), ns(ms), 1) {

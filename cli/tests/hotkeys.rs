@@ -351,3 +351,119 @@ fn keys_are_escaped_and_parse_back_to_their_bytes() {
         assert_eq!(top, want, "threads {threads}");
     }
 }
+
+/// Three heavy keys among 60,000 keys seen once, `<millis> <key>` lines at
+/// ten a millisecond.
+fn heavy_among_many() -> String {
+    let mut s = String::new();
+    for i in 0..80_000u64 {
+        let t = i / 10;
+        if i % 5 == 0 {
+            s.push_str(&format!("{t} h{}\n", i % 3));
+        } else {
+            s.push_str(&format!("{t} u{i}\n"));
+        }
+    }
+    s
+}
+
+/// The `top` records as `(key, sum)`.
+fn tops(o: &Output) -> Vec<(String, u64)> {
+    stdout(o)
+        .lines()
+        .filter_map(|l| l.strip_prefix("top\t"))
+        .map(|l| {
+            let (k, v) = l.split_once('\t').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn fixed_memory_finds_the_heavy_keys_within_the_stated_bound() {
+    let input = heavy_among_many();
+    let args = [
+        "--window",
+        "1s",
+        "--slices",
+        "10",
+        "--threshold",
+        "500",
+        "--timestamps",
+    ];
+    let exact = run(&args, &input);
+    let mut a = args.to_vec();
+    a.extend(["--memory", "1MiB", "--top", "3"]);
+    let fixed = run(&a, &input);
+    assert!(fixed.status.success(), "{}", stderr(&fixed));
+    let hot = |o: &Output| -> Vec<String> {
+        let mut h: Vec<String> = stdout(o)
+            .lines()
+            .filter(|l| l.starts_with("hot\t"))
+            .map(|l| l.split('\t').nth(2).unwrap().to_string())
+            .collect();
+        h.sort();
+        h.dedup();
+        h
+    };
+    assert_eq!(hot(&fixed), ["h0", "h1", "h2"]);
+    assert_eq!(hot(&fixed), hot(&exact));
+    a.extend(["--threads", "2"]);
+    let two = run(&a, &input);
+    assert!(two.status.success(), "{}", stderr(&two));
+    assert_eq!(hot(&two), hot(&exact));
+    let err = stderr(&fixed);
+    assert!(err.contains("kept back by the doorkeeper"), "{err}");
+    // One thread: at most slices * (level - 1) short, never over.
+    let level: u64 = err
+        .split("keys below ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the admission level on stderr");
+    let exact_tops = tops(&exact);
+    for (k, got) in tops(&fixed) {
+        let want = exact_tops.iter().find(|e| e.0 == k).unwrap().1;
+        assert!(
+            got <= want && want - got <= 10 * (level - 1),
+            "{k}: {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn memory_and_max_keys_errors_are_usage_errors() {
+    let base = ["--window", "1s", "--slices", "10", "--threshold", "5"];
+    for extra in [
+        vec!["--memory", "8mb"],
+        vec!["--memory", "lots"],
+        vec!["--memory", "1KiB"],
+        vec!["--memory", "8MiB", "--max-keys", "10"],
+    ] {
+        let mut a = base.to_vec();
+        a.extend(extra.iter().copied());
+        let o = run(&a, "");
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(!stderr(&o).is_empty());
+    }
+}
+
+#[test]
+fn max_keys_bounds_the_exact_mode_and_says_what_it_dropped() {
+    let input: String = (0..100).map(|i| format!("1 k{i}\n")).collect();
+    let a = [
+        "--window",
+        "1s",
+        "--slices",
+        "10",
+        "--threshold",
+        "5",
+        "--timestamps",
+        "--max-keys",
+        "10",
+    ];
+    let o = run(&a, &input);
+    assert!(o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("90 of 100 adds"), "{err}");
+}

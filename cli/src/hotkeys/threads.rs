@@ -8,7 +8,7 @@
 //! window, and opens a slice by dropping the one a window older) exactly as
 //! one thread would.
 
-use super::{ns, write_hot, write_top, Detector, KeyRef, Opts, Reader};
+use super::{ns, write_hot, write_top, Detect, KeyRef, Opts, Reader};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, BufWriter, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,8 +23,11 @@ struct Batch {
     records: Vec<u8>,
 }
 
-pub(super) fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) -> io::Result<()> {
-    let detector = Arc::new(detector);
+pub(super) fn run_threads<D: Detect>(
+    detector: &Arc<D>,
+    opts: &Opts,
+    reader: &mut Reader,
+) -> io::Result<()> {
     let n = opts.threads;
     let hasher = std::hash::RandomState::new();
     // Each worker counts the batches it finished; `sent` counts the ones
@@ -66,7 +69,7 @@ pub(super) fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) 
     let mut last_evict = 0u64;
     let mut newest_slice = 0u64;
     // The slice of a time is its nanoseconds over the slice length.
-    let slice_nanos = detector.windows().slice_len().as_nanos() as u64;
+    let slice_nanos = detector.slice_len().as_nanos() as u64;
     let send = |w: usize, buffers: &mut Vec<Vec<u8>>, sent: &mut [u64]| -> io::Result<()> {
         let records = std::mem::replace(&mut buffers[w], Vec::with_capacity(BATCH_BYTES + 256));
         sent[w] += 1;
@@ -144,6 +147,6 @@ pub(super) fn run_threads(detector: Detector, opts: &Opts, reader: &mut Reader) 
     }
     result?;
     let mut out = BufWriter::new(io::stdout().lock());
-    write_top(&mut out, &detector, reader.newest, opts.top)?;
+    write_top(&mut out, &**detector, reader.newest, opts.top)?;
     out.flush()
 }
