@@ -3,7 +3,7 @@
 //!
 //! # Design
 //! A [`Doorkeeper`] (`doorkeeper.rs`: a quarter of the memory, at most
-//! 256 KiB a shard, one shard a core up to 8) in front of
+//! 512 KiB a shard, one shard a core up to 8) in front of
 //! an exact [`HotKeyDetector`] whose slices each hold at most `max_keys`
 //! keys (the rest of the memory). An add passes the doorkeeper once the
 //! key's adds in its slice reach the *admission level* `a`; only admitted
@@ -405,13 +405,15 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
 const MIN_KEYS: usize = 16;
 
 /// Keys a slice may hold in `bytes` of exact state: each held key costs a
-/// slot (the key and its 24-byte entry) in a table that may be half
-/// empty right after it grows, in each of the `slices` live maps, the
-/// map being filled, and the cleared tables kept for the next slices; and
-/// hot state (a home) for heavy keys.
+/// slot (the key and its 24-byte entry) in each of the `slices` live maps,
+/// the map being filled and the cleared tables kept for the next slices,
+/// counted at 1.5 slots (tables are between half and seven eighths full;
+/// measured 1.2-1.5 on the benchmark's streams, and the tests fill every
+/// slice with keys that never repeat and check the limit); and hot state
+/// (a home) for heavy keys.
 fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
     let slot = std::mem::size_of::<K>() + 24 + 1;
-    let per_key = 2 * slot * (slices + 2) + 2 * (std::mem::size_of::<K>() + 17);
+    let per_key = 3 * slot * (slices + 2) / 2 + 2 * (std::mem::size_of::<K>() + 17);
     bytes / per_key
 }
 
@@ -426,10 +428,14 @@ impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
 }
 
 /// The most bytes of one doorkeeper shard: a thread's shard is read on
-/// every add and should stay in its core's L2 cache. Measured (Zipf 1.0
-/// over 10M keys, one thread): 8-12 M adds/s with one 2 MiB array,
-/// 17-21 M/s with 256 KiB.
-const SHARD_MAX: usize = 256 << 10;
+/// every add and should mostly stay in its core's L2 cache, yet hold a
+/// slice's long tail without raising counters to the level by sharing.
+/// Measured (one thread, 20M adds, IMPLEMENTATION.md): one 2 MiB array,
+/// 8-12 M adds/s on Zipf 1.0 over 10M keys; 256 KiB, 15-19 M/s, but on Zipf
+/// 0.8 it admitted keys of a few adds a slice by sharing until the exact
+/// part was full (hot keys' adds not counted, errors to 9%); 512 KiB
+/// neither.
+const SHARD_MAX: usize = 512 << 10;
 
 /// The most doorkeeper shards (one a core up to it; `doorkeeper.rs`,
 /// "Shards").
