@@ -337,6 +337,22 @@ GROUPS = [
         "(nothing shared), the machine's ceiling.",
     ),
     dict(
+        bench="hotkeys",
+        kind="markdown",
+        title="Hot keys in fixed memory: accuracy, and adds a second against heavykeeper",
+        note="`benches/hotkeys.rs`: `HotKeySketch` (8 MiB, 10 s window in 10 slices, "
+        "threshold 2,000) on Zipf streams of 20M `u64` keys at 1M adds a second of stream "
+        "time, drawn before any timing. Accuracy at 5, 10, 15 and 20 s against the true "
+        "window counts counted from the stream: recall of the keys at or above the "
+        "threshold (and at twice it), precision of the keys reported hot, the reported "
+        "counts' error on the truly hot keys, `memory_bytes()` and the live heap the "
+        "counting allocator saw, the adds kept back by the doorkeeper and those not "
+        "counted for a full slice. Adds a second: ours with the default hasher on one and "
+        "two threads (interleaved through the stream), heavykeeper's `TopK` (k 512, "
+        "width 4096, depth 4, decay 0.9; single-threaded, no window), and ours with "
+        "ahash, the hasher heavykeeper uses.",
+    ),
+    dict(
         bench="metrics",
         group="metrics_counter",
         title="The `metrics` facade: a counter's `increment`",
@@ -551,6 +567,23 @@ def fmt_rps(v):
     return f"{v / 1000:.1f}k/s"
 
 
+def render_markdown(spec, src):
+    """A bench that writes its own tables (BENCH_MD), from the first pass that has them."""
+    i = 1
+    while os.path.isdir(os.path.join(src, f"run{i}")):
+        p = os.path.join(src, f"run{i}", f"{spec['bench']}.md")
+        if os.path.exists(p):
+            ld = read_load(os.path.join(src, f"run{i}", f"{spec['bench']}.load"))
+            with open(p) as f:
+                body = f.read().rstrip()
+            head = spec["note"]
+            if ld:
+                head += f" Load average (1, 5, 15 min) before: {ld[0]}; {ld[2]} s."
+            return [f"### {spec['title']}", "", head, "", body, ""]
+        i += 1
+    return None
+
+
 def render_server(spec, src):
     """The server bench's table, from the server.json of the first pass that has one."""
     path = None
@@ -655,6 +688,8 @@ def render(src):
     for spec in GROUPS:
         if spec.get("kind") == "server":
             lines = render_server(spec, src)
+        elif spec.get("kind") == "markdown":
+            lines = render_markdown(spec, src)
         else:
             lines = render_group(spec, runs, machine, src)
         if lines:

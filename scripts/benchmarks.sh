@@ -26,7 +26,11 @@
 #    about 45 s, also starts a redis-server): requests a second through a
 #    real axum server against tower-governor, not criterion; it runs every
 #    configuration twice itself, so it runs in the first pass only and
-#    writes its figures to server.json there.
+#    writes its figures to server.json there. `hotkeys` (benches/hotkeys.rs,
+#    about 2.5 min) is not criterion either: `HotKeySketch`'s accuracy
+#    against the true window counts and its adds a second against
+#    heavykeeper, each configuration twice, written to hotkeys.md in the
+#    first pass.
 # Then `python3 scripts/bench-table.py --write BENCHMARKS.md` renders one
 # table per bench from the runs' criterion estimates (median of the samples)
 # and the server bench's server.json, with the date, the machine, the load
@@ -44,7 +48,7 @@ export CARGO_TERM_COLOR=never
 target="${CARGO_TARGET_DIR:-target}"
 out="$target/benchmarks"
 runs="${BENCH_RUNS:-2}"
-benches=(counter window clock limiter multi keyed metrics)
+benches=(counter window clock limiter multi keyed metrics hotkeys)
 layers=()
 if [ "${BENCH_LAYERS:-0}" = 1 ]; then
     layers=(layer cluster server)
@@ -103,19 +107,21 @@ for r in $(seq 1 "$runs"); do
     mkdir -p "$dir"
     rm -rf "$target/criterion"
     for b in "${benches[@]}" "${layers[@]}"; do
-        # The server bench interleaves its own two runs: once is enough.
-        if [ "$b" = server ] && [ "$r" -gt 1 ]; then
+        # The server and hotkeys benches interleave their own two runs:
+        # once is enough.
+        if { [ "$b" = server ] || [ "$b" = hotkeys ]; } && [ "$r" -gt 1 ]; then
             continue
         fi
         echo "== run $r/$runs: $b, load $(load) ($(elapsed))"
         before=$(load)
         t0=$SECONDS
         args=("${crit[@]}")
-        if [ "$b" = server ]; then
+        if [ "$b" = server ] || [ "$b" = hotkeys ]; then
             args=()
         fi
         # shellcheck disable=SC2046
-        BENCH_SERVER_JSON="$(cd "$dir" && pwd)/server.json" $(cargo_bench "$b") -- "${args[@]}" >"$dir/$b.log" 2>&1 ||
+        BENCH_MD="$(cd "$dir" && pwd)/$b.md" \
+            BENCH_SERVER_JSON="$(cd "$dir" && pwd)/server.json" $(cargo_bench "$b") -- "${args[@]}" >"$dir/$b.log" 2>&1 ||
             { tail -20 "$dir/$b.log"; echo "error: bench $b failed (log: $dir/$b.log)" >&2; exit 1; }
         echo "$before|$(load)|$((SECONDS - t0))" >"$dir/$b.load"
     done
