@@ -16,22 +16,33 @@
 //!
 //! With `--threads N`, the reading thread deals lines to N workers by a
 //! hash of the key, so each key's lines keep their order and, with
-//! timestamps, the `hot` records are the same set as with one thread.
+//! timestamps, the `hot` records of exact counts are the same set as with
+//! one thread (with `--max-keys` or `--memory`, which keys a full slice
+//! tracks, or which share a doorkeeper's counters, can depend on the
+//! workers' interleaving).
 //! Idle keys are then evicted by the reading thread at a time every worker
 //! has reached (workers lag the reader, so a worker's own time cannot be
 //! used), instead of by the detector's automatic sweep.
 //!
 //! By default every key live in the window has an exact count, and memory
-//! grows with the number of distinct keys. `--max-keys N` bounds it (keys
-//! past N in a slice are not counted); `--memory SIZE` counts with
-//! `HotKeySketch` in that memory whatever the key space (`modes.rs`). Both
-//! say on stderr, at the end, what they dropped or estimated.
+//! grows with the number of distinct keys. `--max-keys N` bounds it: a
+//! slice holds at most N keys, and the adds of a key a full slice does not
+//! hold are not counted. `--memory SIZE` counts with `HotKeySketch` in that
+//! memory whatever the key space (`modes.rs`): a key's adds in a slice are
+//! counted from the sketch's admission level on, so a reported sum is never
+//! above the true one and at most `slices * (level - 1)` below it (each key
+//! is added by one thread, so in one doorkeeper shard), plus the admitted
+//! adds a full slice did not track. Either mode says on stderr, at the
+//! end, what it dropped: the adds kept back by the doorkeeper (and their
+//! share), the adds not tracked, the admission level and the memory held
+//! against the limit.
 //!
 //! Speed: stdin through a 1 MiB `BufReader` and `read_until` into one
 //! reused buffer, keys looked up by `&[u8]` (no allocation for known keys),
 //! `add_at` with the line's time, stdout through a `BufWriter`.
 
 mod escape;
+mod input;
 mod key;
 mod modes;
 mod threads;
@@ -39,13 +50,14 @@ mod threads;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use escape::write_key;
+use input::{ns, Reader};
 use key::{Key, KeyRef};
 use modes::{parse_size, Detect, Exact, Sketch};
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stripecount::clock::ManualClock;
-use stripecount::{HotKeyDetector, HotKeySketch, Timestamp};
+use stripecount::{HotKeyDetector, HotKeySketch};
 use threads::run_threads;
 
 /// stripecount hotkeys: the keys of a stream that become hot.
@@ -59,12 +71,18 @@ use threads::run_threads;
         "Output (stdout), tab-separated: `hot<TAB><millis><TAB><key><TAB><sum>` each time a key \
          becomes hot, then `top<TAB><key><TAB><sum>` for the --top keys at the end (ties by \
          key). Malformed lines and timestamps that go backwards are counted on stderr.\n\n",
-        "With --memory SIZE the counts are kept in that memory whatever the number of distinct \
-         keys: a key's adds are counted once it reaches an admission level in a slice, so a sum \
-         can fall short of the true count (by at most the bound printed on stderr, never over). \
-         Without it every live key is counted exactly; --max-keys N bounds the keys a slice \
-         holds (later keys of a full slice are not counted). Either way stderr says what was \
-         dropped.\n\n",
+        "With --memory SIZE (bytes, or a number with KiB, MiB, GiB, KB, MB or GB) the counts \
+         are kept in that memory whatever the number of distinct keys: a key's adds in a slice \
+         are counted once they reach an admission level (from the first add in a slice after \
+         one in which the key reached it); the others are kept back and counted nowhere. A \
+         reported sum is never above the key's true count (a hot record is never a false \
+         positive) and at most slices x (level - 1) below it, plus any admitted adds not \
+         tracked because a slice was full. Stderr gives, at the end, the adds kept back, the \
+         adds not tracked, the admission level and the memory held against the limit.\n\n",
+        "Without --memory every key live in the window is counted exactly, in memory that \
+         grows with the number of distinct keys. --max-keys N bounds the keys a slice holds: \
+         the adds of a key a full slice does not hold are not counted, and stderr says how \
+         many. --memory and --max-keys cannot be used together.\n\n",
         "Keys are escaped so that every record is one line of tab-separated fields in valid \
          UTF-8: a tab is written \\t, a newline \\n, a carriage return \\r, a backslash \\\\, \
          any other ASCII control byte (0x00-0x1F, 0x7F) and every byte that is not part of \
@@ -96,11 +114,16 @@ struct Opts {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
     )]
     threads: usize,
-    /// Count in fixed memory (e.g. 8MiB, 512KiB, 1GiB), whatever the number of distinct keys
+    /// Count in this memory whatever the number of distinct keys (e.g. 8MiB, 512KiB, 1GiB,
+    /// or bytes); counts may fall short by a bound printed on stderr
     #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "max_keys")]
     memory: Option<usize>,
-    /// Exact counts, with at most N keys in each slice (later keys are not counted)
-    #[arg(long, value_name = "N")]
+    /// Exact counts, with at most N keys in each slice (adds of further keys are not counted)
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
     max_keys: Option<usize>,
 }
 
@@ -137,98 +160,6 @@ impl Opts {
         Opts::try_parse_from(
             std::iter::once("stripecount hotkeys".to_string()).chain(args.iter().cloned()),
         )
-    }
-}
-
-/// One parsed line: `(millis, key)`, or `None` if malformed.
-#[inline]
-fn parse_line(line: &[u8], timestamps: bool) -> Option<(Option<u64>, &[u8])> {
-    let mut line = line;
-    while let [rest @ .., b'\n' | b'\r'] = line {
-        line = rest;
-    }
-    if !timestamps {
-        return (!line.is_empty()).then_some((None, line));
-    }
-    let digits = line.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 19 {
-        return None;
-    }
-    let mut ms = 0u64;
-    for &b in &line[..digits] {
-        ms = ms * 10 + u64::from(b - b'0');
-    }
-    let rest = &line[digits..];
-    let ws = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
-    let key = &rest[ws..];
-    let key_end = key.iter().rposition(|b| !b.is_ascii_whitespace())? + 1;
-    if ws == 0 {
-        return None;
-    }
-    Some((Some(ms), &key[..key_end]))
-}
-
-/// The detector's time of a line's `ms` (milliseconds of stream time).
-fn ns(ms: u64) -> Timestamp {
-    Timestamp::from_nanos(ms.saturating_mul(1_000_000))
-}
-
-/// Stream-wide state kept by the reading thread.
-struct Reader {
-    timestamps: bool,
-    start: Instant,
-    newest: u64,
-    lines: u64,
-    malformed: u64,
-    backwards: u64,
-}
-
-impl Reader {
-    /// The effective time (millis) of a parsed line.
-    #[inline]
-    fn time(&mut self, parsed: Option<u64>) -> u64 {
-        let t = match parsed {
-            Some(t) => t,
-            None => self.start.elapsed().as_millis() as u64,
-        };
-        if t < self.newest {
-            if self.timestamps {
-                self.backwards += 1;
-            }
-            self.newest
-        } else {
-            self.newest = t;
-            t
-        }
-    }
-}
-
-impl Reader {
-    /// Reads standard input to the end, line by line, and calls
-    /// `f(millis, key)` for every well-formed line at its effective time
-    /// (malformed lines and backwards timestamps are counted here). `f`
-    /// returns `Ok(false)` to stop early.
-    fn for_each_record(
-        &mut self,
-        mut f: impl FnMut(u64, &[u8]) -> io::Result<bool>,
-    ) -> io::Result<()> {
-        let mut input = BufReader::with_capacity(1 << 20, io::stdin().lock());
-        let mut line = Vec::with_capacity(256);
-        loop {
-            line.clear();
-            if input.read_until(b'\n', &mut line)? == 0 {
-                return Ok(());
-            }
-            self.lines += 1;
-            let Some((t, key)) = parse_line(&line, self.timestamps) else {
-                self.malformed += 1;
-                continue;
-            };
-            let ms = self.time(t);
-            if !f(ms, key)? {
-                return Ok(());
-            }
-        }
     }
 }
 
@@ -278,14 +209,7 @@ pub fn run(args: &[String]) -> ExitCode {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };
-    let mut reader = Reader {
-        timestamps: opts.timestamps,
-        start: Instant::now(),
-        newest: 0,
-        lines: 0,
-        malformed: 0,
-        backwards: 0,
-    };
+    let mut reader = Reader::new(opts.timestamps);
     let built = match opts.memory {
         Some(memory) => HotKeySketch::builder(opts.window, opts.slices, opts.threshold)
             .clock(ManualClock::new())
@@ -312,8 +236,8 @@ pub fn run(args: &[String]) -> ExitCode {
                 "hotkeys: {} lines, {} malformed, {} timestamps went backwards",
                 reader.lines, reader.malformed, reader.backwards
             );
-            if let Some(summary) = summary {
-                eprintln!("hotkeys: {summary}");
+            for line in summary {
+                eprintln!("hotkeys: {line}");
             }
             ExitCode::SUCCESS
         }
@@ -325,12 +249,13 @@ pub fn run(args: &[String]) -> ExitCode {
     }
 }
 
-/// Runs the loop on `detector`; the result and the detector's summary.
+/// Runs the loop on `detector`; the result and the detector's summary
+/// (lines for stderr).
 fn run_with<D: Detect>(
     detector: D,
     opts: &Opts,
     reader: &mut Reader,
-) -> (io::Result<()>, Option<String>) {
+) -> (io::Result<()>, Vec<String>) {
     let detector = std::sync::Arc::new(detector);
     let result = if opts.threads == 1 {
         run_single(&*detector, opts, reader)
@@ -338,7 +263,7 @@ fn run_with<D: Detect>(
         run_threads(&detector, opts, reader)
     };
     let adds = reader.lines - reader.malformed;
-    (result, detector.summary(adds))
+    (result, detector.summary(adds, opts))
 }
 
 fn write_top(
@@ -391,22 +316,6 @@ mod tests {
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("10d").is_err());
         assert!(parse_duration("-1s").is_err());
-    }
-
-    #[test]
-    fn lines() {
-        assert_eq!(parse_line(b"abc\n", false), Some((None, &b"abc"[..])));
-        assert_eq!(parse_line(b"abc\r\n", false), Some((None, &b"abc"[..])));
-        assert_eq!(parse_line(b"\n", false), None);
-        assert_eq!(
-            parse_line(b"12 k ey \n", true),
-            Some((Some(12), &b"k ey"[..]))
-        );
-        assert_eq!(parse_line(b"12\tk\n", true), Some((Some(12), &b"k"[..])));
-        assert_eq!(parse_line(b"12k\n", true), None);
-        assert_eq!(parse_line(b"x k\n", true), None);
-        assert_eq!(parse_line(b"12 \n", true), None);
-        assert_eq!(parse_line(b"99999999999999999999 k\n", true), None);
     }
 
     #[test]

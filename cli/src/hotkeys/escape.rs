@@ -1,7 +1,7 @@
 //! How `hotkeys` writes a key into its tab-separated output: escaped, so
 //! that every record is one line of tab-separated fields in valid UTF-8
 //! whatever bytes the key holds (keys are read as bytes: a binary stream
-//! is fine). The rule, also in `--help` and the README:
+//! is fine). The rule, also in `--help`:
 //!
 //! - a tab `\t`, a newline `\n`, a carriage return `\r`, a backslash
 //!   `\\`;

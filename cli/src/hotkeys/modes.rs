@@ -4,7 +4,7 @@
 //! multi-threaded loops are written once. Each says on stderr, at the end,
 //! what it dropped or estimated.
 
-use super::{Key, KeyRef};
+use super::{Key, KeyRef, Opts};
 use std::time::Duration;
 use stripecount::clock::ManualClock;
 use stripecount::{HotKeyDetector, HotKeySketch, Timestamp};
@@ -19,9 +19,10 @@ pub(super) trait Detect: Send + Sync + 'static {
     fn evict_idle_at(&self, now: Timestamp);
     /// The slice length.
     fn slice_len(&self) -> Duration;
-    /// What was dropped or estimated, for stderr (`adds`: every add
-    /// made); nothing when every add was counted exactly.
-    fn summary(&self, adds: u64) -> Option<String>;
+    /// What was dropped or estimated, as lines for stderr (`adds`: every
+    /// add made); none when every add was counted exactly and no bound
+    /// was asked for.
+    fn summary(&self, adds: u64, opts: &Opts) -> Vec<String>;
 }
 
 /// The exact detector.
@@ -43,16 +44,17 @@ impl Detect for Exact {
     fn slice_len(&self) -> Duration {
         self.windows().slice_len()
     }
-    fn summary(&self, adds: u64) -> Option<String> {
+    fn summary(&self, adds: u64, opts: &Opts) -> Vec<String> {
+        let Some(max_keys) = opts.max_keys else {
+            return Vec::new(); // unbounded: every add counted
+        };
         let untracked = self.windows().untracked_adds();
-        if untracked == 0 {
-            return None;
-        }
-        Some(format!(
-            "exact counts, but {untracked} of {adds} adds ({}) were not counted: their slice \
-             already held --max-keys keys (the sums of those keys are short by them)",
+        vec![format!(
+            "exact counts, at most {max_keys} keys a slice (--max-keys): {untracked} of {adds} \
+             adds ({}) not counted because their slice was full; a reported sum is short of \
+             the true count by the key's adds among them, never over",
             percent(untracked, adds)
-        ))
+        )]
     }
 }
 
@@ -70,25 +72,71 @@ impl Detect for Sketch {
     fn slice_len(&self) -> Duration {
         self.windows().slice_len()
     }
-    fn summary(&self, adds: u64) -> Option<String> {
+    fn summary(&self, adds: u64, _: &Opts) -> Vec<String> {
         let (kept, untracked) = (self.filtered_adds(), self.untracked_adds());
-        Some(format!(
-            "fixed memory: {} of {} bytes held; {kept} of {adds} adds ({}) kept back by the \
-             doorkeeper (keys below {} adds in a slice), {untracked} not counted (a slice held \
-             {} keys); every sum is at most the true count and at most {} below it, plus \
-             those not counted",
-            self.memory_bytes(),
-            self.memory_limit(),
-            percent(kept, adds),
-            self.admission_level(),
-            self.max_keys(),
-            self.undercount_bound(),
-        ))
+        let level = self.admission_level();
+        let slices = self.windows().slices() as u64;
+        let rule = match level {
+            1 => "every add is admitted".to_string(),
+            _ => format!(
+                "at most a key's first {} in a slice, none in a slice after one in which it \
+                 reached {level}",
+                match level - 1 {
+                    1 => "add".to_string(),
+                    n => format!("{n} adds"),
+                }
+            ),
+        };
+        vec![
+            format!(
+                "fixed memory: {} held of the {} limit ({} of {} bytes); at most {} keys a slice",
+                fmt_size(self.memory_bytes()),
+                fmt_size(self.memory_limit()),
+                self.memory_bytes(),
+                self.memory_limit(),
+                self.max_keys(),
+            ),
+            format!(
+                "{kept} of {adds} adds ({}) kept back by the doorkeeper (admission level \
+                 {level}: {rule}); {untracked} admitted adds ({}) not tracked because their slice held {} keys",
+                percent(kept, adds),
+                percent(untracked, adds),
+                self.max_keys(),
+            ),
+            // Each key's adds are made by one thread (the reader, or the
+            // worker its hash picks), so they meet one doorkeeper shard:
+            // the bound is the one-thread bound of `HotKeySketch`'s docs.
+            format!(
+                "a reported sum is never above the key's true count, and at most {} below it \
+                 (slices x (level - 1) = {slices} x {}) plus the key's adds not tracked",
+                slices * (level - 1),
+                level - 1,
+            ),
+        ]
     }
 }
 
 fn percent(part: u64, whole: u64) -> String {
     format!("{:.2}%", 100.0 * part as f64 / whole.max(1) as f64)
+}
+
+/// `bytes` in the largest binary unit that keeps a number of at least 1
+/// (`8.00 MiB`), or in bytes below 1 KiB.
+fn fmt_size(bytes: usize) -> String {
+    const UNITS: [&str; 3] = ["KiB", "MiB", "GiB"];
+    let mut v = bytes as f64;
+    let mut unit = None;
+    for u in UNITS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = Some(u);
+    }
+    match unit {
+        Some(u) => format!("{v:.2} {u}"),
+        None => format!("{bytes} B"),
+    }
 }
 
 /// Parses a size: bytes, or a number with `KiB`, `MiB`, `GiB` (powers of
@@ -134,5 +182,15 @@ mod tests {
         assert!(parse_size("MiB").is_err());
         assert!(parse_size("-1MiB").is_err());
         assert!(parse_size("99999999999GiB").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn sizes_print_in_binary_units() {
+        assert_eq!(fmt_size(0), "0 B");
+        assert_eq!(fmt_size(1023), "1023 B");
+        assert_eq!(fmt_size(1024), "1.00 KiB");
+        assert_eq!(fmt_size(8 << 20), "8.00 MiB");
+        assert_eq!(fmt_size(3 << 29), "1.50 GiB");
     }
 }

@@ -27,8 +27,12 @@
 //! - Keyed rows: one key for all threads ("one hot key"), or the Zipf stream
 //!   of `stripecount_baselines::zipf` (1M keys, s = 1), each thread starting at its own
 //!   offset. The detector uses the windows' settings, `CoarseClock` and a
-//!   threshold of [`HOT_THRESHOLD`]; the map of atomics is a `DashMap`
-//!   (the map governor itself uses). Per-key limiters: `KeyedLimiter` with
+//!   threshold of [`HOT_THRESHOLD`], exactly or as `HotKeySketch` in 8 MiB;
+//!   its fixed-memory peer is heavykeeper's `TopK` (top 100, width 4096,
+//!   depth 4, decay 0.9, as the hot-key bench sets it), single-threaded, so
+//!   behind a `Mutex` locked for each add when threads share it (one
+//!   thread holds the lock for its whole run); the map of atomics is a
+//!   `DashMap` (the map governor itself uses). Per-key limiters: `KeyedLimiter` with
 //!   the report's window on `CoarseClock`, governor keyed on its default
 //!   clock, each with the limiters' admitting and refusing quotas (every
 //!   key gets the quota).
@@ -283,6 +287,12 @@ pub fn all() -> Vec<Row> {
             ),
             ("HotKeyDetector, one hot key", Ours, keyed::detector_hot),
             ("HotKeyDetector, Zipf keys", Ours, keyed::detector_zipf),
+            ("HotKeySketch 8 MiB, Zipf keys", Ours, keyed::sketch_zipf),
+            (
+                "heavykeeper TopK (Mutex), Zipf keys",
+                Peer,
+                keyed::heavykeeper_zipf,
+            ),
             (
                 "DashMap<u64,AtomicU64>, one hot key",
                 Peer,

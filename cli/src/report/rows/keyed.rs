@@ -1,19 +1,22 @@
 //! The keyed rows: one key for all threads ("one hot key"), or the Zipf
 //! stream of `stripecount_baselines::zipf` (1M keys, s = 1), each thread
-//! starting at its own offset. `KeyedWindows` and the detector use the
-//! report's window on `CoarseClock` (the detector a threshold of
-//! [`HOT_THRESHOLD`]); the map of atomics is a `DashMap` (the map governor
-//! itself uses); `KeyedLimiter` and governor keyed get the limiters'
-//! admitting and refusing quotas (every key gets the quota).
+//! starting at its own offset. `KeyedWindows` and the detectors use the
+//! report's window on `CoarseClock` (the detectors a threshold of
+//! [`HOT_THRESHOLD`], `HotKeySketch` in [`SKETCH_MEMORY`]); heavykeeper's
+//! `TopK`, the fixed-memory peer, counts the same stream with the settings
+//! of the hot-key bench (`heavykeeper_topk`); the map of atomics is a
+//! `DashMap` (the map governor itself uses); `KeyedLimiter` and governor
+//! keyed get the limiters' admitting and refusing quotas (every key gets
+//! the quota).
 
 use super::{Setup, ADMIT_LIMIT, HOT_KEY, HOT_THRESHOLD, REFUSE_LIMIT, SLICES, WINDOW};
 use dashmap::DashMap;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use stripecount::clock::CoarseClock;
-use stripecount::{HotKeyDetector, KeyedLimiter, KeyedWindows, Quota};
+use stripecount::{HotKeyDetector, HotKeySketch, KeyedLimiter, KeyedWindows, Quota};
 use stripecount_baselines::harness::{batches, Job};
 
 /// The per-key windows of the keyed rows: the report's window, on
@@ -71,6 +74,57 @@ pub(super) fn detector_hot(_: &Setup, _: usize) -> Job {
 pub(super) fn detector_zipf(setup: &Setup, threads: usize) -> Job {
     zipf_job(setup, threads, detector(), |d, k| {
         black_box(d.add(&k, 1));
+    })
+}
+
+/// The memory of the `HotKeySketch` rows (their name says it).
+const SKETCH_MEMORY: usize = 8 << 20;
+
+/// The fixed-memory detector of the keyed rows: the detector's settings,
+/// in [`SKETCH_MEMORY`].
+fn sketch() -> HotKeySketch<u64, CoarseClock> {
+    HotKeySketch::builder(WINDOW, SLICES, HOT_THRESHOLD)
+        .memory(SKETCH_MEMORY)
+        .clock(CoarseClock::new())
+        .build()
+        .expect("a valid sketch")
+}
+
+pub(super) fn sketch_zipf(setup: &Setup, threads: usize) -> Job {
+    zipf_job(setup, threads, sketch(), |d, k| {
+        black_box(d.add(&k, 1));
+    })
+}
+
+/// heavykeeper's `TopK` as the hot-key bench configures it: the top 100,
+/// 4096 buckets wide, 4 deep, decay 0.9 (about 128 KiB of buckets).
+fn heavykeeper_topk() -> heavykeeper::TopK<u64> {
+    heavykeeper::TopK::new(100, 4096, 4, 0.9)
+}
+
+/// heavykeeper's `TopK` adds through `&mut self`: shared by several
+/// threads it sits behind a `Mutex` locked for each add (what a user
+/// sharing one must do); on one thread the job holds the lock for its
+/// whole run, so that point is the sketch's own single-threaded speed.
+pub(super) fn heavykeeper_zipf(setup: &Setup, threads: usize) -> Job {
+    let z = setup.zipf();
+    let topk = Arc::new(Mutex::new(heavykeeper_topk()));
+    Arc::new(move |t, stop| {
+        let keys = &z.keys;
+        let mask = keys.len() - 1;
+        let mut i = z.offset(t, threads);
+        let lock = || topk.lock().unwrap_or_else(PoisonError::into_inner);
+        if threads == 1 {
+            let mut topk = lock();
+            return batches(stop, || {
+                topk.add(&keys[i & mask], 1);
+                i = i.wrapping_add(1);
+            });
+        }
+        batches(stop, || {
+            lock().add(&keys[i & mask], 1);
+            i = i.wrapping_add(1);
+        })
     })
 }
 
