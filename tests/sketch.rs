@@ -315,6 +315,10 @@ fn bad_configurations_are_typed_errors() {
     assert!(HotKeySketch::<u64>::new(Duration::from_secs(10), 3, 100, 1 << 20).is_err());
     let s = b().build().unwrap();
     assert_eq!(s.memory_limit(), 8 << 20);
-    assert_eq!(s.admission_level(), 1); // ceil(ceil(100 / 10) / 16)
+    assert_eq!(s.admission_level(), 5); // at least 16, at most ceil(ceil(100 / 10) / 2)
+    let big = HotKeySketch::<u64>::new(Duration::from_secs(10), 10, 10_000, 8 << 20).unwrap();
+    assert_eq!(big.admission_level(), 63); // ceil(1_000 / 16)
+    let mid = HotKeySketch::<u64>::new(Duration::from_secs(10), 10, 2_000, 8 << 20).unwrap();
+    assert_eq!(mid.admission_level(), 16);
     assert!(s.max_keys() >= 1_000, "{}", s.max_keys());
 }
