@@ -27,7 +27,7 @@
 #    real axum server against tower-governor, not criterion; it runs every
 #    configuration twice itself, so it runs in the first pass only and
 #    writes its figures to server.json there. `hotkeys` (benches/hotkeys.rs,
-#    about 2.5 min) is not criterion either: `HotKeySketch`'s accuracy
+#    about 3 min) is not criterion either: `HotKeySketch`'s accuracy
 #    against the true window counts and its adds a second against
 #    heavykeeper, each configuration twice, written to hotkeys.md in the
 #    first pass.
