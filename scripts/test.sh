@@ -9,8 +9,9 @@
 # what it checks and when it starts, and the script ends with each step's
 # time.
 #
-# 0. The Redis layer's tests (redis/) start real redis-servers: install
-#    Debian's redis-server package when it is missing and we are root with
+# 0. The Redis layer's tests (redis/) start real redis-servers (and a Redis
+#    Cluster, made by redis-cli): install Debian's redis-server package
+#    (which brings redis-cli) when either is missing and we are root with
 #    apt-get; otherwise stop and say so (never skip those tests).
 # 1. `cargo test --workspace`: unit, integration, CLI and doc tests, the
 #    Redis layer's included.
@@ -58,20 +59,21 @@ finish() {
     printf '%s\n' "${times[@]}"
 }
 
-step "0. redis-server, for the Redis layer's tests"
-if ! command -v redis-server >/dev/null 2>&1; then
+step "0. redis-server and redis-cli, for the Redis layer's tests"
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "== installing redis-server (the Redis layer's tests run against a real server)"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
     else
-        echo "error: redis-server is not installed. The tests of redis/ (stripecount-redis) run" >&2
-        echo "against a real redis-server; install it (Debian/Ubuntu: apt-get install" >&2
+        echo "error: redis-server or redis-cli is not installed. The tests of redis/ (stripecount-redis)" >&2
+        echo "run against a real redis-server and a Redis Cluster made by redis-cli; install them (Debian/Ubuntu: apt-get install" >&2
         echo "redis-server, as root) and run this script again." >&2
         exit 1
     fi
 fi
 redis-server --version
+redis-cli --version
 
 step "1. cargo test --workspace: unit, integration, CLI, doc and Redis layer tests"
 cargo test --workspace

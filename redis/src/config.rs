@@ -54,6 +54,8 @@ pub struct ClusterWindowsBuilder<K, C = WallClock> {
     pub(crate) max_keys: Option<usize>,
     pub(crate) max_pending_keys: usize,
     pub(crate) max_batch_keys: usize,
+    pub(crate) cluster_groups: Option<usize>,
+    pub(crate) seeds: Vec<String>,
     pub(crate) link: LinkConfig,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
@@ -72,6 +74,8 @@ impl<K: RedisKey> ClusterWindowsBuilder<K> {
             max_keys: None,
             max_pending_keys: 1 << 20,
             max_batch_keys: 1024,
+            cluster_groups: None,
+            seeds: Vec::new(),
             link: LinkConfig::default(),
             clock: WallClock::new(),
             _k: PhantomData,
@@ -123,6 +127,46 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
         self
     }
 
+    /// Stores the namespace on a Redis Cluster: every Redis key carries the
+    /// hash tag of one of `groups` groups (a key's group is the CRC16 of
+    /// its bytes modulo `groups`), each group's keys, records and hot set
+    /// in one slot, so that every script call touches one slot. The groups'
+    /// slots are spread evenly over the 16,384 slots: use at least a few
+    /// groups a master (16 for 3 to 5 masters; more groups spread the load
+    /// more evenly, at one script call a group a flush). Each group is
+    /// flushed over its own connection to the master of its slot,
+    /// following `MOVED` and `ASK`. Every node of the namespace must use
+    /// the same number (checked: `ShapeMismatch`). The URL is any node of
+    /// the cluster; see [`seeds`](Self::seeds) for more.
+    ///
+    /// ```no_run
+    /// use stripecount_redis::ClusterWindows;
+    /// use std::time::Duration;
+    ///
+    /// let node = ClusterWindows::<String>::builder("redis://10.0.0.1:6379/", "api", Duration::from_secs(10), 10)
+    ///     .redis_cluster(16)
+    ///     .seeds(["redis://10.0.0.2:6379/", "redis://10.0.0.3:6379/"])
+    ///     .build()?;
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
+    pub fn redis_cluster(mut self, groups: usize) -> Self {
+        self.cluster_groups = Some(groups);
+        self
+    }
+
+    /// More nodes of the Redis Cluster (URLs like the builder's): a group
+    /// whose master cannot be reached asks these in turn (after the
+    /// builder's URL) where its slot went. Only with
+    /// [`redis_cluster`](Self::redis_cluster).
+    pub fn seeds<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        self
+    }
+
     /// The most keys one flush round trip carries (default 1024): Redis
     /// runs a batch as one script, so this bounds how long it is busy.
     pub fn max_batch_keys(mut self, n: usize) -> Self {
@@ -161,6 +205,8 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
             max_keys: self.max_keys,
             max_pending_keys: self.max_pending_keys,
             max_batch_keys: self.max_batch_keys,
+            cluster_groups: self.cluster_groups,
+            seeds: self.seeds,
             link: self.link,
             clock,
             _k: PhantomData,
@@ -196,6 +242,19 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
                 "a window of {:?} in {} slices: the slice length must be a whole number of milliseconds",
                 self.window, self.slices
             ));
+        }
+        if let Some(g) = self.cluster_groups {
+            if g == 0 || g > usize::from(crate::group::SLOTS) {
+                return bad(format!("{g} groups: a cluster namespace has 1 to 16384"));
+            }
+            if self.namespace.contains(['{', '}']) {
+                return bad(format!(
+                    "the namespace {:?} has a brace: on a cluster the key names' hash tags would be wrong",
+                    self.namespace
+                ));
+            }
+        } else if !self.seeds.is_empty() {
+            return bad("seeds are for a Redis Cluster: call redis_cluster too".into());
         }
         if self.max_batch_keys == 0 {
             return bad("max_batch_keys is 0".into());

@@ -41,7 +41,10 @@ use crate::timeline::ServerTime;
 use redis::Value;
 use std::collections::HashMap;
 use std::time::Instant;
-use stripecount::keyed::KeyRef;
+
+/// Redirections a flush follows at once before it gives up until the next
+/// (a slot that moved, then a migration's `ASK`, then its end).
+const MAX_REDIRECTS: usize = 4;
 use stripecount::Clock;
 
 impl<K: RedisKey, C: Clock> Inner<K, C> {
@@ -53,17 +56,34 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// the local ring never reuses a slot that holds unflushed counts),
     /// then flush unless another flush is running or the backoff says wait.
     pub(crate) fn tick(&self) {
-        match self.sender.try_lock() {
-            Ok(mut s) if s.link.backoff.ready(Instant::now()) => {
-                let _ = self.flush_locked(&mut s); // takes first
+        let mut flushed = false;
+        for sender in &self.senders {
+            match sender.try_lock() {
+                Ok(mut s) if s.link.backoff.ready(Instant::now()) => {
+                    let _ = self.flush_locked(&mut s); // takes first
+                    flushed = true;
+                }
+                _ => {}
             }
-            _ => self.stage(),
         }
+        if !flushed {
+            self.stage();
+        }
+    }
+
+    /// The group of key `k` (`group.rs`).
+    pub(crate) fn group_of(&self, k: &K) -> usize {
+        if !self.groups.is_cluster() {
+            return 0;
+        }
+        let mut b = Vec::with_capacity(32);
+        k.write_key(&mut b);
+        self.groups.of(&b)
     }
 
     pub(crate) fn flush_locked(&self, s: &mut Sender<K>) -> Result<FlushReport<K>, ClusterError> {
         let mut report = FlushReport::new();
-        let r = self.try_flush(s, &mut report);
+        let r = self.redirecting(s, |me, s| me.try_flush(s, &mut report));
         self.settle(s, &r);
         match r {
             Ok(()) => {
@@ -79,6 +99,28 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
                 Err(e)
             }
         }
+    }
+
+    /// Runs `f`, and again at once after a redirection (the group's slot
+    /// is served elsewhere: `MOVED`, or `ASK` while it migrates), a few
+    /// times. Batches in flight are resent unchanged, which the
+    /// exactly-once protocol makes safe wherever they land.
+    pub(crate) fn redirecting<T>(
+        &self,
+        s: &mut Sender<K>,
+        mut f: impl FnMut(&Self, &mut Sender<K>) -> Result<T, ClusterError>,
+    ) -> Result<T, ClusterError> {
+        let mut r = f(self, s);
+        for _ in 0..MAX_REDIRECTS {
+            match &r {
+                Err(e) if s.link.redirected(e) => {
+                    bump(&self.counters.redirects, 1);
+                    r = f(self, s);
+                }
+                _ => break,
+            }
+        }
+        r
     }
 
     /// Records the outcome of a round trip in the health and the backoff.
@@ -109,7 +151,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let mut sent = false;
         loop {
             if s.outbox.is_none() {
-                s.outbox = s.next.take().or_else(|| self.cut());
+                s.outbox = s.next.take().or_else(|| self.cut(s.group));
             }
             let Some(ob) = s.outbox.as_mut() else {
                 break;
@@ -119,7 +161,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             }
             // While Redis runs it: cut and encode the next batch.
             if s.next.is_none() {
-                s.next = self.cut();
+                s.next = self.cut(s.group);
             }
             let ob = s.outbox.as_ref().expect("a batch in flight");
             let v = s.link.receive_eval(&self.flush_lua, &ob.request.bytes)?;
@@ -133,7 +175,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
                 Some(next) => self.send_request(&mut s.link, next),
                 None => Ok(()),
             };
-            version = match self.file(ob, reply, report) {
+            version = match self.file(s.group, ob, reply, report) {
                 Ok(v) => v,
                 Err(e) => {
                     // The next's reply would be left unread on the stream.
@@ -149,10 +191,9 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
 
     /// Cuts the next batch from the pending buffer and encodes it, unless
     /// nothing is staged or two batches are in flight.
-    fn cut(&self) -> Option<Outbox<K>> {
-        let (seq, order, request) = write(&self.state)
-            .pending
-            .cut(self.max_batch_keys, |o, d, seq| self.encode(o, d, seq))?;
+    fn cut(&self, g: usize) -> Option<Outbox<K>> {
+        let (seq, order, request) = write(&self.state).pending[g]
+            .cut(self.max_batch_keys, |o, d, seq| self.encode(g, o, d, seq))?;
         Some(Outbox {
             seq,
             order,
@@ -172,12 +213,22 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let mut guard = write(&self.state);
         let st = &mut *guard;
         let slice_nanos = self.slice_nanos;
+        let mut bytes = Vec::new();
         self.windows.take_all(|k, start, c| {
-            if !st.pending.stage(k, start.as_nanos() / slice_nanos, c) {
+            let g = if self.groups.is_cluster() {
+                bytes.clear();
+                k.write_key(&mut bytes);
+                self.groups.of(&bytes)
+            } else {
+                0
+            };
+            if !st.pending[g].stage(k, start.as_nanos() / slice_nanos, c) {
                 full = full.saturating_add(c);
             }
         });
-        let old = st.pending.prune(floor, e.saturating_add(s));
+        let old = st.pending.iter_mut().fold(0u64, |old, p| {
+            old.saturating_add(p.prune(floor, e.saturating_add(s)))
+        });
         let new_epoch = e != st.pruned_at;
         if new_epoch {
             // Once a slice: drop the local keys the take emptied (an add
@@ -194,12 +245,13 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         bump(&self.counters.dropped_old, old);
     }
 
-    fn encode(&self, order: &[K], deltas: &HashMap<K, Deltas>, seq: u64) -> Request {
-        let mut w = BatchWriter::new(&self.flush_lua.sha, &self.names, order.len());
+    fn encode(&self, g: usize, order: &[K], deltas: &HashMap<K, Deltas>, seq: u64) -> Request {
+        let names = &self.names[g];
+        let mut w = BatchWriter::new(&self.flush_lua.sha, names, order.len());
         for k in order {
-            w.key(&self.names, k, &deltas[k].0);
+            w.key(names, k, &deltas[k].0);
         }
-        w.finish(&self.names, &self.shape, seq)
+        w.finish(names, &self.shape, seq)
     }
 
     /// Writes a batch's request (its reply is read by `receive_eval`).
@@ -225,7 +277,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let reply = FlushReply::decode(v, ob.order.len())?;
         let ob = s.outbox.take().expect("a batch in flight");
         s.outbox = s.next.take();
-        self.file(ob, reply, report)
+        self.file(s.group, ob, reply, report)
     }
 
     /// Files the reply that acknowledged `ob` (the oldest batch in
@@ -234,6 +286,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// reply carries.
     fn file(
         &self,
+        g: usize,
         ob: Outbox<K>,
         reply: FlushReply,
         report: &mut FlushReport<K>,
@@ -247,7 +300,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let batch = {
             let mut guard = write(&self.state);
             let st = &mut *guard;
-            let batch = st.pending.acknowledge(ob.seq);
+            let batch = st.pending[g].acknowledge(ob.seq);
             for (k, &(at, len)) in ob.order.into_iter().zip(&reply.rings) {
                 // Validated by `decode`. Into the key's cached ring, reusing
                 // its buffer.
@@ -278,7 +331,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         if !hot.is_empty() {
             let mut h = write(&self.hot);
             for (k, u) in hot {
-                h.insert(k, u);
+                h.insert(g, k, u);
             }
         }
         let c = &self.counters;
@@ -306,66 +359,76 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         Ok(reply.hot_version)
     }
 
-    /// Connects if needed (sampling the server's time three times on a new
-    /// connection), then one round trip: `TIME` (a sample) and the hot
-    /// version.
+    /// Connects if needed, then one round trip: the hot version of the
+    /// sender's group and, for the first group, `TIME` (a sample; on a new
+    /// connection three more first). The node's timeline is the first
+    /// group's server: on a cluster every master files a count by its own
+    /// clock (`flush.lua`), so a master whose clock is off by `d` moves
+    /// counts only within `d` of a slice edge.
     pub(crate) fn probe(&self, s: &mut Sender<K>) -> Result<u64, ClusterError> {
-        let (opened, samples) = s.link.ensure_sampled(self.time())?;
-        if opened {
-            bump(&self.counters.connects, 1);
-        }
-        bump(&self.counters.time_samples, samples);
-        let mut req = Request::new(1);
-        req.arg(b"TIME");
+        let names = &self.names[s.group];
         let mut get = Request::new(2);
-        get.arg(b"GET").arg(&self.names.hotver);
-        req.then(&get);
-        let t0 = self.time().node_clock().now();
-        let vs = s.link.pipeline(&req.bytes, 2)?;
-        if sample_time(self.time(), t0, &vs[0])? {
-            bump(&self.counters.time_samples, 1);
-        }
-        match &vs[1] {
+        get.arg(b"GET").arg(&names.hotver);
+        let v = if s.group == 0 {
+            let (opened, samples) = s.link.ensure_sampled(self.time())?;
+            if opened {
+                bump(&self.counters.connects, 1);
+            }
+            bump(&self.counters.time_samples, samples);
+            let mut req = Request::new(1);
+            req.arg(b"TIME");
+            req.then(&get);
+            let t0 = self.time().node_clock().now();
+            let vs = s.link.pipeline(&req.bytes, 2)?;
+            if sample_time(self.time(), t0, &vs[0])? {
+                bump(&self.counters.time_samples, 1);
+            }
+            vs.into_iter().nth(1).expect("two replies")
+        } else {
+            if s.link.ensure()? {
+                bump(&self.counters.connects, 1);
+            }
+            s.link.request(&get.bytes)?
+        };
+        match v {
             Value::Nil => Ok(0),
-            v => int(v),
+            v => int(&v),
         }
     }
 
-    /// Reads the hot set's changes if Redis's version differs from ours.
+    /// Reads the hot set's changes of the sender's group if Redis's
+    /// version differs from ours.
     pub(crate) fn read_hot_if(&self, s: &mut Sender<K>, version: u64) -> Result<(), ClusterError> {
         if self.shape.threshold == 0 {
             return Ok(());
         }
-        let since = read(&self.hot).version();
+        let since = read(&self.hot).version(s.group);
         if version == since {
             return Ok(());
         }
-        let req = hot_read_request(&self.hot_lua.sha, &self.names, since);
+        let req = hot_read_request(&self.hot_lua.sha, &self.names[s.group], since);
         let v = s.link.eval(&self.hot_lua, &req.bytes)?;
         let r = HotReply::decode(&v)?;
-        write(&self.hot).apply(&r);
+        write(&self.hot).apply(s.group, &r);
         Ok(())
     }
 
     /// Reads `key`'s ring from Redis into the cache (after resolving the
     /// batch in flight, whose counts the ring may already hold).
-    pub(crate) fn fresh_ring<Q>(&self, s: &mut Sender<K>, key: &Q) -> Result<(), ClusterError>
-    where
-        Q: KeyRef<K> + ?Sized,
-    {
+    pub(crate) fn fresh_ring(&self, s: &mut Sender<K>, k: &K) -> Result<(), ClusterError> {
         self.probe(s)?;
         if s.outbox.is_some() {
             let mut report = FlushReport::new();
             self.send_outbox(s, &mut report)?;
             s.stash.append(&mut report.crossings);
         }
-        let k = key.to_key();
+        let names = &self.names[s.group];
         let mut b = Vec::new();
         k.write_key(&mut b);
         let mut req = Request::new(2);
-        req.arg(b"GET").arg(&self.names.cfg);
+        req.arg(b"GET").arg(&names.cfg);
         let mut get = Request::new(2);
-        get.arg(b"GET").arg2(&self.names.data, &b);
+        get.arg(b"GET").arg2(&names.data, &b);
         req.then(&get);
         let vs = s.link.pipeline(&req.bytes, 2)?;
         // A ring filed by nodes of another shape would be misread.
@@ -388,7 +451,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
                 ))
             }
         };
-        write(&self.state).cache.insert(k, ring);
+        write(&self.state).cache.insert(k.clone(), ring);
         Ok(())
     }
 }

@@ -48,7 +48,8 @@ pub struct Health {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Flushes that ended with nothing left to send.
+    /// Flushes that ended with nothing left to send (on a cluster, one a
+    /// group).
     pub flushes: u64,
     /// Flushes that failed (their counts are held and sent again).
     pub flush_errors: u64,
@@ -76,6 +77,10 @@ pub struct Stats {
     pub hot_crossings: u64,
     /// `TIME` samples accepted.
     pub time_samples: u64,
+    /// Redirections followed on a Redis Cluster (`MOVED`: the group's slot
+    /// is served by another master; `ASK`: it is migrating). A batch
+    /// resent after one is still applied exactly once.
+    pub redirects: u64,
 }
 
 const NEVER: u8 = 0;
@@ -101,6 +106,7 @@ pub(crate) struct Counters {
     pub(crate) connects: AtomicU64,
     pub(crate) hot_crossings: AtomicU64,
     pub(crate) time_samples: AtomicU64,
+    pub(crate) redirects: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -129,6 +135,7 @@ impl Counters {
             connects: z(),
             hot_crossings: z(),
             time_samples: z(),
+            redirects: z(),
         }
     }
 
@@ -193,6 +200,7 @@ impl Counters {
             connects: l(&self.connects),
             hot_crossings: l(&self.hot_crossings),
             time_samples: l(&self.time_samples),
+            redirects: l(&self.redirects),
         }
     }
 }

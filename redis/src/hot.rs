@@ -27,46 +27,49 @@ use std::hash::Hash;
 
 /// Keys hot in the cluster, each with the epoch it cools at.
 pub(crate) struct HotSet<K> {
-    version: u64,
-    keys: HashMap<K, u64>,
+    /// The version held of each group's set (`group.rs`).
+    versions: Vec<u64>,
+    /// Each hot key's until epoch and group.
+    keys: HashMap<K, (u64, usize)>,
 }
 
 impl<K: RedisKey> HotSet<K> {
-    pub(crate) fn new() -> Self {
+    /// An empty set of `groups` groups.
+    pub(crate) fn new(groups: usize) -> Self {
         HotSet {
-            version: 0,
+            versions: vec![0; groups],
             keys: HashMap::new(),
         }
     }
 
-    /// The version held.
-    pub(crate) fn version(&self) -> u64 {
-        self.version
+    /// The version held of group `g`'s set.
+    pub(crate) fn version(&self, g: usize) -> u64 {
+        self.versions[g]
     }
 
     /// Files what the hot-set read answered; returns the entries whose
     /// key bytes are not a `K` (skipped).
-    pub(crate) fn apply(&mut self, r: &HotReply<'_>) -> usize {
+    pub(crate) fn apply(&mut self, g: usize, r: &HotReply<'_>) -> usize {
         if r.full {
-            self.keys.clear();
+            self.keys.retain(|_, &mut (_, group)| group != g);
         }
         let mut bad = 0;
         for &(b, until) in &r.entries {
             match K::read_key(b) {
                 Some(k) => {
-                    self.keys.insert(k, until);
+                    self.keys.insert(k, (until, g));
                 }
                 None => bad += 1,
             }
         }
-        self.version = r.version;
+        self.versions[g] = r.version;
         bad
     }
 
     /// A key this node's flush made hot (or moved), before the read.
-    pub(crate) fn insert(&mut self, k: K, until: u64) {
-        let u = self.keys.entry(k).or_insert(0);
-        *u = (*u).max(until);
+    pub(crate) fn insert(&mut self, g: usize, k: K, until: u64) {
+        let u = self.keys.entry(k).or_insert((0, g));
+        u.0 = u.0.max(until);
     }
 
     /// Whether `key` is hot at epoch `e`.
@@ -75,21 +78,21 @@ impl<K: RedisKey> HotSet<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.keys.get(key).is_some_and(|&u| u > e)
+        self.keys.get(key).is_some_and(|&(u, _)| u > e)
     }
 
     /// The keys hot at epoch `e`.
     pub(crate) fn keys_at(&self, e: u64) -> Vec<K> {
         self.keys
             .iter()
-            .filter(|(_, &u)| u > e)
+            .filter(|(_, &(u, _))| u > e)
             .map(|(k, _)| k.clone())
             .collect()
     }
 
     /// Forgets the keys cooled by epoch `e`.
     pub(crate) fn prune(&mut self, e: u64) {
-        self.keys.retain(|_, u| *u > e);
+        self.keys.retain(|_, &mut (u, _)| u > e);
     }
 }
 
@@ -99,33 +102,37 @@ mod tests {
 
     #[test]
     fn merges_changes_replaces_on_full_and_cools_by_epoch() {
-        let mut h: HotSet<String> = HotSet::new();
+        let mut h: HotSet<String> = HotSet::new(2);
         let r = HotReply {
             version: 3,
             full: true,
             entries: vec![(b"a", 10), (b"b", 12), (&[0xff], 12)],
         };
-        assert_eq!(h.apply(&r), 1);
-        assert_eq!(h.version(), 3);
+        assert_eq!(h.apply(0, &r), 1);
+        assert_eq!((h.version(0), h.version(1)), (3, 0));
         assert!(h.is_hot("a", 9) && !h.is_hot("a", 10));
         let r = HotReply {
             version: 4,
             full: false,
             entries: vec![(b"a", 15)],
         };
-        h.apply(&r);
+        h.apply(0, &r);
         assert!(h.is_hot("a", 12));
         let mut k = h.keys_at(11);
         k.sort();
         assert_eq!(k, vec!["a".to_string(), "b".to_string()]);
         h.prune(12);
         assert_eq!(h.keys_at(0), vec!["a".to_string()]);
+        // Another group's key (on a cluster): a full read of group 0
+        // replaces group 0's keys only.
+        h.insert(1, "c".to_string(), 20);
         let r = HotReply {
             version: 1,
             full: true,
             entries: vec![],
         };
-        h.apply(&r);
-        assert!(h.keys_at(0).is_empty());
+        h.apply(0, &r);
+        assert_eq!(h.keys_at(0), vec!["c".to_string()]);
+        assert_eq!((h.version(0), h.version(1)), (1, 0));
     }
 }

@@ -161,10 +161,13 @@
 //! `sync.rs` the lease word's loom switch and poison-tolerant locking.
 #![warn(missing_docs)]
 
+mod backoff;
+mod build;
 mod config;
 mod error;
 mod flush;
 mod flusher;
+mod group;
 mod health;
 mod hot;
 mod key;

@@ -10,51 +10,13 @@
 //! the script is loaded and the same request sent again. `NOSCRIPT` means
 //! the script did not run, so the resend cannot apply a batch twice.
 
+pub(crate) use crate::backoff::Backoff;
 use crate::error::{is_reply, ClusterError};
 use crate::script::{time_us, Lua, Request};
 use crate::timeline::ServerTime;
-use rand::Rng;
 use redis::{ConnectionLike, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stripecount::{Clock, Timestamp};
-
-/// Exponential backoff with jitter between failed attempts.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-    until: Option<Instant>,
-}
-
-impl Backoff {
-    pub(crate) fn new(min: Duration, max: Duration) -> Backoff {
-        Backoff {
-            min,
-            max,
-            next: min,
-            until: None,
-        }
-    }
-
-    /// Whether an attempt may be made at `now`.
-    pub(crate) fn ready(&self, now: Instant) -> bool {
-        self.until.is_none_or(|u| now >= u)
-    }
-
-    /// An attempt failed at `now`: wait `next` (±25%), then double it.
-    pub(crate) fn failed(&mut self, now: Instant) {
-        let jitter = rand::rng().random_range(0.75..1.25);
-        self.until = Some(now + self.next.mul_f64(jitter));
-        self.next = (self.next * 2).min(self.max);
-    }
-
-    /// An attempt succeeded.
-    pub(crate) fn succeeded(&mut self) {
-        self.next = self.min;
-        self.until = None;
-    }
-}
 
 /// What both builders (`ClusterWindows`'s and `ClusterLimiter`'s) set of
 /// a node's connection: the connect and per-request I/O timeouts, and
@@ -88,43 +50,189 @@ impl LinkConfig {
 }
 
 /// A connection to Redis, opened on demand.
+///
+/// On a Redis Cluster a link carries the traffic of one slot (a group's,
+/// `group.rs`), so it needs no slot map: it is a connection to the master
+/// of its slot, learnt from redirections. `MOVED` points the link at the
+/// master named (the request failed and is resent by its caller: the
+/// exactly-once protocol makes a resend safe wherever it lands); `ASK`
+/// sends the next request once to the node named, after `ASKING`; a
+/// failed connect moves the link to the next seed, which redirects it to
+/// the slot's new master after a failover.
 pub(crate) struct Link {
     client: redis::Client,
     conn: Option<redis::Connection>,
     connect_timeout: Duration,
     io_timeout: Duration,
     pub(crate) backoff: Backoff,
+    /// The nodes to ask where the slot is (the builder's URL first), on a
+    /// cluster; empty on a single instance.
+    seeds: Vec<redis::ConnectionInfo>,
+    /// The seed tried last.
+    seed_at: usize,
+    /// The node an `ASK` named: the next request goes there, once.
+    ask: Option<redis::ConnectionInfo>,
+    /// The connection of a request sent after `ASKING`, until its reply is
+    /// read (with the replies it expects before the request's own).
+    asking: Option<(redis::Connection, usize)>,
+    /// Encoded `SCRIPT LOAD`s sent before an `ASK`ed request (the node it
+    /// names may not have the scripts yet).
+    preload: Vec<Vec<u8>>,
 }
 
+/// `ASKING`, encoded.
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
 impl Link {
-    pub(crate) fn new(url: &str, cfg: &LinkConfig) -> Result<Link, ClusterError> {
+    /// A link to `url`, or on a cluster (`cluster`) to the master of a
+    /// slot, found by asking `url` and then `seeds`.
+    pub(crate) fn new(
+        url: &str,
+        seeds: &[String],
+        cluster: bool,
+        cfg: &LinkConfig,
+    ) -> Result<Link, ClusterError> {
         let (connect_timeout, io_timeout) = (cfg.connect_timeout, cfg.io_timeout);
         let backoff = Backoff::new(cfg.backoff.0, cfg.backoff.1);
-        let client = redis::Client::open(url)
-            .map_err(|e| ClusterError::Config(format!("bad redis url {url:?}: {e}")))?;
+        let info = |u: &str| {
+            redis::IntoConnectionInfo::into_connection_info(u)
+                .map_err(|e| ClusterError::Config(format!("bad redis url {u:?}: {e}")))
+        };
+        let client = redis::Client::open(info(url)?).map_err(ClusterError::Connection)?;
+        let mut all = Vec::new();
+        if cluster {
+            all.push(info(url)?);
+            for u in seeds {
+                all.push(info(u)?);
+            }
+        }
         Ok(Link {
             client,
             conn: None,
             connect_timeout,
             io_timeout,
             backoff,
+            seeds: all,
+            seed_at: 0,
+            ask: None,
+            asking: None,
+            preload: Vec::new(),
         })
     }
 
-    /// Opens a connection if none is open; `true` if it opened one.
+    /// Sends `lua`'s `SCRIPT LOAD` before any request redirected by `ASK`.
+    pub(crate) fn preload(&mut self, lua: &Lua) {
+        let mut load = Request::new(3);
+        load.arg(b"SCRIPT").arg(b"LOAD").arg(lua.source.as_bytes());
+        self.preload.push(load.bytes);
+    }
+
+    /// Opens a connection if none is open; `true` if it opened one. On a
+    /// cluster a failed connect moves the link to the next seed.
     pub(crate) fn ensure(&mut self) -> Result<bool, ClusterError> {
         if self.conn.is_some() {
             return Ok(false);
         }
-        let c = self
-            .client
+        match self.open(&self.client) {
+            Ok(c) => {
+                self.conn = Some(c);
+                Ok(true)
+            }
+            Err(e) => {
+                if !self.seeds.is_empty() {
+                    self.seed_at = (self.seed_at + 1) % self.seeds.len();
+                    let next = self.seeds[self.seed_at].clone();
+                    self.client = redis::Client::open(next).map_err(ClusterError::Connection)?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn open(&self, client: &redis::Client) -> Result<redis::Connection, ClusterError> {
+        let c = client
             .get_connection_with_timeout(self.connect_timeout)
             .map_err(ClusterError::Connection)?;
         c.set_read_timeout(Some(self.io_timeout))
             .and_then(|()| c.set_write_timeout(Some(self.io_timeout)))
             .map_err(ClusterError::Connection)?;
-        self.conn = Some(c);
-        Ok(true)
+        Ok(c)
+    }
+
+    /// Whether `e` is a redirection this link now follows (`MOVED`: the
+    /// link points at the node named; `ASK`: its next request goes there).
+    pub(crate) fn redirected(&self, e: &ClusterError) -> bool {
+        !self.seeds.is_empty()
+            && matches!(e, ClusterError::Server(r) if r.redirect_node().is_some())
+    }
+
+    /// Files an error reply: on a cluster, a redirection is followed.
+    fn note(&mut self, e: &redis::RedisError) {
+        if self.seeds.is_empty() {
+            return;
+        }
+        let Some((addr, _slot)) = e.redirect_node() else {
+            return;
+        };
+        let Some((host, port)) = addr.rsplit_once(':') else {
+            return;
+        };
+        let Ok(port) = port.parse() else {
+            return;
+        };
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let to = self.seeds[0]
+            .clone()
+            .set_addr(redis::ConnectionAddr::Tcp(host, port));
+        if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask) {
+            self.ask = Some(to);
+        } else if let Ok(c) = redis::Client::open(to) {
+            self.client = c;
+            self.conn = None;
+        }
+    }
+
+    /// Opens a connection to the node an `ASK` named and writes `req`
+    /// after the script loads and `ASKING`; returns the connection and
+    /// the replies to skip before `req`'s.
+    fn ask_send(
+        &mut self,
+        to: redis::ConnectionInfo,
+        req: &[u8],
+    ) -> Result<(redis::Connection, usize), ClusterError> {
+        let client = redis::Client::open(to).map_err(ClusterError::Connection)?;
+        let mut c = self.open(&client)?;
+        let mut all = self.preload.concat();
+        all.extend_from_slice(ASKING);
+        all.extend_from_slice(req);
+        c.send_packed_command(&all)
+            .map_err(ClusterError::Connection)?;
+        Ok((c, self.preload.len() + 1))
+    }
+
+    /// Reads the replies of an `ASK`ed request: the preloads' and
+    /// `ASKING`'s, then `n` of the request.
+    fn ask_receive(
+        &mut self,
+        mut c: redis::Connection,
+        skip: usize,
+        n: usize,
+    ) -> Result<Vec<Value>, ClusterError> {
+        let mut out = Vec::with_capacity(n);
+        for i in 0..skip + n {
+            let v = c.recv_response();
+            let v = v.and_then(Value::extract_error).map_err(|e| {
+                self.note(&e);
+                ClusterError::from_redis(e)
+            })?;
+            if i >= skip {
+                out.push(v);
+            }
+        }
+        Ok(out)
     }
 
     /// Opens a connection if none is open, and on a new one samples the
@@ -154,6 +262,10 @@ impl Link {
     /// `Server` (or `ShapeMismatch`) error and keeps the connection; any
     /// other failure drops it.
     pub(crate) fn request(&mut self, req: &[u8]) -> Result<Value, ClusterError> {
+        if let Some(to) = self.ask.take() {
+            let (c, skip) = self.ask_send(to, req)?;
+            return Ok(self.ask_receive(c, skip, 1)?.remove(0));
+        }
         self.ensure()?;
         let conn = self.conn.as_mut().expect("ensured");
         match conn.req_packed_command(req).and_then(Value::extract_error) {
@@ -162,6 +274,7 @@ impl Link {
                 if !is_reply(&e) {
                     self.conn = None;
                 }
+                self.note(&e);
                 Err(ClusterError::from_redis(e))
             }
         }
@@ -170,6 +283,10 @@ impl Link {
     /// Sends `n` encoded requests at once (a pipeline) and reads their
     /// replies.
     pub(crate) fn pipeline(&mut self, req: &[u8], n: usize) -> Result<Vec<Value>, ClusterError> {
+        if let Some(to) = self.ask.take() {
+            let (c, skip) = self.ask_send(to, req)?;
+            return self.ask_receive(c, skip, n);
+        }
         self.ensure()?;
         let conn = self.conn.as_mut().expect("ensured");
         let r = conn
@@ -180,6 +297,7 @@ impl Link {
             Err(e) => {
                 // A pipeline's error may leave later replies unread.
                 self.conn = None;
+                self.note(&e);
                 Err(ClusterError::from_redis(e))
             }
         }
@@ -188,12 +306,17 @@ impl Link {
     /// Drops the connection (the next request opens another).
     pub(crate) fn reset(&mut self) {
         self.conn = None;
+        self.asking = None;
     }
 
     /// Writes one encoded request without reading its reply (`receive`
     /// reads it): the caller works while Redis runs it. Any failure drops
     /// the connection.
     pub(crate) fn send(&mut self, req: &[u8]) -> Result<(), ClusterError> {
+        if let Some(to) = self.ask.take() {
+            self.asking = Some(self.ask_send(to, req)?);
+            return Ok(());
+        }
         self.ensure()?;
         let conn = self.conn.as_mut().expect("ensured");
         conn.send_packed_command(req).map_err(|e| {
@@ -204,6 +327,9 @@ impl Link {
 
     /// Reads the reply to the request `send` wrote, as `request` does.
     fn receive(&mut self) -> Result<Value, ClusterError> {
+        if let Some((c, skip)) = self.asking.take() {
+            return Ok(self.ask_receive(c, skip, 1)?.remove(0));
+        }
         let Some(conn) = self.conn.as_mut() else {
             return Err(ClusterError::Protocol("no request was sent".into()));
         };
@@ -213,6 +339,7 @@ impl Link {
                 if !is_reply(&e) {
                     self.conn = None;
                 }
+                self.note(&e);
                 Err(ClusterError::from_redis(e))
             }
         }
@@ -268,27 +395,4 @@ pub(crate) fn sample_time<C: Clock>(
     }
     let us = time_us(&a[0], &a[1])?;
     Ok(time.sample(t0, t1, Timestamp::from_nanos(us.saturating_mul(1_000))))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_with_jitter_up_to_its_cap_and_resets() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(300));
-        let t = Instant::now();
-        assert!(b.ready(t));
-        b.failed(t);
-        assert!(!b.ready(t));
-        assert!(!b.ready(t + Duration::from_millis(74)));
-        assert!(b.ready(t + Duration::from_millis(125)));
-        b.failed(t);
-        assert!(!b.ready(t + Duration::from_millis(149)));
-        b.failed(t);
-        b.failed(t);
-        assert!(b.ready(t + Duration::from_millis(375)));
-        b.succeeded();
-        assert!(b.ready(t));
-    }
 }

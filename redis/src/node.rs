@@ -29,6 +29,7 @@
 use crate::config::{ClusterWindowsBuilder, HotCallback};
 use crate::error::ClusterError;
 use crate::flusher::Flusher;
+use crate::group::Groups;
 use crate::health::{Counters, Health, Stats};
 use crate::hot::HotSet;
 use crate::key::RedisKey;
@@ -36,7 +37,7 @@ use crate::link::Link;
 use crate::pending::Pending;
 use crate::results::{FlushReport, SumParts};
 use crate::ring::Ring;
-use crate::script::{Lua, Names, Request, Shape, FLUSH, HOT_READ};
+use crate::script::{Lua, Names, Request, Shape};
 use crate::sync::{lock, read};
 use crate::timeline::{ServerTime, WallClock};
 use std::borrow::Borrow;
@@ -74,8 +75,8 @@ use stripecount::{Clock, KeyedWindows, Timestamp};
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
 pub struct ClusterWindows<K: RedisKey, C: Clock = WallClock> {
-    inner: Arc<Inner<K, C>>,
-    flusher: Option<Flusher>,
+    pub(crate) inner: Arc<Inner<K, C>>,
+    pub(crate) flusher: Option<Flusher>,
 }
 
 /// Everything a node shares with its flusher thread.
@@ -86,12 +87,17 @@ pub(crate) struct Inner<K: 'static, C: Clock> {
     pub(crate) slice_nanos: u64,
     pub(crate) max_batch_keys: usize,
     pub(crate) shape: Shape,
-    pub(crate) names: Names,
+    /// How keys spread over a cluster's slots (one group on a single
+    /// instance).
+    pub(crate) groups: Groups,
+    /// Each group's key names.
+    pub(crate) names: Vec<Names>,
     pub(crate) flush_lua: Lua,
     pub(crate) hot_lua: Lua,
     pub(crate) node_id: String,
     pub(crate) state: RwLock<State<K>>,
-    pub(crate) sender: Mutex<Sender<K>>,
+    /// One a group, in group order.
+    pub(crate) senders: Vec<Mutex<Sender<K>>>,
     pub(crate) hot: RwLock<HotSet<K>>,
     pub(crate) counters: Counters,
     pub(crate) on_hot: Option<HotCallback<K>>,
@@ -99,14 +105,19 @@ pub(crate) struct Inner<K: 'static, C: Clock> {
 
 /// Pending counts and cached rings, read together.
 pub(crate) struct State<K> {
-    pub(crate) pending: Pending<K>,
+    /// One a group: each has its own flush sequence and batches in flight.
+    pub(crate) pending: Vec<Pending<K>>,
     pub(crate) cache: HashMap<K, Ring>,
     /// The epoch the cache and hot set were last pruned at.
     pub(crate) pruned_at: u64,
 }
 
-/// The connection and the requests of the batches in flight.
+/// One group's connection and the requests of its batches in flight.
 pub(crate) struct Sender<K> {
+    /// The group whose batches this sender carries.
+    pub(crate) group: usize,
+    /// The connection to the group's Redis (on a cluster: the master of
+    /// the group's slot, as redirections taught it).
     pub(crate) link: Link,
     /// The oldest batch in flight: the one sent (or to send first).
     pub(crate) outbox: Option<Outbox<K>>,
@@ -176,67 +187,6 @@ impl<K: RedisKey> ClusterWindows<K> {
 }
 
 impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
-    pub(crate) fn from_builder(b: ClusterWindowsBuilder<K, C>) -> Result<Self, ClusterError> {
-        // Slices leave the local ring whole: when an add opens the slice a
-        // window after them, or at the eviction right after a take
-        // (`stage`). A flush interval within the window less one slice
-        // (the builder checks it) takes every slice before it leaves.
-        let mut local = KeyedWindows::builder(b.window, b.slices).clock(ServerTime::new(b.clock));
-        if let Some(m) = b.max_keys {
-            local = local.max_keys(m);
-        }
-        let windows = local.build()?;
-        let slice_nanos = u64::try_from(windows.slice_len().as_nanos())
-            .map_err(|_| ClusterError::Config("the slice is too long".into()))?;
-        let slice_ms = slice_nanos / 1_000_000;
-        let window_ms = slice_ms * b.slices as u64;
-        let node_id = format!("{:032x}", rand::random::<u128>());
-        let link = Link::new(&b.url, &b.link)?;
-        let inner = Arc::new(Inner {
-            windows,
-            slices: b.slices,
-            slice_nanos,
-            max_batch_keys: b.max_batch_keys,
-            shape: Shape {
-                slices: b.slices,
-                slice_ms,
-                threshold: b.hot_threshold.unwrap_or(0),
-                record_ttl_ms: window_ms + slice_ms + 300_000,
-            },
-            names: Names::new(&b.namespace, &node_id),
-            flush_lua: Lua::new(FLUSH),
-            hot_lua: Lua::new(HOT_READ),
-            node_id,
-            state: RwLock::new(State {
-                pending: Pending::new(b.max_pending_keys),
-                cache: HashMap::new(),
-                pruned_at: 0,
-            }),
-            sender: Mutex::new(Sender {
-                link,
-                outbox: None,
-                next: None,
-                stash: Vec::new(),
-            }),
-            hot: RwLock::new(HotSet::new()),
-            counters: Counters::new(),
-            on_hot: b.on_hot,
-        });
-        {
-            let mut s = lock(&inner.sender);
-            let r = inner.probe(&mut s);
-            inner.settle(&mut s, &r);
-        }
-        let flusher = match b.flush_interval {
-            Some(every) => Some(
-                Flusher::start(Arc::clone(&inner), every)
-                    .map_err(|e| ClusterError::Config(format!("no flusher thread: {e}")))?,
-            ),
-            None => None,
-        };
-        Ok(ClusterWindows { inner, flusher })
-    }
-
     /// Adds `n` to `key` now (server time); `true` if counted (see
     /// [`KeyedWindows::add_at`]). Local and lock-free: no I/O, ever.
     #[inline]
@@ -302,7 +252,10 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let st = read(&i.state);
         SumParts {
             cluster: st.cache.get(key).map_or(0, |r| r.sum_at(e, i.slices)),
-            pending: st.pending.sum(key, floor, e),
+            pending: st
+                .pending
+                .iter()
+                .fold(0u64, |s, p| s.saturating_add(p.sum(key, floor, e))),
             local: i.windows.sum_at(key, now),
         }
     }
@@ -337,8 +290,9 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         K: Borrow<Q>,
     {
         let i = &*self.inner;
-        let mut s = lock(&i.sender);
-        let r = i.fresh_ring(&mut s, key);
+        let k = key.to_key();
+        let mut s = lock(&i.senders[i.group_of(&k)]);
+        let r = i.redirecting(&mut s, |i, s| i.fresh_ring(s, &k));
         i.settle(&mut s, &r);
         r
     }
@@ -347,11 +301,25 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     /// counts and sends them in batches, each acknowledged before the next
     /// (a batch in flight from an earlier failure goes first). On error the
     /// counts not acknowledged stay held and are sent by the next flush;
-    /// none is lost or doubled.
+    /// none is lost or doubled. On a cluster every group is flushed (one
+    /// after another); the first error is returned after all were tried,
+    /// and the report counts the groups that succeeded.
     pub fn flush(&self) -> Result<FlushReport<K>, ClusterError> {
         let i = &*self.inner;
-        let mut s = lock(&i.sender);
-        i.flush_locked(&mut s)
+        let mut report = FlushReport::new();
+        let mut first = None;
+        for sender in &i.senders {
+            match i.flush_locked(&mut lock(sender)) {
+                Ok(r) => report.merge(r),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        match first {
+            None => Ok(report),
+            Some(e) => Err(e),
+        }
     }
 
     /// Whether `key` is hot in the cluster now, as of this node's last
@@ -393,10 +361,19 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     /// round trips) instead of waiting for the next flush.
     pub fn refresh_hot(&self) -> Result<(), ClusterError> {
         let i = &*self.inner;
-        let mut s = lock(&i.sender);
-        let r = i.probe(&mut s).and_then(|v| i.read_hot_if(&mut s, v));
-        i.settle(&mut s, &r);
-        r
+        let mut first = Ok(());
+        for sender in &i.senders {
+            let mut s = lock(sender);
+            let r = i.redirecting(&mut s, |i, s| {
+                let v = i.probe(s)?;
+                i.read_hot_if(s, v)
+            });
+            i.settle(&mut s, &r);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 
     /// The link's state, the last error, what is held for Redis and the
@@ -405,9 +382,11 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let i = &*self.inner;
         let mut h = i.counters.health();
         let st = read(&i.state);
-        h.pending_counts = st.pending.counts();
-        h.staged_keys = st.pending.staged_keys();
-        h.batch_in_flight = st.pending.in_flight();
+        for p in &st.pending {
+            h.pending_counts = h.pending_counts.saturating_add(p.counts());
+            h.staged_keys += p.staged_keys();
+            h.batch_in_flight |= p.in_flight();
+        }
         h.time_uncertainty = i.time().uncertainty();
         h
     }

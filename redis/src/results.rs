@@ -55,4 +55,14 @@ impl<K> FlushReport<K> {
             crossings: Vec::new(),
         }
     }
+
+    /// Adds another flush's report (of another group) to this one.
+    pub(crate) fn merge(&mut self, other: FlushReport<K>) {
+        self.batches += other.batches;
+        self.replayed += other.replayed;
+        self.key_deltas += other.key_deltas;
+        self.counts += other.counts;
+        self.dropped_old += other.dropped_old;
+        self.crossings.extend(other.crossings);
+    }
 }

@@ -77,8 +77,15 @@ pub(crate) struct Names {
 }
 
 impl Names {
-    pub(crate) fn new(ns: &str, node_id: &str) -> Names {
-        let k = |s: &str| format!("{ns}:{s}").into_bytes();
+    /// The names of a namespace on a single instance (`tag` `None`: the
+    /// layout above) or of one group of it on a cluster (`ns:{tag}:w:<key>`
+    /// and so on: every name of the group in the tag's slot; `group.rs`).
+    pub(crate) fn new(ns: &str, tag: Option<&str>, node_id: &str) -> Names {
+        let pre = match tag {
+            Some(t) => format!("{ns}:{{{t}}}"),
+            None => ns.to_owned(),
+        };
+        let k = |s: &str| format!("{pre}:{s}").into_bytes();
         Names {
             data: k("w:"),
             record: k(&format!("n:{node_id}")),
@@ -98,12 +105,17 @@ pub(crate) struct Shape {
     /// 0: no hot detection.
     pub(crate) threshold: u64,
     pub(crate) record_ttl_ms: u64,
+    /// Groups on a cluster (`group.rs`), 0 on a single instance.
+    pub(crate) cluster_groups: usize,
 }
 
 impl Shape {
     /// What every node of a namespace must agree on.
     pub(crate) fn config_string(&self) -> String {
-        format!("{}:{}", self.slices, self.slice_ms)
+        match self.cluster_groups {
+            0 => format!("{}:{}", self.slices, self.slice_ms),
+            g => format!("{}:{}:g{g}", self.slices, self.slice_ms),
+        }
     }
 }
 

@@ -124,7 +124,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             _ => None,
         };
         let node_id = format!("{:032x}", rand::random::<u128>());
-        let link = Link::new(&b.url, &b.link)?;
+        let link = Link::new(&b.url, &[], false, &b.link)?;
         let inner = Arc::new(Shared {
             words: HashIndex::new(),
             memo: HashIndex::new(),

@@ -2,6 +2,7 @@
 //! proxy to put between nodes and it. Never a mock of Redis.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod cluster;
 pub mod proxy;
 
 use std::collections::HashMap;
@@ -19,6 +20,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     aof: bool,
+    /// A Redis Cluster node with this `cluster-node-timeout` (ms).
+    cluster: Option<u64>,
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -34,16 +37,23 @@ pub fn free_port() -> u16 {
 impl RedisServer {
     /// Persistence off (no RDB snapshots, no append-only file).
     pub fn start() -> RedisServer {
-        Self::launch(false)
+        Self::launch(false, None)
+    }
+
+    /// A Redis Cluster node (persistence off) with a cluster bus port of
+    /// its own and `cluster-node-timeout` `node_timeout_ms`; not yet part
+    /// of a cluster (`cluster.rs` makes one).
+    pub fn start_cluster_node(node_timeout_ms: u64) -> RedisServer {
+        Self::launch(false, Some(node_timeout_ms))
     }
 
     /// Append-only file with `appendfsync always`: every write is on disk
     /// before Redis replies.
     pub fn start_aof() -> RedisServer {
-        Self::launch(true)
+        Self::launch(true, None)
     }
 
-    fn launch(aof: bool) -> RedisServer {
+    fn launch(aof: bool, cluster: Option<u64>) -> RedisServer {
         let dir = std::env::temp_dir().join(format!(
             "stripecount-redis-{}-{}",
             std::process::id(),
@@ -58,6 +68,7 @@ impl RedisServer {
                 port: free_port(),
                 dir: dir.clone(),
                 aof,
+                cluster,
             };
             match s.spawn() {
                 Ok(()) => return s,
@@ -74,6 +85,18 @@ impl RedisServer {
             .args(["--dir", self.dir.to_str().expect("utf-8 temp dir")])
             .args(["--daemonize", "no", "--protected-mode", "no"])
             .args(["--logfile", "redis.log"]);
+        if let Some(timeout) = self.cluster {
+            // The bus port is the OS's choice too (port + 10000, the
+            // default, may be past 65535 or taken).
+            cmd.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args(["--cluster-port", &free_port().to_string()])
+            .args(["--cluster-node-timeout", &timeout.to_string()]);
+        }
         if self.aof {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
         } else {

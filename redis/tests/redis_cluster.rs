@@ -1,0 +1,229 @@
+//! `ClusterWindows` on a real Redis Cluster (3 masters, 3 replicas, on
+//! loopback ports): sums exact with keys over every master, hot crossings
+//! once across the cluster, and a slot migrated while batches are in
+//! flight.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use stripecount_redis::ClusterWindows;
+use support::cluster::RedisCluster;
+use support::{flush_ok, Rng};
+
+const GROUPS: usize = 16;
+/// The hot threshold: the hottest keys (an eighth take half the adds) pass it.
+const HOT: u64 = 200;
+
+type Crossings = Arc<Mutex<Vec<(String, u64)>>>;
+
+fn node(
+    c: &RedisCluster,
+    ns: &str,
+    every: Option<Duration>,
+    sink: &Crossings,
+) -> ClusterWindows<String> {
+    let sink = Arc::clone(sink);
+    ClusterWindows::builder(&c.url(0), ns, Duration::from_secs(600), 10)
+        .redis_cluster(GROUPS)
+        .seeds([c.url(1), c.url(2)])
+        .flush_interval(every)
+        .max_batch_keys(64)
+        .hot_threshold(HOT)
+        .on_hot_crossing(move |k: &String, sum| sink.lock().unwrap().push((k.clone(), sum)))
+        .build()
+        .unwrap()
+}
+
+/// Three nodes, two threads each, adding to `keys` keys while `during`
+/// runs; returns the reference counts and every crossing reported.
+fn run(
+    c: &RedisCluster,
+    ns: &str,
+    keys: u64,
+    during: impl FnOnce(&AtomicBool),
+) -> (HashMap<String, u64>, Vec<(String, u64)>) {
+    let sink = Crossings::default();
+    let nodes: Vec<Arc<ClusterWindows<String>>> = (0..3)
+        .map(|_| Arc::new(node(c, ns, Some(Duration::from_millis(5)), &sink)))
+        .collect();
+    let reference = Arc::new(Mutex::new(HashMap::<String, u64>::new()));
+    let done = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let mut threads = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            for t in 0..2 {
+                let (n, reference, done) = (Arc::clone(n), Arc::clone(&reference), &done);
+                threads.push(sc.spawn(move || {
+                    let mut rng = Rng::new((i * 10 + t) as u64 + 1);
+                    let mut mine = HashMap::<String, u64>::new();
+                    let mut j = 0u64;
+                    // At least 20,000 adds, and on until `during` is done.
+                    while j < 20_000 || !done.load(Ordering::Relaxed) {
+                        let k = format!("k{}", rng.key(keys));
+                        let c = 1 + rng.next() % 3;
+                        assert!(n.add(k.as_str(), c));
+                        *mine.entry(k).or_default() += c;
+                        j += 1;
+                        if j.is_multiple_of(1_000) {
+                            std::thread::yield_now();
+                        }
+                    }
+                    let mut r = reference.lock().unwrap();
+                    for (k, c) in mine {
+                        *r.entry(k).or_default() += c;
+                    }
+                }));
+            }
+        }
+        during(&done);
+        done.store(true, Ordering::Relaxed);
+        for t in threads {
+            t.join().unwrap();
+        }
+    });
+    for n in nodes {
+        flush_ok(&n);
+        let st = n.stats();
+        assert_eq!((st.dropped_old, st.dropped_full), (0, 0), "{st:?}");
+    }
+    let r = reference.lock().unwrap().clone();
+    let crossings = sink.lock().unwrap().clone();
+    (r, crossings)
+}
+
+/// Every key's cluster sum, read from the cluster by a fresh node.
+fn check_sums(c: &RedisCluster, ns: &str, reference: &HashMap<String, u64>) {
+    let reader = node(c, ns, None, &Crossings::default());
+    for (k, &want) in reference {
+        assert_eq!(reader.fresh_sum(k.as_str()).unwrap(), want, "key {k}");
+    }
+}
+
+#[test]
+fn nodes_sum_exactly_with_keys_on_every_master() {
+    let c = RedisCluster::start(3, 1);
+    let (reference, crossings) = run(&c, "spread", 3_000, |_| ());
+    assert!(reference.len() > 2_900);
+    check_sums(&c, "spread", &reference);
+    // The keys are on all three masters, none on a replica's own.
+    let masters: Vec<usize> = (0..6).filter(|&i| c.is_master(i)).collect();
+    assert_eq!(masters.len(), 3);
+    for &m in &masters {
+        assert!(c.dbsize(m) > 500, "master {m} holds {}", c.dbsize(m));
+    }
+    // Each key at or past the threshold crossed once, across the cluster.
+    let mut seen = HashMap::<String, u64>::new();
+    for (k, sum) in &crossings {
+        assert!(*sum >= HOT);
+        *seen.entry(k.clone()).or_default() += 1;
+    }
+    assert!(seen.len() > 100, "{} keys crossed", seen.len());
+    for (k, &total) in &reference {
+        let want = u64::from(total >= HOT);
+        assert_eq!(
+            seen.get(k).copied().unwrap_or(0),
+            want,
+            "crossings of {k} ({total})"
+        );
+    }
+    // A reader on a replica's URL is redirected to the masters.
+    let replica = (0..6).find(|i| !masters.contains(i)).unwrap();
+    let via_replica =
+        ClusterWindows::<String>::builder(&c.url(replica), "spread", Duration::from_secs(600), 10)
+            .redis_cluster(GROUPS)
+            .flush_interval(None)
+            .build()
+            .unwrap();
+    let (k, &want) = reference.iter().next().unwrap();
+    assert_eq!(via_replica.fresh_sum(k.as_str()).unwrap(), want);
+    assert!(via_replica.stats().redirects > 0);
+}
+
+/// Moves `slot` from its master to another master by hand, as `redis-cli
+/// --cluster reshard` does: importing and migrating, the keys a few at a
+/// time (so batches meet `ASK` and `TRYAGAIN` while the slot is split),
+/// then the slot's new owner announced to every master.
+fn migrate(c: &RedisCluster, slot: u16) -> (usize, usize) {
+    let from = c.owner(slot);
+    let to = (0..c.nodes.len())
+        .find(|&i| i != from && c.is_master(i))
+        .unwrap();
+    let (from_id, to_id) = (c.id(from), c.id(to));
+    let setslot = |i: usize, how: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query(&mut c.conn(i))
+            .unwrap();
+    };
+    setslot(to, "IMPORTING", &from_id);
+    setslot(from, "MIGRATING", &to_id);
+    let port = c.nodes[to].port();
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(2)
+            .query(&mut c.conn(from))
+            .unwrap();
+        if keys.is_empty() {
+            break;
+        }
+        let _: redis::Value = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(port)
+            .arg("")
+            .arg(0)
+            .arg(5_000)
+            .arg("KEYS")
+            .arg(&keys)
+            .query(&mut c.conn(from))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    setslot(to, "NODE", &to_id);
+    setslot(from, "NODE", &to_id);
+    for i in 0..c.nodes.len() {
+        if i != from && i != to && c.is_master(i) {
+            setslot(i, "NODE", &to_id);
+        }
+    }
+    (from, to)
+}
+
+#[test]
+fn a_slot_migrated_mid_stream_loses_and_doubles_nothing() {
+    let c = RedisCluster::start(3, 1);
+    // The slot of the group of key "k1" (the hottest keys' neighbours).
+    let slot = {
+        let n = node(&c, "moving", None, &Crossings::default());
+        n.add("k1", 1);
+        flush_ok(&n);
+        let names: Vec<String> = (0..6)
+            .filter(|&i| c.is_master(i))
+            .flat_map(|i| {
+                redis::cmd("KEYS")
+                    .arg("moving:{*}:w:k1")
+                    .query::<Vec<String>>(&mut c.conn(i))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        c.slot(&names[0])
+    };
+    let mut moved = (0, 0);
+    let (mut reference, _) = run(&c, "moving", 2_000, |_| {
+        // Let the nodes write the slot's keys, then move it under them.
+        std::thread::sleep(Duration::from_millis(200));
+        moved = migrate(&c, slot);
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    assert_eq!(c.owner(slot), moved.1);
+    *reference.entry("k1".to_string()).or_default() += 1; // the probe's add
+    check_sums(&c, "moving", &reference);
+}
