@@ -121,6 +121,40 @@
 //!   default: no round trip per refused request), so permits returned for
 //!   it meanwhile wait until then.
 //!
+//! # Redis Cluster
+//! [`ClusterWindows`] runs on a Redis Cluster with
+//! [`redis_cluster(groups)`](ClusterWindowsBuilder::redis_cluster): every
+//! Redis key of the namespace carries the hash tag of one of `groups`
+//! groups (a key's group: the CRC16 of its bytes modulo `groups`), and a
+//! group's data keys, its per-node exactly-once records, its config key and
+//! its hot set all hash to one slot. So every script call touches one slot
+//! (Redis Cluster refuses any other), the keys spread over every master
+//! (the groups' slots split the 16,384 evenly), and a record moves with the
+//! keys it guards when its slot is resharded. Each group has its own flush
+//! sequence, batches and connection to its slot's master:
+//! - **Resharding.** `MOVED` points the group's connection at the new
+//!   master and the batch is resent; `ASK` (the slot is migrating) sends it
+//!   once to the importing master after `ASKING`; `TRYAGAIN` (its keys are
+//!   split between the two) retries after the backoff. Redis runs a script
+//!   only where all its keys are, record included, so a batch is applied
+//!   once wherever it lands, and no count is lost or doubled.
+//! - **Failover.** A group whose master cannot be reached asks the builder's
+//!   URL and the [`seeds`](ClusterWindowsBuilder::seeds) where its slot
+//!   went. Replication is asynchronous: a batch acknowledged by a master
+//!   that dies before its replica has it is lost with its record (the node
+//!   has already let it go), like an acknowledged write without
+//!   `appendfsync always` on a single instance.
+//! - **Time.** The node stamps its adds with the first group's master's
+//!   time; every master files counts by its own clock (a count stamped
+//!   after the master's now goes to its current slice), so masters whose
+//!   clocks differ by `d` move counts only within `d` of a slice edge.
+//!
+//! The groups are flushed one after another (one round trip each per
+//! flush, plus one to probe each), so a flush costs `groups` round trips at
+//! least: a few groups a master is enough. [`ClusterLimiter`] needs a
+//! single instance for now (its scripts touch the node's record and a key
+//! in one call).
+//!
 //! # What a Redis restart loses
 //! With `appendonly yes` and `appendfsync always`, Redis writes a batch's
 //! effects to its file before it replies, so an acknowledged batch is never
@@ -139,6 +173,9 @@
 //! accepts). With `appendfsync always` nothing is forgotten.
 //!
 //! # Redis keys of a namespace `ns`
+//! On a Redis Cluster `ns:` is `ns:{t}:` with `t` the key's group's tag
+//! (`group.rs`), and each group has its own `cfg`, record and hot set.
+//!
 //! `ns:w:<key>` one string per key: its slices in the window and its hot
 //! horizon (`ring.rs`), expiring when its newest slice leaves the window;
 //! `ns:n:<node id>` a node's last applied batch; `ns:cfg` the window shape
@@ -156,6 +193,8 @@
 //! server time; `script.rs` and `flush.lua`, `hot_read.lua` the scripts and
 //! their protocol; `pending.rs` counts taken and not yet acknowledged;
 //! `ring.rs` a key's stored window; `hot.rs` the cluster hot set;
+//! `group.rs` how keys spread over a Redis Cluster's slots; `build.rs` a
+//! node's construction; `backoff.rs` the retry backoff;
 //! `health.rs` health and counters; `config.rs` the builder; `key.rs` how
 //! keys are written; `lease/` the cluster limiter ([`ClusterLimiter`]);
 //! `sync.rs` the lease word's loom switch and poison-tolerant locking.

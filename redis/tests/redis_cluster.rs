@@ -227,3 +227,30 @@ fn a_slot_migrated_mid_stream_loses_and_doubles_nothing() {
     *reference.entry("k1".to_string()).or_default() += 1; // the probe's add
     check_sums(&c, "moving", &reference);
 }
+
+#[test]
+fn cluster_options_are_checked() {
+    let b = || {
+        ClusterWindows::<String>::builder("redis://127.0.0.1:1/", "ns", Duration::from_secs(10), 10)
+    };
+    let err = |r: Result<ClusterWindows<String>, stripecount_redis::ClusterError>| {
+        r.err().expect("a configuration error").to_string()
+    };
+    assert!(err(b().redis_cluster(0).build()).contains("0 groups"));
+    assert!(err(b().redis_cluster(16_385).build()).contains("16385 groups"));
+    assert!(err(b().seeds(["redis://127.0.0.1:2/"]).build()).contains("redis_cluster"));
+    let braces = ClusterWindows::<String>::builder(
+        "redis://127.0.0.1:1/",
+        "a{b}",
+        Duration::from_secs(10),
+        10,
+    );
+    assert!(err(braces.redis_cluster(4).build()).contains("brace"));
+    assert!(err(b().redis_cluster(4).seeds(["not a url"]).build()).contains("bad redis url"));
+    // Nothing listens: built, counting locally, like a single-instance node.
+    let n = b().redis_cluster(4).flush_interval(None).build().unwrap();
+    assert!(n.add("k", 2));
+    assert_eq!(n.sum("k"), 2);
+    assert!(n.flush().is_err());
+    assert_eq!(n.sum("k"), 2);
+}
