@@ -234,7 +234,7 @@ fn cluster_options_are_checked() {
         ClusterWindows::<String>::builder("redis://127.0.0.1:1/", "ns", Duration::from_secs(10), 10)
     };
     let err = |r: Result<ClusterWindows<String>, stripecount_redis::ClusterError>| {
-        r.err().expect("a configuration error").to_string()
+        r.expect_err("a configuration error").to_string()
     };
     assert!(err(b().redis_cluster(0).build()).contains("0 groups"));
     assert!(err(b().redis_cluster(16_385).build()).contains("16385 groups"));
