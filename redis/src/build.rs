@@ -2,6 +2,7 @@
 //! windows, the groups (`group.rs`) with a sender and a link each, the
 //! first probe of every group, and the flusher thread.
 
+use crate::acked::Acked;
 use crate::config::ClusterWindowsBuilder;
 use crate::error::ClusterError;
 use crate::flusher::Flusher;
@@ -51,6 +52,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
                     outbox: None,
                     next: None,
                     stash: Vec::new(),
+                    acked: Acked::default(),
                 }))
             })
             .collect::<Result<Vec<_>, ClusterError>>()?;
@@ -70,6 +72,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
                 .map(|g| Names::new(&b.namespace, groups.tag(g), &node_id))
                 .collect(),
             groups,
+            durability: b.durability,
             flush_lua,
             hot_lua,
             node_id,

@@ -56,6 +56,7 @@ pub struct ClusterWindowsBuilder<K, C = WallClock> {
     pub(crate) max_batch_keys: usize,
     pub(crate) cluster_groups: Option<usize>,
     pub(crate) seeds: Vec<String>,
+    pub(crate) durability: Option<(u32, Duration)>,
     pub(crate) link: LinkConfig,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
@@ -76,6 +77,7 @@ impl<K: RedisKey> ClusterWindowsBuilder<K> {
             max_batch_keys: 1024,
             cluster_groups: None,
             seeds: Vec::new(),
+            durability: None,
             link: LinkConfig::default(),
             clock: WallClock::new(),
             _k: PhantomData,
@@ -167,6 +169,25 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
         self
     }
 
+    /// Acknowledges a batch only once `replicas` replicas of its master have
+    /// it (`WAIT replicas timeout` after each batch; default: off). Redis
+    /// replicates asynchronously: without this, a batch a master applied
+    /// and acknowledged is lost if the master dies before a replica has it
+    /// and the replica is promoted. The node then learns of the loss at its
+    /// next batch to the group (the record's sequence went back) and counts
+    /// it in [`Stats::lost_batches`](crate::Stats::lost_batches) and
+    /// [`Stats::lost_counts`](crate::Stats::lost_counts). With it, a batch
+    /// short of replicas after `timeout` is held and resent
+    /// ([`ClusterError::NotReplicated`], counted in
+    /// [`Stats::not_replicated`](crate::Stats::not_replicated)): answered as
+    /// a replay, or applied by a promoted replica that never had it; lost
+    /// only if all `replicas` lose it too. Costs a round trip a batch (plus
+    /// the replication delay). `timeout` must be below the I/O timeout.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.durability = Some((replicas, timeout));
+        self
+    }
+
     /// The most keys one flush round trip carries (default 1024): Redis
     /// runs a batch as one script, so this bounds how long it is busy.
     pub fn max_batch_keys(mut self, n: usize) -> Self {
@@ -207,6 +228,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
             max_batch_keys: self.max_batch_keys,
             cluster_groups: self.cluster_groups,
             seeds: self.seeds,
+            durability: self.durability,
             link: self.link,
             clock,
             _k: PhantomData,
@@ -255,6 +277,14 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
             }
         } else if !self.seeds.is_empty() {
             return bad("seeds are for a Redis Cluster: call redis_cluster too".into());
+        }
+        if let Some((n, timeout)) = self.durability {
+            if n == 0 || timeout.is_zero() || timeout >= self.link.io_timeout {
+                return bad(format!(
+                    "waiting for {n} replicas for {timeout:?}: needs at least one replica and 0 < timeout < the I/O timeout ({:?})",
+                    self.link.io_timeout
+                ));
+            }
         }
         if self.max_batch_keys == 0 {
             return bad("max_batch_keys is 0".into());

@@ -26,12 +26,28 @@ pub enum ClusterError {
     Protocol(String),
     /// The node was shut down.
     Closed,
+    /// Redis applied a batch but fewer replicas than asked
+    /// ([`wait_for_replicas`](crate::ClusterWindowsBuilder::wait_for_replicas))
+    /// acknowledged it within the timeout: the batch stays held and is
+    /// resent (answered as a replay, or applied again by a promoted replica
+    /// that never had it).
+    NotReplicated {
+        /// Replicas that acknowledged it.
+        reached: u64,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 impl ClusterError {
     /// Whether retrying later may succeed (connection and server errors).
     pub fn is_transient(&self) -> bool {
-        matches!(self, ClusterError::Connection(_) | ClusterError::Server(_))
+        matches!(
+            self,
+            ClusterError::Connection(_)
+                | ClusterError::Server(_)
+                | ClusterError::NotReplicated { .. }
+        )
     }
 
     /// A short name of the kind of error (for logs and metrics labels).
@@ -43,6 +59,7 @@ impl ClusterError {
             ClusterError::ShapeMismatch(_) => "shape_mismatch",
             ClusterError::Protocol(_) => "protocol",
             ClusterError::Closed => "closed",
+            ClusterError::NotReplicated { .. } => "not_replicated",
         }
     }
 
@@ -77,6 +94,10 @@ impl fmt::Display for ClusterError {
             ClusterError::ShapeMismatch(m) => write!(f, "window shape mismatch: {m}"),
             ClusterError::Protocol(m) => write!(f, "unexpected reply from redis: {m}"),
             ClusterError::Closed => write!(f, "the node was shut down"),
+            ClusterError::NotReplicated { reached, wanted } => write!(
+                f,
+                "the batch reached {reached} replicas of the {wanted} asked for in time"
+            ),
         }
     }
 }

@@ -5,7 +5,10 @@
 -- KEYS: 1 node record, 2 namespace config, 3 hot set (score: until epoch),
 --       4 hot changes (score: change version), 5 hot version, 6.. data keys.
 -- ARGV: 1 batch sequence, 2 slices, 3 slice ms, 4 hot threshold (0: off),
---       5 record ttl ms, 6 deltas, 7 config string, 8 data key prefix length.
+--       5 record ttl ms, 6 deltas, 7 config string, 8 data key prefix length,
+--       9 (optional, '1') reply with the record's sequence before this call
+--       as an 8th element, and rewrite the record on a replay (so that a
+--       WAIT after the replay covers the batch's first application).
 local seq = tonumber(ARGV[1])
 local S = tonumber(ARGV[2])
 local slice_ms = tonumber(ARGV[3])
@@ -13,6 +16,7 @@ local thr = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[5])
 local blob = ARGV[6]
 local plen = tonumber(ARGV[8])
+local v2 = ARGV[9] == '1'
 local n = #KEYS - 5
 
 -- Every check before the first write: a script that fails after a write
@@ -260,6 +264,7 @@ local hotblob
 if replay then
   dropped = struct.unpack('<d', rec, 9)
   hotblob = string.sub(rec, 17)
+  if v2 then redis.call('SET', KEYS[1], rec, 'PX', ttl) end
 else
   hotblob = table.concat(hot)
   redis.call('SET', KEYS[1], struct.pack('<dd', seq, dropped) .. hotblob, 'PX', ttl)
@@ -278,4 +283,7 @@ else
   end
 end
 if not ver then ver = tonumber(redis.call('GET', KEYS[5]) or '0') end
+if v2 then
+  return { replay and 1 or 0, t[1], t[2], dropped, table.concat(out), hotblob, ver, last }
+end
 return { replay and 1 or 0, t[1], t[2], dropped, table.concat(out), hotblob, ver }

@@ -166,6 +166,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             let ob = s.outbox.as_ref().expect("a batch in flight");
             let v = s.link.receive_eval(&self.flush_lua, &ob.request.bytes)?;
             let reply = FlushReply::decode(v, ob.order.len())?;
+            self.check_acknowledgement(s, &reply)?;
             // Redis applied it: send the next before filing this reply, so
             // that the filing overlaps Redis's run of the next. Redis still
             // sees one batch at a time, in sequence.
@@ -175,8 +176,12 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
                 Some(next) => self.send_request(&mut s.link, next),
                 None => Ok(()),
             };
+            let seq = ob.seq;
             version = match self.file(s.group, ob, reply, report) {
-                Ok(v) => v,
+                Ok((v, counts)) => {
+                    s.acked.push(seq, counts, self.record_ttl());
+                    v
+                }
                 Err(e) => {
                     // The next's reply would be left unread on the stream.
                     s.link.reset();
@@ -275,22 +280,56 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         self.send_request(&mut s.link, ob)?;
         let v = s.link.receive_eval(&self.flush_lua, &ob.request.bytes)?;
         let reply = FlushReply::decode(v, ob.order.len())?;
+        self.check_acknowledgement(s, &reply)?;
         let ob = s.outbox.take().expect("a batch in flight");
         s.outbox = s.next.take();
-        self.file(s.group, ob, reply, report)
+        let seq = ob.seq;
+        let (version, counts) = self.file(s.group, ob, reply, report)?;
+        s.acked.push(seq, counts, self.record_ttl());
+        Ok(version)
+    }
+
+    /// How long Redis keeps a node's record after its last batch.
+    fn record_ttl(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.shape.record_ttl_ms)
+    }
+
+    /// What a batch's reply must pass before the batch counts as
+    /// acknowledged: with `wait_for_replicas`, enough replicas have it
+    /// (else it stays held, to be resent); and the batches Redis lost
+    /// since the last acknowledgement (its record's sequence went back)
+    /// are counted.
+    fn check_acknowledgement(
+        &self,
+        s: &mut Sender<K>,
+        reply: &FlushReply,
+    ) -> Result<(), ClusterError> {
+        if let Some((wanted, timeout)) = self.durability {
+            let reached = s.link.wait(wanted, timeout)?;
+            if reached < u64::from(wanted) {
+                bump(&self.counters.not_replicated, 1);
+                return Err(ClusterError::NotReplicated { reached, wanted });
+            }
+        }
+        if !reply.replayed {
+            let (batches, counts) = s.acked.lost_after(reply.prev_seq);
+            bump(&self.counters.lost_batches, batches);
+            bump(&self.counters.lost_counts, counts);
+        }
+        Ok(())
     }
 
     /// Files the reply that acknowledged `ob` (the oldest batch in
     /// flight): its counts leave the pending buffer and its rings enter
     /// the cache in one critical section; returns the hot version the
-    /// reply carries.
+    /// reply carries and the counts the batch added.
     fn file(
         &self,
         g: usize,
         ob: Outbox<K>,
         reply: FlushReply,
         report: &mut FlushReport<K>,
-    ) -> Result<u64, ClusterError> {
+    ) -> Result<(u64, u64), ClusterError> {
         let e = self.time().now().as_nanos() / self.slice_nanos;
         let mut crossings = Vec::with_capacity(reply.crossings.len());
         for &(i, sum) in &reply.crossings {
@@ -356,7 +395,10 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             }
         }
         report.crossings.extend(crossings);
-        Ok(reply.hot_version)
+        Ok((
+            reply.hot_version,
+            batch.counts.saturating_sub(reply.dropped),
+        ))
     }
 
     /// Connects if needed, then one round trip: the hot version of the

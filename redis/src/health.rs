@@ -81,6 +81,18 @@ pub struct Stats {
     /// is served by another master; `ASK`: it is migrating). A batch
     /// resent after one is still applied exactly once.
     pub redirects: u64,
+    /// Batches a master acknowledged and Redis then lost (a failover to a
+    /// replica that did not have them yet, or a restart without
+    /// persistence), as the node learnt at its next batch to the group;
+    /// only batches acknowledged within the record's lifetime (the window
+    /// plus a slice plus 5 minutes) are noticed.
+    pub lost_batches: u64,
+    /// The counts in [`lost_batches`](Self::lost_batches): missing from
+    /// the cluster's windows.
+    pub lost_counts: u64,
+    /// Batches held and resent because fewer replicas than asked had them
+    /// in time (`wait_for_replicas`).
+    pub not_replicated: u64,
 }
 
 const NEVER: u8 = 0;
@@ -107,6 +119,9 @@ pub(crate) struct Counters {
     pub(crate) hot_crossings: AtomicU64,
     pub(crate) time_samples: AtomicU64,
     pub(crate) redirects: AtomicU64,
+    pub(crate) lost_batches: AtomicU64,
+    pub(crate) lost_counts: AtomicU64,
+    pub(crate) not_replicated: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -136,6 +151,9 @@ impl Counters {
             hot_crossings: z(),
             time_samples: z(),
             redirects: z(),
+            lost_batches: z(),
+            lost_counts: z(),
+            not_replicated: z(),
         }
     }
 
@@ -201,6 +219,9 @@ impl Counters {
             hot_crossings: l(&self.hot_crossings),
             time_samples: l(&self.time_samples),
             redirects: l(&self.redirects),
+            lost_batches: l(&self.lost_batches),
+            lost_counts: l(&self.lost_counts),
+            not_replicated: l(&self.not_replicated),
         }
     }
 }

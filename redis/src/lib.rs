@@ -140,10 +140,18 @@
 //!   once wherever it lands, and no count is lost or doubled.
 //! - **Failover.** A group whose master cannot be reached asks the builder's
 //!   URL and the [`seeds`](ClusterWindowsBuilder::seeds) where its slot
-//!   went. Replication is asynchronous: a batch acknowledged by a master
-//!   that dies before its replica has it is lost with its record (the node
-//!   has already let it go), like an acknowledged write without
-//!   `appendfsync always` on a single instance.
+//!   went. Replication is asynchronous: a batch a master acknowledged and
+//!   then lost (it died before its replica had it) is gone with the
+//!   record's advance, and the node has let it go. The node learns of it
+//!   at its next batch to the group (the record's sequence went back) and
+//!   counts it in [`Stats::lost_batches`] and [`Stats::lost_counts`]: the
+//!   cluster's windows are short by exactly those counts. With
+//!   [`wait_for_replicas`](ClusterWindowsBuilder::wait_for_replicas) a
+//!   batch counts as acknowledged only once that many replicas have it
+//!   (`WAIT`); one short of them is held and resent (a replay where the
+//!   record survived, applied once where it did not), so a failover loses
+//!   nothing unless every one of those replicas loses it too. The same
+//!   option works on a single instance with replicas.
 //! - **Time.** The node stamps its adds with the first group's master's
 //!   time; every master files counts by its own clock (a count stamped
 //!   after the master's now goes to its current slice), so masters whose
@@ -200,6 +208,7 @@
 //! `sync.rs` the lease word's loom switch and poison-tolerant locking.
 #![warn(missing_docs)]
 
+mod acked;
 mod backoff;
 mod build;
 mod config;

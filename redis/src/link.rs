@@ -75,6 +75,9 @@ pub(crate) struct Link {
     /// The connection of a request sent after `ASKING`, until its reply is
     /// read (with the replies it expects before the request's own).
     asking: Option<(redis::Connection, usize)>,
+    /// The connection of the last `ASK`ed reply: a `WAIT` for what it
+    /// wrote must go there.
+    asked: Option<redis::Connection>,
     /// Encoded `SCRIPT LOAD`s sent before an `ASK`ed request (the node it
     /// names may not have the scripts yet).
     preload: Vec<Vec<u8>>,
@@ -116,6 +119,7 @@ impl Link {
             seed_at: 0,
             ask: None,
             asking: None,
+            asked: None,
             preload: Vec::new(),
         })
     }
@@ -232,7 +236,26 @@ impl Link {
                 out.push(v);
             }
         }
+        self.asked = Some(c);
         Ok(out)
+    }
+
+    /// `WAIT replicas timeout` on the connection the last reply came on
+    /// (the `ASK`ed node's, if it was one): how many replicas have
+    /// everything written there so far.
+    pub(crate) fn wait(&mut self, replicas: u32, timeout: Duration) -> Result<u64, ClusterError> {
+        let mut w = Request::new(3);
+        w.arg(b"WAIT")
+            .num(u64::from(replicas))
+            .num(timeout.as_millis().max(1) as u64);
+        let v = match self.asked.take() {
+            Some(mut c) => c
+                .req_packed_command(&w.bytes)
+                .and_then(Value::extract_error)
+                .map_err(ClusterError::from_redis)?,
+            None => self.request(&w.bytes)?,
+        };
+        crate::script::int(&v)
     }
 
     /// Opens a connection if none is open, and on a new one samples the
@@ -262,6 +285,7 @@ impl Link {
     /// `Server` (or `ShapeMismatch`) error and keeps the connection; any
     /// other failure drops it.
     pub(crate) fn request(&mut self, req: &[u8]) -> Result<Value, ClusterError> {
+        self.asked = None;
         if let Some(to) = self.ask.take() {
             let (c, skip) = self.ask_send(to, req)?;
             return Ok(self.ask_receive(c, skip, 1)?.remove(0));
@@ -283,6 +307,7 @@ impl Link {
     /// Sends `n` encoded requests at once (a pipeline) and reads their
     /// replies.
     pub(crate) fn pipeline(&mut self, req: &[u8], n: usize) -> Result<Vec<Value>, ClusterError> {
+        self.asked = None;
         if let Some(to) = self.ask.take() {
             let (c, skip) = self.ask_send(to, req)?;
             return self.ask_receive(c, skip, n);
@@ -307,12 +332,14 @@ impl Link {
     pub(crate) fn reset(&mut self) {
         self.conn = None;
         self.asking = None;
+        self.asked = None;
     }
 
     /// Writes one encoded request without reading its reply (`receive`
     /// reads it): the caller works while Redis runs it. Any failure drops
     /// the connection.
     pub(crate) fn send(&mut self, req: &[u8]) -> Result<(), ClusterError> {
+        self.asked = None;
         if let Some(to) = self.ask.take() {
             self.asking = Some(self.ask_send(to, req)?);
             return Ok(());

@@ -26,6 +26,7 @@
 //! and `hot` are held only for memory work, never across I/O. Order:
 //! `sender`, then `state`, then `hot`. Adds take none of them.
 
+use crate::acked::Acked;
 use crate::config::{ClusterWindowsBuilder, HotCallback};
 use crate::error::ClusterError;
 use crate::flusher::Flusher;
@@ -90,6 +91,9 @@ pub(crate) struct Inner<K: 'static, C: Clock> {
     /// How keys spread over a cluster's slots (one group on a single
     /// instance).
     pub(crate) groups: Groups,
+    /// `(replicas, timeout)` a batch waits for before it counts as
+    /// acknowledged (`wait_for_replicas`).
+    pub(crate) durability: Option<(u32, Duration)>,
     /// Each group's key names.
     pub(crate) names: Vec<Names>,
     pub(crate) flush_lua: Lua,
@@ -124,6 +128,9 @@ pub(crate) struct Sender<K> {
     /// The next, cut and encoded while Redis runs `outbox`'s; never sent
     /// before `outbox` is acknowledged. `Some` only while `outbox` is.
     pub(crate) next: Option<Outbox<K>>,
+    /// This group's batches acknowledged recently (to count what Redis
+    /// loses after acknowledging it).
+    pub(crate) acked: Acked,
     /// Crossings acknowledged by a flush that then failed.
     pub(crate) stash: Vec<(K, u64)>,
 }

@@ -188,7 +188,7 @@ pub(crate) struct BatchWriter {
 impl BatchWriter {
     /// A batch of `n` keys.
     pub(crate) fn new(sha: &str, names: &Names, n: usize) -> BatchWriter {
-        let mut req = Request::new(3 + 5 + n + 8);
+        let mut req = Request::new(3 + 5 + n + 9);
         req.bytes.reserve(n * (names.data.len() + 24));
         req.arg(b"EVALSHA").arg(sha.as_bytes()).num((5 + n) as u64);
         req.arg(&names.record)
@@ -225,7 +225,8 @@ impl BatchWriter {
             .num(shape.record_ttl_ms)
             .arg(&self.blob)
             .arg(shape.config_string().as_bytes())
-            .num(names.data.len() as u64);
+            .num(names.data.len() as u64)
+            .arg(b"1");
         self.req
     }
 }
@@ -245,6 +246,10 @@ pub(crate) struct FlushReply {
     pub(crate) crossings: Vec<(usize, u64)>,
     /// The hot version after the batch.
     pub(crate) hot_version: u64,
+    /// The node's last applied sequence Redis held before this call (`-1`:
+    /// no record). Below the last one the node saw acknowledged, Redis lost
+    /// the batches between (a failover before the replica had them).
+    pub(crate) prev_seq: i64,
 }
 
 fn protocol(what: &str) -> ClusterError {
@@ -291,9 +296,13 @@ impl FlushReply {
         let Value::Array(mut a) = v else {
             return Err(protocol("the flush reply is not an array"));
         };
-        if a.len() != 7 {
+        if a.len() != 8 {
             return Err(protocol("the flush reply has the wrong length"));
         }
+        let prev_seq = match a[7] {
+            Value::Int(i) => i,
+            _ => return Err(protocol("the previous sequence is not an integer")),
+        };
         let blob = match std::mem::take(&mut a[4]) {
             Value::BulkString(b) => b,
             _ => return Err(protocol("the rings are not a string")),
@@ -334,6 +343,7 @@ impl FlushReply {
             blob,
             crossings,
             hot_version: int(&a[6])?,
+            prev_seq,
         })
     }
 }

@@ -84,6 +84,29 @@ impl RedisCluster {
         matches!(&role[0], redis::Value::BulkString(b) if b == b"master")
     }
 
+    /// The replica of master `i` (as node `of` sees the cluster).
+    pub fn replica_of(&self, i: usize, of: usize) -> usize {
+        let id = self.id(i);
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut self.conn(of))
+            .unwrap();
+        let line = nodes
+            .lines()
+            .find(|l| l.split(' ').nth(3) == Some(id.as_str()))
+            .unwrap_or_else(|| panic!("no replica of {id}: {nodes}"));
+        let port: u16 = line
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .split([':', '@'])
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        self.nodes.iter().position(|n| n.port() == port).unwrap()
+    }
+
     /// The node serving `slot` (as node 0 sees the cluster).
     pub fn owner(&self, slot: u16) -> usize {
         let nodes: String = redis::cmd("CLUSTER")

@@ -22,6 +22,8 @@ pub struct RedisServer {
     aof: bool,
     /// A Redis Cluster node with this `cluster-node-timeout` (ms).
     cluster: Option<u64>,
+    /// Its cluster bus port (kept across restarts).
+    cport: Option<u16>,
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -69,6 +71,7 @@ impl RedisServer {
                 dir: dir.clone(),
                 aof,
                 cluster,
+                cport: None,
             };
             match s.spawn() {
                 Ok(()) => return s,
@@ -94,8 +97,16 @@ impl RedisServer {
                 "--cluster-config-file",
                 "nodes.conf",
             ])
-            .args(["--cluster-port", &free_port().to_string()])
-            .args(["--cluster-node-timeout", &timeout.to_string()]);
+            .args([
+                "--cluster-port",
+                &self.cport.get_or_insert_with(free_port).to_string(),
+            ])
+            .args(["--cluster-node-timeout", &timeout.to_string()])
+            // DEBUG SLEEP holds a replica back in the failover tests.
+            .args(["--enable-debug-command", "local"])
+            // A replica cut from its master may still take over (its data
+            // age is what the test is about).
+            .args(["--cluster-replica-validity-factor", "0"]);
         }
         if self.aof {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
@@ -152,6 +163,18 @@ impl RedisServer {
         }
         let mut line = String::new();
         BufReader::new(s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+    }
+
+    /// SIGKILL, without waiting (for a node another thread may be
+    /// talking to; `Drop` reaps it).
+    pub fn sigkill(&self) {
+        if let Some(c) = &self.child {
+            let st = std::process::Command::new("kill")
+                .args(["-9", &c.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(st.success());
+        }
     }
 
     pub fn port(&self) -> u16 {
