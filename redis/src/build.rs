@@ -6,7 +6,6 @@ use crate::acked::Acked;
 use crate::config::ClusterWindowsBuilder;
 use crate::error::ClusterError;
 use crate::flusher::Flusher;
-use crate::group::Groups;
 use crate::health::Counters;
 use crate::hot::HotSet;
 use crate::key::RedisKey;
@@ -36,10 +35,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let slice_ms = slice_nanos / 1_000_000;
         let window_ms = slice_ms * b.slices as u64;
         let node_id = format!("{:032x}", rand::random::<u128>());
-        let groups = match b.cluster_groups {
-            Some(n) => Groups::cluster(n),
-            None => Groups::single(),
-        };
+        let groups = crate::group::from_option(b.cluster_groups);
         let (flush_lua, hot_lua) = (Lua::new(FLUSH), Lua::new(HOT_READ));
         let senders = (0..groups.len())
             .map(|group| {

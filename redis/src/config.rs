@@ -265,19 +265,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
                 self.window, self.slices
             ));
         }
-        if let Some(g) = self.cluster_groups {
-            if g == 0 || g > usize::from(crate::group::SLOTS) {
-                return bad(format!("{g} groups: a cluster namespace has 1 to 16384"));
-            }
-            if self.namespace.contains(['{', '}']) {
-                return bad(format!(
-                    "the namespace {:?} has a brace: on a cluster the key names' hash tags would be wrong",
-                    self.namespace
-                ));
-            }
-        } else if !self.seeds.is_empty() {
-            return bad("seeds are for a Redis Cluster: call redis_cluster too".into());
-        }
+        crate::group::validate(self.cluster_groups, &self.namespace, &self.seeds).or_else(bad)?;
         if let Some((n, timeout)) = self.durability {
             if n == 0 || timeout.is_zero() || timeout >= self.link.io_timeout {
                 return bad(format!(

@@ -109,6 +109,31 @@ impl Groups {
     }
 }
 
+/// A builder's check of its cluster options: `groups` (if set) in
+/// `1..=SLOTS`, no brace in the namespace (it would change the names' hash
+/// tags), seeds only with groups.
+pub(crate) fn validate(
+    groups: Option<usize>,
+    namespace: &str,
+    seeds: &[String],
+) -> Result<(), String> {
+    match groups {
+        Some(g) if g == 0 || g > usize::from(SLOTS) => {
+            Err(format!("{g} groups: a cluster namespace has 1 to 16384"))
+        }
+        Some(_) if namespace.contains(['{', '}']) => Err(format!(
+            "the namespace {namespace:?} has a brace: on a cluster the key names' hash tags would be wrong"
+        )),
+        None if !seeds.is_empty() => Err("seeds are for a Redis Cluster: call redis_cluster too".into()),
+        _ => Ok(()),
+    }
+}
+
+/// The groups a builder's option asks for.
+pub(crate) fn from_option(groups: Option<usize>) -> Groups {
+    groups.map_or_else(Groups::single, Groups::cluster)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

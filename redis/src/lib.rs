@@ -122,8 +122,9 @@
 //!   it meanwhile wait until then.
 //!
 //! # Redis Cluster
-//! [`ClusterWindows`] runs on a Redis Cluster with
-//! [`redis_cluster(groups)`](ClusterWindowsBuilder::redis_cluster): every
+//! [`ClusterWindows`] and [`ClusterLimiter`] run on a Redis Cluster with
+//! `redis_cluster(groups)` ([windows](ClusterWindowsBuilder::redis_cluster),
+//! [limiter](ClusterLimiterBuilder::redis_cluster)): every
 //! Redis key of the namespace carries the hash tag of one of `groups`
 //! groups (a key's group: the CRC16 of its bytes modulo `groups`), and a
 //! group's data keys, its per-node exactly-once records, its config key and
@@ -157,11 +158,19 @@
 //!   after the master's now goes to its current slice), so masters whose
 //!   clocks differ by `d` move counts only within `d` of a slice edge.
 //!
+//! - **The limiter** keeps its invariant per key on the key's slot: a
+//!   lease and the returns it carries touch the key's group only (its
+//!   record per node, its config key). A miss locks its key's group
+//!   only. A lease a master granted and lost in a failover is not counted
+//!   by the promoted replica, which may lease those permits again: up to
+//!   them over the limit in that window (shown by a test). With
+//!   [`wait_for_replicas`](ClusterLimiterBuilder::wait_for_replicas) a
+//!   lease is used only once replicated, and the limit holds through a
+//!   failover (tested with a master killed while its replica was cut off).
+//!
 //! The groups are flushed one after another (one round trip each per
 //! flush, plus one to probe each), so a flush costs `groups` round trips at
-//! least: a few groups a master is enough. [`ClusterLimiter`] needs a
-//! single instance for now (its scripts touch the node's record and a key
-//! in one call).
+//! least: a few groups a master is enough.
 //!
 //! # What a Redis restart loses
 //! With `appendonly yes` and `appendfsync always`, Redis writes a batch's

@@ -8,7 +8,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,20 +29,6 @@ fn node(c: &RedisCluster, ns: &str, wait: bool, every: Option<Duration>) -> Clus
         b
     };
     b.build().unwrap()
-}
-
-/// Whether node `port` answers `PING` within 50 ms (a sleeping server
-/// does not).
-fn answers(port: u16) -> bool {
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
 }
 
 fn failover(wait: bool) {
@@ -84,7 +69,7 @@ fn failover(wait: bool) {
             })
         };
         let port = c.nodes[r].port();
-        while answers(port) {
+        while support::answers_ping(port, Duration::from_millis(50)) {
             std::thread::sleep(Duration::from_millis(5));
         }
         let cut: u64 = redis::cmd("CLIENT")
@@ -112,13 +97,7 @@ fn failover(wait: bool) {
         sleeper.join().unwrap();
         // The replica takes over.
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !(c.is_master(r)
-            && redis::cmd("CLUSTER")
-                .arg("INFO")
-                .query::<String>(&mut c.conn(r))
-                .unwrap()
-                .contains("cluster_state:ok"))
-        {
+        while !(c.is_master(r) && c.state_ok(r)) {
             assert!(Instant::now() < deadline, "no failover");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -130,19 +109,7 @@ fn failover(wait: bool) {
         // are held until the old master is back, as its replica.
         assert!(nodes[0].flush().is_err());
         c.nodes[m].restart();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !redis::cmd("INFO")
-            .arg("replication")
-            .query::<String>(&mut c.conn(m))
-            .unwrap()
-            .contains("master_link_status:up")
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the old master did not rejoin as a replica"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        c.wait_replica_up(m);
     }
     // One more batch to every group from every node: where Redis lost
     // acknowledged batches, the node learns it now.

@@ -66,6 +66,9 @@ pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) link: LinkConfig,
     pub(crate) sweep_interval: Duration,
     pub(crate) refusal_memo: bool,
+    pub(crate) cluster_groups: Option<usize>,
+    pub(crate) seeds: Vec<String>,
+    pub(crate) durability: Option<(u32, Duration)>,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
 }
@@ -82,6 +85,9 @@ impl<K: RedisKey> ClusterLimiterBuilder<K> {
             link: LinkConfig::default(),
             sweep_interval: Duration::from_millis(100),
             refusal_memo: true,
+            cluster_groups: None,
+            seeds: Vec::new(),
+            durability: None,
             clock: WallClock::new(),
             _k: PhantomData,
         }
@@ -159,6 +165,48 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         self
     }
 
+    /// Keeps the limits on a Redis Cluster, like
+    /// [`ClusterWindowsBuilder::redis_cluster`](crate::ClusterWindowsBuilder::redis_cluster):
+    /// every key's counts, and this node's exactly-once record for the
+    /// keys of its group, carry the hash tag of one of `groups` groups, so
+    /// every lease touches one slot. Each group has its own sequence,
+    /// connection and queued returns; a miss locks only its key's group.
+    /// Every node of the namespace must use the same number (checked).
+    pub fn redis_cluster(mut self, groups: usize) -> Self {
+        self.cluster_groups = Some(groups);
+        self
+    }
+
+    /// More nodes of the Redis Cluster to ask where a group's slot went
+    /// when its master cannot be reached (see
+    /// [`ClusterWindowsBuilder::seeds`](crate::ClusterWindowsBuilder::seeds)).
+    pub fn seeds<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        self
+    }
+
+    /// Uses a lease only once `replicas` replicas of its master have it
+    /// (`WAIT replicas timeout` after each request; default: off). Redis
+    /// replicates asynchronously: without this, a lease a master granted
+    /// and then lost in a failover (it died before its replica had it) is
+    /// not counted by the promoted replica, which may lease the same
+    /// permits again: up to those permits over the limit in that window.
+    /// With it, a request short of replicas after `timeout` is not used
+    /// (the caller gets the [`OutagePolicy`]; counted in
+    /// [`LeaseStats::not_replicated`](crate::LeaseStats::not_replicated))
+    /// and is resent by the next miss: the limit holds through a failover
+    /// unless all `replicas` lose the lease too. Costs a round trip a miss
+    /// (plus the replication delay). `timeout` must be below the I/O
+    /// timeout.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.durability = Some((replicas, timeout));
+        self
+    }
+
     /// The node clock, read as Unix time (default [`WallClock`]). Lease
     /// deadlines are measured on it from each lease's round trip, so its
     /// offset from server time does not matter; only its rate (within
@@ -174,6 +222,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
             link: self.link,
             sweep_interval: self.sweep_interval,
             refusal_memo: self.refusal_memo,
+            cluster_groups: self.cluster_groups,
+            seeds: self.seeds,
+            durability: self.durability,
             clock,
             _k: PhantomData,
         }
@@ -190,6 +241,16 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
 
     fn validate(&self) -> Result<(), ClusterError> {
         let bad = |m: String| Err(ClusterError::Config(m));
+        crate::group::validate(self.cluster_groups, &self.namespace, &self.seeds)
+            .map_err(ClusterError::Config)?;
+        if let Some((n, timeout)) = self.durability {
+            if n == 0 || timeout.is_zero() || timeout >= self.link.io_timeout {
+                return Err(ClusterError::Config(format!(
+                    "waiting for {n} replicas for {timeout:?}: needs at least one replica and 0 < timeout < the I/O timeout ({:?})",
+                    self.link.io_timeout
+                )));
+            }
+        }
         if self.namespace.is_empty() {
             return bad("the namespace is empty".into());
         }

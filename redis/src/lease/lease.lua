@@ -44,8 +44,12 @@ local slice_us = slice_ms * 1000
 local cur = (now_us - now_us % slice_us) / slice_us
 
 -- Applied before and its reply lost: answer again (the lease's slice and
--- what it granted, with the time left in that slice now), change nothing.
+-- what it granted, with the time left in that slice now), change nothing
+-- but the record's expiry: rewriting it makes a WAIT after this reply
+-- cover the request's first application (a replica's data is a prefix of
+-- its master's writes), even on another connection.
 if seq == last then
+  redis.call('SET', KEYS[1], rec, 'PX', ttl)
   return { 1, lg, le, (le + 1) * slice_us - now_us, t[1], t[2], -1 }
 end
 

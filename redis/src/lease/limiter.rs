@@ -124,7 +124,23 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             _ => None,
         };
         let node_id = format!("{:032x}", rand::random::<u128>());
-        let link = Link::new(&b.url, &[], false, &b.link)?;
+        let groups = crate::group::from_option(b.cluster_groups);
+        let lua = Lua::new(LEASE);
+        let senders = (0..groups.len())
+            .map(|group| {
+                let mut link = Link::new(&b.url, &b.seeds, groups.is_cluster(), &b.link)?;
+                link.preload(&lua);
+                Ok(Mutex::new(Sender {
+                    group,
+                    link,
+                    seq: 0,
+                    outbox: None,
+                    held: HashMap::new(),
+                    returns: Vec::new(),
+                    turn_at: None,
+                }))
+            })
+            .collect::<Result<Vec<_>, ClusterError>>()?;
         let inner = Arc::new(Shared {
             words: HashIndex::new(),
             memo: HashIndex::new(),
@@ -135,9 +151,12 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             quota: q,
             max_batch: b.max_batch,
             margin_ns: u64::try_from(b.margin.as_nanos()).unwrap_or(u64::MAX),
+            durability: b.durability,
             policy: b.policy,
             local,
-            names: LeaseNames::new(&b.namespace, &node_id),
+            names: (0..groups.len())
+                .map(|g| LeaseNames::new(&b.namespace, groups.tag(g), &node_id))
+                .collect(),
             shape: LeaseShape {
                 slices: q.slice_count() as u64,
                 judged,
@@ -145,23 +164,20 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                 slice_ms,
                 limit: q.limit(),
                 record_ttl_ms: slice_ms * (judged + 1) + 300_000,
+                cluster_groups: b.cluster_groups.unwrap_or(0),
             },
-            lua: Lua::new(LEASE),
+            lua,
             node_id,
-            sender: Mutex::new(Sender {
-                link,
-                seq: 0,
-                outbox: None,
-                held: HashMap::new(),
-                returns: Vec::new(),
-                turn_at: None,
-            }),
+            in_flight: senders.iter().map(|_| AtomicBool::new(false)).collect(),
+            senders,
+            groups,
             link_health: Counters::new(),
             counters: LeaseCounters::default(),
-            in_flight: AtomicBool::new(false),
         });
         {
-            let mut s = lock(&inner.sender);
+            // The first group's connection samples the server's time (the
+            // others connect on their first lease).
+            let mut s = lock(&inner.senders[0]);
             match s.link.ensure_sampled(&inner.time) {
                 Ok(_) => {
                     inner.link_health.up();
@@ -370,16 +386,14 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// their keys' next requests ask Redis.)
     pub fn sweep_at(&self, now: Timestamp) -> Result<u64, ClusterError> {
         let i = &*self.inner;
-        let mut s = lock(&i.sender);
-        i.sweep(&mut s, false, now.as_nanos())
+        i.each_group(|s| i.sweep(s, false, now.as_nanos()))
     }
 
     /// Revokes every lease this node holds and returns its unused permits
     /// (the next requests lease again); returns how many were revoked.
     pub fn release_all(&self) -> Result<u64, ClusterError> {
         let i = &*self.inner;
-        let mut s = lock(&i.sender);
-        i.sweep(&mut s, true, i.node_now())
+        i.each_group(|s| i.sweep(s, true, i.node_now()))
     }
 
     /// The link's state and last error; `batch_in_flight` says a request
@@ -405,7 +419,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     pub fn health(&self) -> Health {
         let i = &*self.inner;
         let mut h = i.link_health.health();
-        h.batch_in_flight = i.in_flight.load(Ordering::Relaxed);
+        h.batch_in_flight = i.in_flight.iter().any(|f| f.load(Ordering::Relaxed));
         h.time_uncertainty = i.time.uncertainty();
         h
     }

@@ -66,7 +66,8 @@
 //! # Modules
 //! `limiter.rs` the limiter and its hot path; `word.rs` the lease word
 //! (its loom model: `loom-tests/tests/lease_word.rs`); `remote.rs` the
-//! miss path, returns and the outage policy; `memo.rs` the refusal memo;
+//! miss path and the outage policy; `request.rs` leases, returns and
+//! their replies; `memo.rs` the refusal memo;
 //! `sweep.rs` the sweeper;
 //! `grant.rs` the decision; `script.rs` and `lease.lua` the script and its
 //! exactly-once protocol; `config.rs` the builder; `stats.rs` counters.
@@ -76,6 +77,7 @@ mod grant;
 mod limiter;
 mod memo;
 mod remote;
+mod request;
 mod script;
 mod stats;
 mod sweep;

@@ -1,6 +1,7 @@
 //! The round trips of a [`ClusterLimiter`](crate::ClusterLimiter): what a
-//! request that its held lease cannot serve does (`miss`), returns, and
-//! the sequence protocol's outbox (the sweeper is in `sweep.rs`).
+//! request that its held lease cannot serve does (`miss`), and the state
+//! the miss path shares with the sweeper (`sweep.rs`); the requests
+//! themselves (a lease, returns, filing a reply) are in `request.rs`.
 //!
 //! # One miss
 //! Under the sender lock (one request in flight per node, as the
@@ -47,16 +48,17 @@
 use super::config::OutagePolicy;
 use super::grant::Grant;
 use super::memo::Refusal;
-use super::script::{lease_request, LeaseNames, LeaseReply, LeaseShape, Return};
+use super::script::{LeaseNames, LeaseShape, Return};
 use super::stats::LeaseCounters;
-use super::word::{units, LeaseWord, Take, MAX_LEASE, TAGS};
+use super::word::{units, LeaseWord, Take, TAGS};
 use crate::error::ClusterError;
+use crate::group::Groups;
 use crate::health::{bump, Counters};
 use crate::key::RedisKey;
 use crate::link::Link;
 use crate::script::{Lua, Request};
 use crate::sync::lock;
-use crate::timeline::{ServerTime, DRIFT_PPM};
+use crate::timeline::ServerTime;
 use scc::HashIndex;
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -66,9 +68,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use stripecount::keyed::KeyRef;
 use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
-
-/// The most returns one request carries.
-const MAX_RETURNS: usize = 256;
 
 /// The server timeline, shared (the outage policy's local limiter runs on
 /// it).
@@ -101,6 +100,9 @@ pub(crate) struct Outbox<K> {
 
 /// What the miss path and the sweeper share.
 pub(crate) struct Sender<K> {
+    /// The group whose keys this sender leases (`group.rs`; 0 on a single
+    /// instance).
+    pub(crate) group: usize,
     pub(crate) link: Link,
     pub(crate) seq: u64,
     pub(crate) outbox: Option<Outbox<K>>,
@@ -127,16 +129,24 @@ pub(crate) struct Shared<K: 'static, C: Clock> {
     pub(crate) quota: Quota,
     pub(crate) max_batch: u64,
     pub(crate) margin_ns: u64,
+    /// `(replicas, timeout)` a request waits for before it is used
+    /// (`wait_for_replicas`).
+    pub(crate) durability: Option<(u32, Duration)>,
     pub(crate) policy: OutagePolicy,
     pub(crate) local: Option<KeyedLimiter<K, TimeRef<C>>>,
-    pub(crate) names: LeaseNames,
+    /// How keys spread over a cluster's slots.
+    pub(crate) groups: Groups,
+    /// Each group's key names.
+    pub(crate) names: Vec<LeaseNames>,
     pub(crate) shape: LeaseShape,
     pub(crate) lua: Lua,
     pub(crate) node_id: String,
-    pub(crate) sender: Mutex<Sender<K>>,
+    /// One a group, in group order.
+    pub(crate) senders: Vec<Mutex<Sender<K>>>,
     pub(crate) link_health: Counters,
     pub(crate) counters: LeaseCounters,
-    pub(crate) in_flight: AtomicBool,
+    /// A group's request awaits its acknowledgement, per group.
+    pub(crate) in_flight: Vec<AtomicBool>,
 }
 
 impl<K: RedisKey, C: Clock> Shared<K, C> {
@@ -193,7 +203,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if let Some(g) = self.memo_refused(key, self.node_now(), n) {
             return g;
         }
-        let mut s = lock(&self.sender);
+        let k = key.to_key();
+        let sender = &self.senders[self.group_of(&k)];
+        let mut s = lock(sender);
         // A lease that arrives with its slice already over is returned and
         // asked again; a few tries.
         for _ in 0..4 {
@@ -211,7 +223,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             let r = if s.outbox.is_some() {
                 self.send(&mut s, None)
             } else {
-                self.lease(&mut s, key.to_key(), n)
+                self.lease(&mut s, k.clone(), n)
             };
             match r {
                 Ok(Some(g)) => return g,
@@ -228,7 +240,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                         drop(s);
                         let wait = at.saturating_sub(self.node_now());
                         std::thread::sleep(Duration::from_nanos(wait));
-                        s = lock(&self.sender);
+                        s = lock(sender);
                     }
                 }
                 Err(e) => {
@@ -268,12 +280,22 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             // The script checks the shape before any write: nothing of it
             // was applied, and no resend can succeed.
             s.outbox = None;
-            self.in_flight.store(false, Ordering::Relaxed);
+            self.in_flight[s.group].store(false, Ordering::Relaxed);
         }
     }
 
+    /// The group of key `k` (`group.rs`).
+    pub(crate) fn group_of(&self, k: &K) -> usize {
+        if !self.groups.is_cluster() {
+            return 0;
+        }
+        let mut b = Vec::with_capacity(32);
+        k.write_key(&mut b);
+        self.groups.of(&b)
+    }
+
     /// The key's word (inserted if missing). Under the sender lock.
-    fn word_of(&self, k: &K) -> Arc<LeaseWord> {
+    pub(crate) fn word_of(&self, k: &K) -> Arc<LeaseWord> {
         if let Some(w) = self.words.peek_with(k, |_, w| Arc::clone(w)) {
             return w;
         }
@@ -282,173 +304,5 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             Ok(()) => w,
             Err(_) => self.words.peek_with(k, |_, w| Arc::clone(w)).unwrap_or(w),
         }
-    }
-
-    /// Revokes `k`'s lease and asks for a new one of at least `n` permits,
-    /// with the queued returns.
-    fn lease(&self, s: &mut Sender<K>, k: K, n: u64) -> Result<Option<Grant>, ClusterError> {
-        let rev = self.word_of(&k).revoke();
-        let h = s.held.entry(k.clone()).or_default();
-        // Batches follow this node's rate of the key: a lease that ran out
-        // is followed by a slice's worth at the rate it ran out at (at
-        // least double), one that ended unused by what it served (the
-        // sweeper judges the leases it revokes: `granted` 0).
-        h.batch = if h.batch == 0 {
-            1
-        } else if h.granted == 0 {
-            h.batch
-        } else if rev == 0 {
-            let lasted = u128::from(self.node_now().wrapping_sub(h.at).max(1));
-            let per_slice = u128::from(h.granted) * u128::from(self.slice_ns) / lasted;
-            u64::try_from(per_slice)
-                .unwrap_or(u64::MAX)
-                .max(h.granted.saturating_mul(2))
-        } else {
-            h.granted.saturating_sub(rev)
-        }
-        .clamp(1, self.max_batch);
-        let (want, slice) = (h.batch.max(n), h.slice);
-        if rev > 0 {
-            s.returns.push(Return {
-                key: k.clone(),
-                epoch: slice,
-                permits: rev,
-            });
-        }
-        s.seq += 1;
-        let cut = s.returns.len().saturating_sub(MAX_RETURNS);
-        let rets: Vec<Return<K>> = s.returns.drain(cut..).collect();
-        let request = lease_request(
-            &self.lua.sha,
-            &self.names,
-            &self.shape,
-            s.seq,
-            Some((&k, n, want)),
-            &rets,
-        );
-        s.outbox = Some(Outbox {
-            request,
-            lease: Some(k),
-            returned: rets.iter().map(|r| r.permits).sum(),
-            sends: 0,
-        });
-        self.send(s, Some(n))
-    }
-
-    /// Sends the queued returns (no lease), after the request in flight.
-    pub(crate) fn send_returns(&self, s: &mut Sender<K>) -> Result<(), ClusterError> {
-        if s.outbox.is_some() {
-            self.send(s, None)?;
-        }
-        while !s.returns.is_empty() {
-            s.seq += 1;
-            let cut = s.returns.len().saturating_sub(MAX_RETURNS);
-            let rets: Vec<Return<K>> = s.returns.drain(cut..).collect();
-            let request =
-                lease_request::<K>(&self.lua.sha, &self.names, &self.shape, s.seq, None, &rets);
-            s.outbox = Some(Outbox {
-                request,
-                lease: None,
-                returned: rets.iter().map(|r| r.permits).sum(),
-                sends: 0,
-            });
-            self.send(s, None)?;
-        }
-        Ok(())
-    }
-
-    /// Sends the request in flight and files its reply. `caller`: the
-    /// permits the thread that made this request needs (`None` for a
-    /// resend or returns). `Ok(Some)`: the caller's request is decided.
-    fn send(&self, s: &mut Sender<K>, caller: Option<u64>) -> Result<Option<Grant>, ClusterError> {
-        let (opened, samples) = s.link.ensure_sampled(&self.time)?;
-        if opened {
-            bump(&self.counters.connects, 1);
-        }
-        let _ = samples;
-        let ob = s.outbox.as_mut().expect("a request in flight");
-        if ob.sends > 0 {
-            bump(&self.counters.resends, 1);
-        }
-        ob.sends += 1;
-        self.in_flight.store(true, Ordering::Relaxed);
-        let t0 = self.node_now();
-        let v = s.link.eval(&self.lua, &ob.request.bytes)?;
-        let t1 = self.node_now();
-        let r = LeaseReply::decode(&v)?;
-        let ob = s.outbox.take().expect("a request in flight");
-        self.in_flight.store(false, Ordering::Relaxed);
-        self.link_health.up();
-        s.link.backoff.succeeded();
-        self.time.sample(
-            Timestamp::from_nanos(t0),
-            Timestamp::from_nanos(t1),
-            Timestamp::from_nanos(r.server_us.saturating_mul(1_000)),
-        );
-        let c = &self.counters;
-        bump(&c.round_trips, 1);
-        bump(&c.returned_permits, ob.returned);
-        if r.replayed {
-            bump(&c.replays, 1);
-        }
-        let Some(k) = ob.lease else {
-            return Ok(None);
-        };
-        if r.granted == 0 {
-            bump(&c.refusals, 1);
-            if let (Some(need), Some(us)) = (caller, r.retry_us) {
-                self.memo_refusal(k, t0, us, need);
-            }
-            let retry_after = r.retry_us.map(Duration::from_micros);
-            return Ok(caller.map(|_| Grant::Refused { retry_after }));
-        }
-        bump(&c.leases, 1);
-        bump(&c.leased_permits, r.granted);
-        // Node nanoseconds from t0 the lease may be used for (module docs).
-        let left = u64::try_from(r.left_us).unwrap_or(0).saturating_mul(1_000);
-        let life = left.saturating_sub(
-            (left / (1_000_000 / DRIFT_PPM) + 1_000).saturating_add(self.margin_ns),
-        );
-        let live = t1.wrapping_sub(t0) < life;
-        if !live && caller.is_some() {
-            s.turn_at = Some(t1.wrapping_add(left));
-        }
-        let mut g = r.granted;
-        let mut decided = None;
-        if let Some(need) = caller {
-            if live && g >= need {
-                g -= need;
-                decided = Some(self.granted(r.epoch));
-            }
-        }
-        let prev = s.held.get(&k).map_or(0, |h| h.slice);
-        let h = s.held.entry(k.clone()).or_default();
-        h.slice = r.epoch;
-        // A lease that arrived with its slice over tells nothing of the rate.
-        h.granted = if live { r.granted } else { 0 };
-        h.at = t1;
-        let mut back = if live { 0 } else { g };
-        if live && g > 0 {
-            let old = self
-                .word_of(&k)
-                .install(units(t0.wrapping_add(life)), r.epoch, g);
-            back = g.saturating_sub(MAX_LEASE);
-            if old > 0 {
-                // Never: a key's lease is revoked before it is asked again.
-                s.returns.push(Return {
-                    key: k.clone(),
-                    epoch: prev,
-                    permits: old,
-                });
-            }
-        }
-        if back > 0 {
-            s.returns.push(Return {
-                key: k,
-                epoch: r.epoch,
-                permits: back,
-            });
-        }
-        Ok(decided)
     }
 }

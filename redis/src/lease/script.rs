@@ -54,7 +54,13 @@ pub(crate) struct LeaseNames {
 }
 
 impl LeaseNames {
-    pub(crate) fn new(ns: &str, node_id: &str) -> LeaseNames {
+    /// The names on a single instance (`tag` `None`), or of one group on a
+    /// cluster (`ns:{tag}:l:<key>` and so on, `group.rs`).
+    pub(crate) fn new(ns: &str, tag: Option<&str>, node_id: &str) -> LeaseNames {
+        let ns = match tag {
+            Some(t) => format!("{ns}:{{{t}}}"),
+            None => ns.to_owned(),
+        };
         LeaseNames {
             data: format!("{ns}:l:").into_bytes(),
             record: format!("{ns}:ln:{node_id}").into_bytes(),
@@ -75,6 +81,8 @@ pub(crate) struct LeaseShape {
     pub(crate) slice_ms: u64,
     pub(crate) limit: u64,
     pub(crate) record_ttl_ms: u64,
+    /// Groups on a cluster, 0 on a single instance.
+    pub(crate) cluster_groups: usize,
 }
 
 impl LeaseShape {
@@ -82,7 +90,14 @@ impl LeaseShape {
     /// `slices:slice_ms:limit`, with `:strict` after it for a strict quota.
     pub(crate) fn config_string(&self) -> String {
         let strict = if self.strict { ":strict" } else { "" };
-        format!("{}:{}:{}{strict}", self.slices, self.slice_ms, self.limit)
+        let groups = match self.cluster_groups {
+            0 => String::new(),
+            g => format!(":g{g}"),
+        };
+        format!(
+            "{}:{}:{}{strict}{groups}",
+            self.slices, self.slice_ms, self.limit
+        )
     }
 }
 
@@ -193,7 +208,7 @@ mod tests {
 
     #[test]
     fn a_request_names_the_leased_key_then_the_returned_ones() {
-        let names = LeaseNames::new("ns", "id");
+        let names = LeaseNames::new("ns", None, "id");
         let shape = LeaseShape {
             slices: 4,
             judged: 4,
@@ -201,6 +216,7 @@ mod tests {
             slice_ms: 250,
             limit: 100,
             record_ttl_ms: 9,
+            cluster_groups: 0,
         };
         let rets = [Return {
             key: "b".to_string(),
@@ -249,9 +265,10 @@ mod tests {
             slice_ms: 250,
             limit: 100,
             record_ttl_ms: 9,
+            cluster_groups: 0,
         };
         assert_eq!(shape.config_string(), "4:250:100:strict");
-        let names = LeaseNames::new("ns", "id");
+        let names = LeaseNames::new("ns", None, "id");
         let r = lease_request::<String>("sha", &names, &shape, 7, None, &[]);
         let s = String::from_utf8(r.bytes).unwrap();
         // The sequence, then the slices judged, then the slice length.

@@ -15,6 +15,12 @@ pub struct LeaseStats {
     pub errors: u64,
     /// Requests resent after a failure (same sequence).
     pub resends: u64,
+    /// Redirections followed on a Redis Cluster (`MOVED`, `ASK`): the
+    /// request was resent unchanged to the node named.
+    pub redirects: u64,
+    /// Requests not used because fewer replicas than asked had them in
+    /// time (`wait_for_replicas`): resent by the next miss.
+    pub not_replicated: u64,
     /// Resent requests Redis had applied already (their reply was lost):
     /// answered from its record, not applied again.
     pub replays: u64,
@@ -43,6 +49,8 @@ pub(crate) struct LeaseCounters {
     pub(crate) round_trips: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) resends: AtomicU64,
+    pub(crate) redirects: AtomicU64,
+    pub(crate) not_replicated: AtomicU64,
     pub(crate) replays: AtomicU64,
     pub(crate) leases: AtomicU64,
     pub(crate) leased_permits: AtomicU64,
@@ -61,6 +69,8 @@ impl LeaseCounters {
             round_trips: l(&self.round_trips),
             errors: l(&self.errors),
             resends: l(&self.resends),
+            redirects: l(&self.redirects),
+            not_replicated: l(&self.not_replicated),
             replays: l(&self.replays),
             leases: l(&self.leases),
             leased_permits: l(&self.leased_permits),

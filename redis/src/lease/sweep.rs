@@ -95,13 +95,36 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
 
     /// The sweeper's step: skipped if a request holds the sender, except
     /// for the refusal memo's expired entries (they need no lock).
+    /// Runs `f` on every group's sender in turn; the sum of what it
+    /// returned, or the first error (after trying every group).
+    pub(crate) fn each_group(
+        &self,
+        mut f: impl FnMut(&mut Sender<K>) -> Result<u64, ClusterError>,
+    ) -> Result<u64, ClusterError> {
+        let mut total = 0u64;
+        let mut first = None;
+        for sender in &self.senders {
+            match f(&mut crate::sync::lock(sender)) {
+                Ok(n) => total = total.saturating_add(n),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(total), Err)
+    }
+
     pub(crate) fn tick(&self) {
         let now = self.node_now();
-        match self.sender.try_lock() {
-            Ok(mut s) => {
+        let mut swept = false;
+        for sender in &self.senders {
+            if let Ok(mut s) = sender.try_lock() {
                 let _ = self.sweep(&mut s, false, now);
+                swept = true;
             }
-            Err(_) => self.memo_prune(now),
+        }
+        if !swept {
+            self.memo_prune(now);
         }
     }
 }

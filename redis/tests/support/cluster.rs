@@ -143,6 +143,34 @@ impl RedisCluster {
             .unwrap()
     }
 
+    /// Whether node `i` reports `cluster_state:ok`.
+    pub fn state_ok(&self, i: usize) -> bool {
+        redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query::<String>(&mut self.conn(i))
+            .unwrap()
+            .contains("cluster_state:ok")
+    }
+
+    /// Waits until node `i` is a replica with its link to its master up.
+    pub fn wait_replica_up(&self, i: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut self.conn(i))
+                .unwrap();
+            if info.contains("master_link_status:up") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {i} is not a replica in sync: {info}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Keys stored on node `i`.
     pub fn dbsize(&self, i: usize) -> u64 {
         redis::cmd("DBSIZE").query(&mut self.conn(i)).unwrap()

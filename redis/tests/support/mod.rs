@@ -250,6 +250,20 @@ impl stripecount::Clock for Skewed {
     }
 }
 
+/// Whether the server on `port` answers `PING` within `timeout` (a
+/// server in `DEBUG SLEEP` does not).
+pub fn answers_ping(port: u16, timeout: Duration) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+}
+
 /// Polls `cond` until it holds or `secs` pass (for conditions that become
 /// true on another thread, e.g. a flusher's progress); panics on timeout.
 pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
