@@ -14,6 +14,14 @@
 //!   Redis's `INFO commandstats` (`cmdstat_evalsha`, reset before the size)
 //!   over the key-deltas the node flushed meanwhile.
 //!
+//! - `redis_cluster_flush`: the same flush to a Redis Cluster of 3 masters
+//!   (no replicas) on this machine, the node in 16 groups (one batch a
+//!   group a flush, the groups one after another). Printed after each size:
+//!   Redis's time per key-delta summed over the masters, and each master's
+//!   share: what N masters on N machines could take in parallel is about N
+//!   times one master's rate, while one node's flush is bound by its own
+//!   side (the groups are flushed in turn).
+//!
 //! - `redis_lease`: a cluster limiter's grant from a held lease
 //!   (`ClusterLimiter::try_acquire_at`) against the local
 //!   `KeyedLimiter::try_acquire_at`, one permit at a time over the same
@@ -36,6 +44,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughpu
 use std::time::{Duration, Instant};
 use stripecount::{Clock, KeyedLimiter, KeyedWindows, Quota};
 use stripecount_redis::{ClusterLimiter, ClusterWindows, WallClock, MAX_LEASE};
+use support::cluster::RedisCluster;
 use support::RedisServer;
 
 const KEYS: u64 = 4096;
@@ -198,5 +207,73 @@ fn lease(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, add, flush, lease);
+/// Redis's `evalsha` time in microseconds, from `INFO commandstats`.
+fn evalsha_usec(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO commandstats");
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec=")))
+        .and_then(|u| u.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+fn cluster_flush(c: &mut Criterion) {
+    let cluster = RedisCluster::start(3, 0);
+    let mut g = c.benchmark_group("redis_cluster_flush");
+    g.sample_size(10);
+    for n in [1_000u64, 20_000] {
+        let node = ClusterWindows::<u64>::builder(
+            &cluster.url(0),
+            "bench_cluster_flush",
+            Duration::from_secs(600),
+            10,
+        )
+        .redis_cluster(16)
+        .seeds([cluster.url(1), cluster.url(2)])
+        .flush_interval(None)
+        .build()
+        .expect("a node");
+        for i in 0..cluster.nodes.len() {
+            redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .exec(&mut cluster.conn(i))
+                .expect("CONFIG RESETSTAT");
+        }
+        let flushed = node.stats().key_deltas_flushed;
+        g.throughput(Throughput::Elements(n));
+        g.bench_function(format!("key_deltas_{n}"), |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let now = node.now();
+                    for k in 0..n {
+                        node.add_at(&k, now, 1);
+                    }
+                    let t = Instant::now();
+                    let r = node.flush().expect("a flush");
+                    spent += t.elapsed();
+                    assert_eq!(r.key_deltas, n);
+                }
+                spent
+            })
+        });
+        let key_deltas = node.stats().key_deltas_flushed - flushed;
+        if key_deltas > 0 {
+            let per: Vec<u64> = (0..cluster.nodes.len())
+                .map(|i| evalsha_usec(&mut cluster.conn(i)))
+                .collect();
+            let total: u64 = per.iter().sum();
+            println!(
+                "redis_cluster_flush/key_deltas_{n}: Redis time {:.3} us per key-delta over 3 masters (evalsha us per master: {per:?}, {key_deltas} key-deltas)",
+                total as f64 / key_deltas as f64
+            );
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, add, flush, cluster_flush, lease);
 criterion_main!(benches);

@@ -78,8 +78,9 @@ fn run(
                 }));
             }
         }
+        let stop = support::StopOnDrop(&done);
         during(&done);
-        done.store(true, Ordering::Relaxed);
+        drop(stop);
         for t in threads {
             t.join().unwrap();
         }

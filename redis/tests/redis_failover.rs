@@ -55,6 +55,7 @@ fn failover(wait: bool) {
                 }
             });
         }
+        let _stop = support::StopOnDrop(&done);
         std::thread::sleep(Duration::from_millis(100));
         // Hold the replica back: asleep for 3 s, then cut from its master
         // (which cannot reach it again before it dies).
@@ -102,7 +103,6 @@ fn failover(wait: bool) {
             std::thread::sleep(Duration::from_millis(20));
         }
         std::thread::sleep(Duration::from_millis(100));
-        done.store(true, Ordering::Relaxed);
     });
     if wait {
         // The promoted replica has no replica of its own: its groups' batches

@@ -264,6 +264,17 @@ pub fn answers_ping(port: u16, timeout: Duration) -> bool {
     BufReader::new(s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
 }
 
+/// Sets its flag when dropped: a test's stop signal to the threads it
+/// scoped, set even when the test panics (else the scope would wait for
+/// them forever).
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Polls `cond` until it holds or `secs` pass (for conditions that become
 /// true on another thread, e.g. a flusher's progress); panics on timeout.
 pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
