@@ -73,8 +73,10 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
             hot_lua,
             node_id,
             state: RwLock::new(State {
+                // The bound on staged keys, split evenly over the groups (a
+                // key's group is a hash of it).
                 pending: (0..senders.len())
-                    .map(|_| Pending::new(b.max_pending_keys))
+                    .map(|_| Pending::new(b.max_pending_keys.div_ceil(senders.len())))
                     .collect(),
                 cache: HashMap::new(),
                 pruned_at: 0,

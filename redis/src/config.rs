@@ -122,7 +122,8 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
     }
 
     /// Bounds the keys held for Redis while it is unreachable (default
-    /// 2^20); counts of further keys are dropped and counted
+    /// 2^20; on a cluster, split evenly over the groups); counts of further
+    /// keys are dropped and counted
     /// ([`Stats::dropped_full`](crate::Stats::dropped_full)).
     pub fn max_pending_keys(mut self, n: usize) -> Self {
         self.max_pending_keys = n;

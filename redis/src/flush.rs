@@ -41,11 +41,11 @@ use crate::timeline::ServerTime;
 use redis::Value;
 use std::collections::HashMap;
 use std::time::Instant;
+use stripecount::Clock;
 
 /// Redirections a flush follows at once before it gives up until the next
 /// (a slot that moved, then a migration's `ASK`, then its end).
 const MAX_REDIRECTS: usize = 4;
-use stripecount::Clock;
 
 impl<K: RedisKey, C: Clock> Inner<K, C> {
     pub(crate) fn time(&self) -> &ServerTime<C> {
@@ -53,21 +53,17 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     }
 
     /// The background flusher's step: take the local counts (always, so
-    /// the local ring never reuses a slot that holds unflushed counts),
-    /// then flush unless another flush is running or the backoff says wait.
+    /// the local ring never reuses a slot that holds unflushed counts;
+    /// once for all the groups), then flush each group unless another
+    /// flush of it is running or its backoff says wait.
     pub(crate) fn tick(&self) {
-        let mut flushed = false;
+        self.stage();
         for sender in &self.senders {
-            match sender.try_lock() {
-                Ok(mut s) if s.link.backoff.ready(Instant::now()) => {
-                    let _ = self.flush_locked(&mut s); // takes first
-                    flushed = true;
+            if let Ok(mut s) = sender.try_lock() {
+                if s.link.backoff.ready(Instant::now()) {
+                    let _ = self.flush_locked(&mut s);
                 }
-                _ => {}
             }
-        }
-        if !flushed {
-            self.stage();
         }
     }
 
@@ -81,6 +77,10 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         self.groups.of(&b)
     }
 
+    /// Flushes what the sender's group holds: its batch in flight, then
+    /// its staged counts (the caller takes the local counts first, `stage`,
+    /// before any I/O: even when Redis is unreachable they move to the
+    /// pending buffer, where they are held and pruned safely).
     pub(crate) fn flush_locked(&self, s: &mut Sender<K>) -> Result<FlushReport<K>, ClusterError> {
         let mut report = FlushReport::new();
         let r = self.redirecting(s, |me, s| me.try_flush(s, &mut report));
@@ -142,9 +142,6 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         s: &mut Sender<K>,
         report: &mut FlushReport<K>,
     ) -> Result<(), ClusterError> {
-        // Take first: even when Redis is unreachable the local counts move
-        // to the pending buffer, where they are held (and pruned) safely.
-        self.stage();
         let mut version = self.probe(s)?;
         // Whether `s.outbox`'s request is written on this connection and
         // its reply not yet read.

@@ -21,10 +21,11 @@
 //! until its next flush of the key, or a [`fresh_sum`](ClusterWindows::fresh_sum).
 //!
 //! # Locks
-//! `sender` (the connection and the batches in flight) serializes flushes and
-//! fresh reads; it is held across round trips. `state` (pending and cache)
-//! and `hot` are held only for memory work, never across I/O. Order:
-//! `sender`, then `state`, then `hot`. Adds take none of them.
+//! A group's `sender` (its connection and batches in flight) serializes the
+//! group's flushes and fresh reads; it is held across round trips, and
+//! never two at once. `state` (pending and cache) and `hot` are held only
+//! for memory work, never across I/O. Order: a `sender`, then `state`,
+//! then `hot`. Adds take none of them.
 
 use crate::acked::Acked;
 use crate::config::{ClusterWindowsBuilder, HotCallback};
@@ -313,6 +314,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     /// and the report counts the groups that succeeded.
     pub fn flush(&self) -> Result<FlushReport<K>, ClusterError> {
         let i = &*self.inner;
+        i.stage();
         let mut report = FlushReport::new();
         let mut first = None;
         for sender in &i.senders {

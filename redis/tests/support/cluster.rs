@@ -35,6 +35,14 @@ impl RedisCluster {
         );
         let c = RedisCluster { nodes };
         c.wait_ok(masters * (1 + replicas));
+        // Every replica attached and in sync with its master.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for i in 0..c.nodes.len() {
+            while !c.is_master(i) && !c.replica_up(i) {
+                assert!(Instant::now() < deadline, "replica {i} is not in sync");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         c
     }
 
@@ -84,27 +92,34 @@ impl RedisCluster {
         matches!(&role[0], redis::Value::BulkString(b) if b == b"master")
     }
 
-    /// The replica of master `i` (as node `of` sees the cluster).
+    /// The replica of master `i`, as node `of` sees the cluster (waiting
+    /// until it sees one: a replica's link to its master is gossiped).
     pub fn replica_of(&self, i: usize, of: usize) -> usize {
         let id = self.id(i);
-        let nodes: String = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query(&mut self.conn(of))
-            .unwrap();
-        let line = nodes
-            .lines()
-            .find(|l| l.split(' ').nth(3) == Some(id.as_str()))
-            .unwrap_or_else(|| panic!("no replica of {id}: {nodes}"));
-        let port: u16 = line
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .split([':', '@'])
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        self.nodes.iter().position(|n| n.port() == port).unwrap()
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut self.conn(of))
+                .unwrap();
+            if let Some(line) = nodes
+                .lines()
+                .find(|l| l.split(' ').nth(3) == Some(id.as_str()))
+            {
+                let port: u16 = line
+                    .split(' ')
+                    .nth(1)
+                    .unwrap()
+                    .split([':', '@'])
+                    .nth(1)
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                return self.nodes.iter().position(|n| n.port() == port).unwrap();
+            }
+            assert!(Instant::now() < deadline, "no replica of {id}: {nodes}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The node serving `slot` (as node 0 sees the cluster).
@@ -152,20 +167,22 @@ impl RedisCluster {
             .contains("cluster_state:ok")
     }
 
+    /// Whether node `i` is a replica with its link to its master up.
+    pub fn replica_up(&self, i: usize) -> bool {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut self.conn(i))
+            .unwrap();
+        info.contains("role:slave") && info.contains("master_link_status:up")
+    }
+
     /// Waits until node `i` is a replica with its link to its master up.
     pub fn wait_replica_up(&self, i: usize) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut self.conn(i))
-                .unwrap();
-            if info.contains("master_link_status:up") {
-                return;
-            }
+        while !self.replica_up(i) {
             assert!(
                 Instant::now() < deadline,
-                "node {i} is not a replica in sync: {info}"
+                "node {i} is not a replica in sync"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

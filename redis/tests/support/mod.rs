@@ -106,7 +106,9 @@ impl RedisServer {
             .args(["--enable-debug-command", "local"])
             // A replica cut from its master may still take over (its data
             // age is what the test is about).
-            .args(["--cluster-replica-validity-factor", "0"]);
+            .args(["--cluster-replica-validity-factor", "0"])
+            // A replica's first sync starts at once (not after 5 s).
+            .args(["--repl-diskless-sync-delay", "0"]);
         }
         if self.aof {
             cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
