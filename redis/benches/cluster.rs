@@ -106,34 +106,11 @@ fn flush(c: &mut Criterion) {
             .expect("CONFIG RESETSTAT");
         let flushed = node.stats().key_deltas_flushed;
         g.throughput(Throughput::Elements(n));
-        g.bench_function(format!("key_deltas_{n}"), |b| {
-            b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                for _ in 0..iters {
-                    let now = node.now();
-                    for k in 0..n {
-                        node.add_at(&k, now, 1);
-                    }
-                    let t = Instant::now();
-                    let r = node.flush().expect("a flush");
-                    spent += t.elapsed();
-                    assert_eq!(r.key_deltas, n);
-                }
-                spent
-            })
-        });
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut conn)
-            .expect("INFO commandstats");
-        let usec = info
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-            .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec=")))
-            .and_then(|u| u.parse::<u64>().ok());
+        time_flushes(&mut g, &node, n);
+        let usec = evalsha_usec(&mut conn);
         let key_deltas = node.stats().key_deltas_flushed - flushed;
         // Nothing ran if a filter skipped this size.
-        if let (Some(usec), true) = (usec, key_deltas > 0) {
+        if key_deltas > 0 {
             println!(
                 "redis_flush/key_deltas_{n}: Redis time {:.3} us per key-delta (evalsha {usec} us / {key_deltas} key-deltas)",
                 usec as f64 / key_deltas as f64
@@ -207,7 +184,33 @@ fn lease(c: &mut Criterion) {
     g.finish();
 }
 
-/// Redis's `evalsha` time in microseconds, from `INFO commandstats`.
+/// Times `node.flush()` of `n` keys with one delta each (the adds before
+/// it are not timed), as `key_deltas_{n}` in `g`.
+fn time_flushes(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    node: &ClusterWindows<u64>,
+    n: u64,
+) {
+    g.bench_function(format!("key_deltas_{n}"), |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let now = node.now();
+                for k in 0..n {
+                    node.add_at(&k, now, 1);
+                }
+                let t = Instant::now();
+                let r = node.flush().expect("a flush");
+                spent += t.elapsed();
+                assert_eq!(r.key_deltas, n);
+            }
+            spent
+        })
+    });
+}
+
+/// Redis's `evalsha` time in microseconds, from `INFO commandstats` (0
+/// if it ran none).
 fn evalsha_usec(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
@@ -244,22 +247,7 @@ fn cluster_flush(c: &mut Criterion) {
         }
         let flushed = node.stats().key_deltas_flushed;
         g.throughput(Throughput::Elements(n));
-        g.bench_function(format!("key_deltas_{n}"), |b| {
-            b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                for _ in 0..iters {
-                    let now = node.now();
-                    for k in 0..n {
-                        node.add_at(&k, now, 1);
-                    }
-                    let t = Instant::now();
-                    let r = node.flush().expect("a flush");
-                    spent += t.elapsed();
-                    assert_eq!(r.key_deltas, n);
-                }
-                spent
-            })
-        });
+        time_flushes(&mut g, &node, n);
         let key_deltas = node.stats().key_deltas_flushed - flushed;
         if key_deltas > 0 {
             let per: Vec<u64> = (0..cluster.nodes.len())

@@ -35,11 +35,11 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let slice_ms = slice_nanos / 1_000_000;
         let window_ms = slice_ms * b.slices as u64;
         let node_id = format!("{:032x}", rand::random::<u128>());
-        let groups = crate::group::from_option(b.cluster_groups);
+        let groups = b.cluster.groups();
         let (flush_lua, hot_lua) = (Lua::new(FLUSH), Lua::new(HOT_READ));
         let senders = (0..groups.len())
             .map(|group| {
-                let mut link = Link::new(&b.url, &b.seeds, groups.is_cluster(), &b.link)?;
+                let mut link = Link::new(&b.url, &b.cluster.seeds, groups.is_cluster(), &b.link)?;
                 link.preload(&flush_lua);
                 link.preload(&hot_lua);
                 Ok(Mutex::new(Sender {
@@ -62,13 +62,13 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
                 slice_ms,
                 threshold: b.hot_threshold.unwrap_or(0),
                 record_ttl_ms: window_ms + slice_ms + 300_000,
-                cluster_groups: b.cluster_groups.unwrap_or(0),
+                cluster_groups: b.cluster.config_groups(),
             },
             names: (0..groups.len())
                 .map(|g| Names::new(&b.namespace, groups.tag(g), &node_id))
                 .collect(),
             groups,
-            durability: b.durability,
+            durability: b.cluster.durability,
             flush_lua,
             hot_lua,
             node_id,

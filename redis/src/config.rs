@@ -2,6 +2,7 @@
 //! [`build`](ClusterWindowsBuilder::build).
 
 use crate::error::ClusterError;
+use crate::group::ClusterOptions;
 use crate::key::RedisKey;
 use crate::link::LinkConfig;
 use crate::node::ClusterWindows;
@@ -54,9 +55,7 @@ pub struct ClusterWindowsBuilder<K, C = WallClock> {
     pub(crate) max_keys: Option<usize>,
     pub(crate) max_pending_keys: usize,
     pub(crate) max_batch_keys: usize,
-    pub(crate) cluster_groups: Option<usize>,
-    pub(crate) seeds: Vec<String>,
-    pub(crate) durability: Option<(u32, Duration)>,
+    pub(crate) cluster: ClusterOptions,
     pub(crate) link: LinkConfig,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
@@ -75,9 +74,7 @@ impl<K: RedisKey> ClusterWindowsBuilder<K> {
             max_keys: None,
             max_pending_keys: 1 << 20,
             max_batch_keys: 1024,
-            cluster_groups: None,
-            seeds: Vec::new(),
-            durability: None,
+            cluster: ClusterOptions::default(),
             link: LinkConfig::default(),
             clock: WallClock::new(),
             _k: PhantomData,
@@ -153,7 +150,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
     /// # Ok::<(), stripecount_redis::ClusterError>(())
     /// ```
     pub fn redis_cluster(mut self, groups: usize) -> Self {
-        self.cluster_groups = Some(groups);
+        self.cluster.groups = Some(groups);
         self
     }
 
@@ -166,7 +163,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        self.cluster.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
         self
     }
 
@@ -185,7 +182,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
     /// only if all `replicas` lose it too. Costs a round trip a batch (plus
     /// the replication delay). `timeout` must be below the I/O timeout.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.durability = Some((replicas, timeout));
+        self.cluster.durability = Some((replicas, timeout));
         self
     }
 
@@ -227,9 +224,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
             max_keys: self.max_keys,
             max_pending_keys: self.max_pending_keys,
             max_batch_keys: self.max_batch_keys,
-            cluster_groups: self.cluster_groups,
-            seeds: self.seeds,
-            durability: self.durability,
+            cluster: self.cluster,
             link: self.link,
             clock,
             _k: PhantomData,
@@ -266,15 +261,9 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
                 self.window, self.slices
             ));
         }
-        crate::group::validate(self.cluster_groups, &self.namespace, &self.seeds).or_else(bad)?;
-        if let Some((n, timeout)) = self.durability {
-            if n == 0 || timeout.is_zero() || timeout >= self.link.io_timeout {
-                return bad(format!(
-                    "waiting for {n} replicas for {timeout:?}: needs at least one replica and 0 < timeout < the I/O timeout ({:?})",
-                    self.link.io_timeout
-                ));
-            }
-        }
+        self.cluster
+            .validate(&self.namespace, self.link.io_timeout)
+            .or_else(bad)?;
         if self.max_batch_keys == 0 {
             return bad("max_batch_keys is 0".into());
         }

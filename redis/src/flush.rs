@@ -30,7 +30,7 @@
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
-use crate::link::{sample_time, Link};
+use crate::link::{sample_time, Link, MAX_REDIRECTS};
 use crate::node::{Inner, Outbox, Sender};
 use crate::pending::Deltas;
 use crate::results::FlushReport;
@@ -42,10 +42,6 @@ use redis::Value;
 use std::collections::HashMap;
 use std::time::Instant;
 use stripecount::Clock;
-
-/// Redirections a flush follows at once before it gives up until the next
-/// (a slot that moved, then a migration's `ASK`, then its end).
-const MAX_REDIRECTS: usize = 4;
 
 impl<K: RedisKey, C: Clock> Inner<K, C> {
     pub(crate) fn time(&self) -> &ServerTime<C> {
@@ -65,16 +61,6 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
                 }
             }
         }
-    }
-
-    /// The group of key `k` (`group.rs`).
-    pub(crate) fn group_of(&self, k: &K) -> usize {
-        if !self.groups.is_cluster() {
-            return 0;
-        }
-        let mut b = Vec::with_capacity(32);
-        k.write_key(&mut b);
-        self.groups.of(&b)
     }
 
     /// Flushes what the sender's group holds: its batch in flight, then
@@ -217,13 +203,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let slice_nanos = self.slice_nanos;
         let mut bytes = Vec::new();
         self.windows.take_all(|k, start, c| {
-            let g = if self.groups.is_cluster() {
-                bytes.clear();
-                k.write_key(&mut bytes);
-                self.groups.of(&bytes)
-            } else {
-                0
-            };
+            let g = self.groups.of_key(k, &mut bytes);
             if !st.pending[g].stage(k, start.as_nanos() / slice_nanos, c) {
                 full = full.saturating_add(c);
             }

@@ -100,6 +100,17 @@ impl Groups {
         self.tags.get(g).map(String::as_str)
     }
 
+    /// The group of `key` (its written bytes' group); `buf` is scratch
+    /// space, reused by callers that place many keys.
+    pub(crate) fn of_key<K: crate::key::RedisKey>(&self, key: &K, buf: &mut Vec<u8>) -> usize {
+        if self.tags.len() <= 1 {
+            return 0;
+        }
+        buf.clear();
+        key.write_key(buf);
+        self.of(buf)
+    }
+
     /// The group of a key written as `bytes`.
     pub(crate) fn of(&self, bytes: &[u8]) -> usize {
         match self.tags.len() {
@@ -109,29 +120,57 @@ impl Groups {
     }
 }
 
-/// A builder's check of its cluster options: `groups` (if set) in
-/// `1..=SLOTS`, no brace in the namespace (it would change the names' hash
-/// tags), seeds only with groups.
-pub(crate) fn validate(
-    groups: Option<usize>,
-    namespace: &str,
-    seeds: &[String],
-) -> Result<(), String> {
-    match groups {
-        Some(g) if g == 0 || g > usize::from(SLOTS) => {
-            Err(format!("{g} groups: a cluster namespace has 1 to 16384"))
-        }
-        Some(_) if namespace.contains(['{', '}']) => Err(format!(
-            "the namespace {namespace:?} has a brace: on a cluster the key names' hash tags would be wrong"
-        )),
-        None if !seeds.is_empty() => Err("seeds are for a Redis Cluster: call redis_cluster too".into()),
-        _ => Ok(()),
-    }
+/// What both builders (`ClusterWindows`'s and `ClusterLimiter`'s) set for
+/// a Redis Cluster: the groups (`None`: a single instance), the seeds, and
+/// the replicas a write waits for (`wait_for_replicas`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClusterOptions {
+    pub(crate) groups: Option<usize>,
+    pub(crate) seeds: Vec<String>,
+    pub(crate) durability: Option<(u32, std::time::Duration)>,
 }
 
-/// The groups a builder's option asks for.
-pub(crate) fn from_option(groups: Option<usize>) -> Groups {
-    groups.map_or_else(Groups::single, Groups::cluster)
+impl ClusterOptions {
+    /// A builder's check: `groups` (if set) in `1..=SLOTS`, no brace in the
+    /// namespace (it would change the names' hash tags), seeds only with
+    /// groups, and a replica count of at least one with a timeout below
+    /// the I/O timeout.
+    pub(crate) fn validate(
+        &self,
+        namespace: &str,
+        io_timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        match self.groups {
+            Some(g) if g == 0 || g > usize::from(SLOTS) => {
+                return Err(format!("{g} groups: a cluster namespace has 1 to 16384"))
+            }
+            Some(_) if namespace.contains(['{', '}']) => {
+                return Err(format!(
+                    "the namespace {namespace:?} has a brace: on a cluster the key names' hash tags would be wrong"
+                ))
+            }
+            None if !self.seeds.is_empty() => {
+                return Err("seeds are for a Redis Cluster: call redis_cluster too".into())
+            }
+            _ => {}
+        }
+        match self.durability {
+            Some((n, timeout)) if n == 0 || timeout.is_zero() || timeout >= io_timeout => Err(format!(
+                "waiting for {n} replicas for {timeout:?}: needs at least one replica and 0 < timeout < the I/O timeout ({io_timeout:?})"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The groups these options ask for.
+    pub(crate) fn groups(&self) -> Groups {
+        self.groups.map_or_else(Groups::single, Groups::cluster)
+    }
+
+    /// The groups as the config string records them (0: a single instance).
+    pub(crate) fn config_groups(&self) -> usize {
+        self.groups.unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,11 @@ pub(crate) struct Link {
     preload: Vec<Vec<u8>>,
 }
 
+/// Redirections a caller follows at once before it gives up until its
+/// next attempt (a slot that moved, then a migration's `ASK`, then its
+/// end).
+pub(crate) const MAX_REDIRECTS: usize = 4;
+
 /// `ASKING`, encoded.
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 

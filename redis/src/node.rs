@@ -299,7 +299,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     {
         let i = &*self.inner;
         let k = key.to_key();
-        let mut s = lock(&i.senders[i.group_of(&k)]);
+        let mut s = lock(&i.senders[i.groups.of_key(&k, &mut Vec::new())]);
         let r = i.redirecting(&mut s, |i, s| i.fresh_ring(s, &k));
         i.settle(&mut s, &r);
         r

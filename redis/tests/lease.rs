@@ -121,18 +121,7 @@ fn three_nodes_one_5s_ahead_one_5s_behind_never_exceed_the_limit_and_grant_most_
         "every node granted: {by_node:?}"
     );
     // No window of any key holds more than the limit.
-    for (k, slices) in &per {
-        let (lo, hi) = (*slices.keys().min().unwrap(), *slices.keys().max().unwrap());
-        for j in lo..=hi {
-            let w: u64 = (j.saturating_sub(SLICES - 1)..=j)
-                .filter_map(|e| slices.get(&e))
-                .sum();
-            assert!(
-                w <= LIMIT,
-                "{k}: {w} granted in the window ending at slice {j}"
-            );
-        }
-    }
+    support::never_over(&per, SLICES, LIMIT);
     // The hot keys, overloaded throughout: their windows wholly inside the
     // run (the first full one after the first slice, up to the one before
     // the last) grant at least 80% of the limit on average.

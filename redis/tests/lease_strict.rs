@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use stripecount::clock::ManualClock;
 use stripecount::{Quota, Timestamp};
 use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
-use support::{recorded, RedisServer};
+use support::{busiest, recorded, RedisServer};
 
 const SLICE_MS: u64 = 50;
 const SLICES: u64 = 4;
@@ -111,21 +111,6 @@ fn hammer(ns: &str, quota: Quota) -> (BTreeMap<u64, u64>, u64) {
         );
     }
     (per, denied)
-}
-
-/// The most permits granted in any `span` consecutive slices, and the
-/// last slice of the first span that holds that many.
-fn busiest(per: &BTreeMap<u64, u64>, span: u64) -> (u64, u64) {
-    let (lo, hi) = (*per.keys().next().unwrap(), *per.keys().last().unwrap());
-    (lo..=hi + span)
-        .map(|j| {
-            let w: u64 = per
-                .range(j.saturating_sub(span - 1)..=j)
-                .map(|(_, n)| n)
-                .sum();
-            (w, j)
-        })
-        .fold((0, 0), |b, x| if x.0 > b.0 { x } else { b })
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod support;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stripecount::Quota;
 use stripecount_redis::{ClusterLimiter, Grant};
 use support::cluster::RedisCluster;
@@ -86,18 +86,7 @@ fn hammer(nodes: &[Arc<ClusterLimiter<String>>], done: &AtomicBool) -> (PerKey, 
 
 /// No `SLICES` consecutive slices of any key grant more than the limit.
 fn never_over(per: &PerKey) {
-    for (k, slices) in per {
-        let (lo, hi) = (*slices.keys().min().unwrap(), *slices.keys().max().unwrap());
-        for j in lo..=hi {
-            let w: u64 = (j.saturating_sub(SLICES - 1)..=j)
-                .filter_map(|e| slices.get(&e))
-                .sum();
-            assert!(
-                w <= LIMIT,
-                "{k}: {w} granted in the window ending at slice {j}"
-            );
-        }
-    }
+    support::never_over(per, SLICES, LIMIT);
 }
 
 #[test]
@@ -182,37 +171,11 @@ fn failover(wait: bool) -> (PerKey, u64, u64) {
         .collect();
     let keys: Vec<String> = (0..48).map(|i| format!("a{i}")).collect();
     let mut per = PerKey::new();
-    let outage = std::thread::scope(|sc| {
-        let sleeper = {
-            let mut conn = c.conn(r);
-            sc.spawn(move || {
-                let _: () = redis::cmd("DEBUG")
-                    .arg("SLEEP")
-                    .arg(2)
-                    .query(&mut conn)
-                    .unwrap();
-            })
-        };
-        while support::answers_ping(c.nodes[r].port(), Duration::from_millis(50)) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let cut: u64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("replica")
-            .query(&mut c.conn(m))
-            .unwrap();
-        assert_eq!(cut, 1);
-        let before = ask_all(&nodes, &keys, &mut per);
-        c.nodes[m].sigkill();
-        sleeper.join().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !(c.is_master(r) && c.state_ok(r)) {
-            assert!(Instant::now() < deadline, "no failover");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        before
-    });
+    let sleeper = c.hold_back_replica(m, r, 2);
+    let outage = ask_all(&nodes, &keys, &mut per);
+    c.nodes[m].sigkill();
+    sleeper.join().unwrap();
+    c.wait_promoted(r);
     if wait {
         // The promoted replica has no replica of its own: until the old
         // master is back, as its replica, its keys' leases are not used.
@@ -249,13 +212,7 @@ fn a_failover_with_wait_for_replicas_never_exceeds_the_limit() {
 fn a_failover_without_wait_exceeds_the_limit() {
     let (per, _, _) = failover(false);
     let over = per.values().any(|slices| {
-        let (lo, hi) = (*slices.keys().min().unwrap(), *slices.keys().max().unwrap());
-        (lo..=hi).any(|j| {
-            (j.saturating_sub(SLICES - 1)..=j)
-                .filter_map(|e| slices.get(&e))
-                .sum::<u64>()
-                > LIMIT
-        })
+        support::busiest(&slices.iter().map(|(&e, &n)| (e, n)).collect(), SLICES).0 > LIMIT
     });
     assert!(over, "no key over its limit: {per:?}");
 }

@@ -10,7 +10,7 @@ mod support;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stripecount_redis::{ClusterError, ClusterWindows};
 use support::cluster::RedisCluster;
 use support::{flush_ok, Rng};
@@ -59,27 +59,7 @@ fn failover(wait: bool) {
         std::thread::sleep(Duration::from_millis(100));
         // Hold the replica back: asleep for 3 s, then cut from its master
         // (which cannot reach it again before it dies).
-        let sleeper = {
-            let mut conn = c.conn(r);
-            sc.spawn(move || {
-                let _: () = redis::cmd("DEBUG")
-                    .arg("SLEEP")
-                    .arg(3)
-                    .query(&mut conn)
-                    .unwrap();
-            })
-        };
-        let port = c.nodes[r].port();
-        while support::answers_ping(port, Duration::from_millis(50)) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let cut: u64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("replica")
-            .query(&mut c.conn(m))
-            .unwrap();
-        assert_eq!(cut, 1);
+        let sleeper = c.hold_back_replica(m, r, 3);
         // Batches the master applies now reach no replica.
         for i in 0..1_000 {
             let k = format!("before{i}");
@@ -97,11 +77,7 @@ fn failover(wait: bool) {
         c.nodes[m].sigkill();
         sleeper.join().unwrap();
         // The replica takes over.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !(c.is_master(r) && c.state_ok(r)) {
-            assert!(Instant::now() < deadline, "no failover");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        c.wait_promoted(r);
         std::thread::sleep(Duration::from_millis(100));
     });
     if wait {

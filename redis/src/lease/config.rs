@@ -5,6 +5,7 @@ use super::limiter::ClusterLimiter;
 use super::word::MAX_LEASE;
 use crate::config::MAX_CLUSTER_SLICES;
 use crate::error::ClusterError;
+use crate::group::ClusterOptions;
 use crate::key::RedisKey;
 use crate::link::LinkConfig;
 use crate::timeline::WallClock;
@@ -66,9 +67,7 @@ pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) link: LinkConfig,
     pub(crate) sweep_interval: Duration,
     pub(crate) refusal_memo: bool,
-    pub(crate) cluster_groups: Option<usize>,
-    pub(crate) seeds: Vec<String>,
-    pub(crate) durability: Option<(u32, Duration)>,
+    pub(crate) cluster: ClusterOptions,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
 }
@@ -85,9 +84,7 @@ impl<K: RedisKey> ClusterLimiterBuilder<K> {
             link: LinkConfig::default(),
             sweep_interval: Duration::from_millis(100),
             refusal_memo: true,
-            cluster_groups: None,
-            seeds: Vec::new(),
-            durability: None,
+            cluster: ClusterOptions::default(),
             clock: WallClock::new(),
             _k: PhantomData,
         }
@@ -173,7 +170,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
     /// connection and queued returns; a miss locks only its key's group.
     /// Every node of the namespace must use the same number (checked).
     pub fn redis_cluster(mut self, groups: usize) -> Self {
-        self.cluster_groups = Some(groups);
+        self.cluster.groups = Some(groups);
         self
     }
 
@@ -185,7 +182,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        self.cluster.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
         self
     }
 
@@ -203,7 +200,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
     /// (plus the replication delay). `timeout` must be below the I/O
     /// timeout.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.durability = Some((replicas, timeout));
+        self.cluster.durability = Some((replicas, timeout));
         self
     }
 
@@ -222,9 +219,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
             link: self.link,
             sweep_interval: self.sweep_interval,
             refusal_memo: self.refusal_memo,
-            cluster_groups: self.cluster_groups,
-            seeds: self.seeds,
-            durability: self.durability,
+            cluster: self.cluster,
             clock,
             _k: PhantomData,
         }
@@ -241,16 +236,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
 
     fn validate(&self) -> Result<(), ClusterError> {
         let bad = |m: String| Err(ClusterError::Config(m));
-        crate::group::validate(self.cluster_groups, &self.namespace, &self.seeds)
-            .map_err(ClusterError::Config)?;
-        if let Some((n, timeout)) = self.durability {
-            if n == 0 || timeout.is_zero() || timeout >= self.link.io_timeout {
-                return Err(ClusterError::Config(format!(
-                    "waiting for {n} replicas for {timeout:?}: needs at least one replica and 0 < timeout < the I/O timeout ({:?})",
-                    self.link.io_timeout
-                )));
-            }
-        }
+        self.cluster
+            .validate(&self.namespace, self.link.io_timeout)
+            .or_else(bad)?;
         if self.namespace.is_empty() {
             return bad("the namespace is empty".into());
         }

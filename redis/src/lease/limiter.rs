@@ -124,11 +124,11 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             _ => None,
         };
         let node_id = format!("{:032x}", rand::random::<u128>());
-        let groups = crate::group::from_option(b.cluster_groups);
+        let groups = b.cluster.groups();
         let lua = Lua::new(LEASE);
         let senders = (0..groups.len())
             .map(|group| {
-                let mut link = Link::new(&b.url, &b.seeds, groups.is_cluster(), &b.link)?;
+                let mut link = Link::new(&b.url, &b.cluster.seeds, groups.is_cluster(), &b.link)?;
                 link.preload(&lua);
                 Ok(Mutex::new(Sender {
                     group,
@@ -151,7 +151,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             quota: q,
             max_batch: b.max_batch,
             margin_ns: u64::try_from(b.margin.as_nanos()).unwrap_or(u64::MAX),
-            durability: b.durability,
+            durability: b.cluster.durability,
             policy: b.policy,
             local,
             names: (0..groups.len())
@@ -164,7 +164,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                 slice_ms,
                 limit: q.limit(),
                 record_ttl_ms: slice_ms * (judged + 1) + 300_000,
-                cluster_groups: b.cluster_groups.unwrap_or(0),
+                cluster_groups: b.cluster.config_groups(),
             },
             lua,
             node_id,

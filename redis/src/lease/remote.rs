@@ -204,7 +204,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             return g;
         }
         let k = key.to_key();
-        let sender = &self.senders[self.group_of(&k)];
+        let sender = &self.senders[self.groups.of_key(&k, &mut Vec::new())];
         let mut s = lock(sender);
         // A lease that arrives with its slice already over is returned and
         // asked again; a few tries.
@@ -282,16 +282,6 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             s.outbox = None;
             self.in_flight[s.group].store(false, Ordering::Relaxed);
         }
-    }
-
-    /// The group of key `k` (`group.rs`).
-    pub(crate) fn group_of(&self, k: &K) -> usize {
-        if !self.groups.is_cluster() {
-            return 0;
-        }
-        let mut b = Vec::with_capacity(32);
-        k.write_key(&mut b);
-        self.groups.of(&b)
     }
 
     /// The key's word (inserted if missing). Under the sender lock.

@@ -12,6 +12,7 @@ use super::word::{units, MAX_LEASE};
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
+use crate::link::MAX_REDIRECTS;
 use crate::timeline::DRIFT_PPM;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,10 +20,6 @@ use stripecount::{Clock, Timestamp};
 
 /// The most returns one request carries.
 const MAX_RETURNS: usize = 256;
-
-/// Redirections a request follows at once (a slot that moved, then a
-/// migration's `ASK`, then its end).
-const MAX_REDIRECTS: usize = 4;
 
 impl<K: RedisKey, C: Clock> Shared<K, C> {
     /// Revokes `k`'s lease and asks for a new one of at least `n` permits,

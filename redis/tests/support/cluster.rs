@@ -188,6 +188,42 @@ impl RedisCluster {
         }
     }
 
+    /// Holds replica `r` of master `m` back: asleep for `secs` (`DEBUG
+    /// SLEEP`, on the thread returned, which ends when it wakes), then cut
+    /// from its master (`CLIENT KILL TYPE replica`), which it cannot reach
+    /// again while asleep. What `m` writes from now on reaches no replica.
+    pub fn hold_back_replica(&self, m: usize, r: usize, secs: u64) -> std::thread::JoinHandle<()> {
+        let mut conn = self.conn(r);
+        let sleeper = std::thread::spawn(move || {
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(secs)
+                .query(&mut conn)
+                .unwrap();
+        });
+        while super::answers_ping(self.nodes[r].port(), Duration::from_millis(50)) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let cut: u64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .query(&mut self.conn(m))
+            .unwrap();
+        assert_eq!(cut, 1);
+        sleeper
+    }
+
+    /// Waits until node `r` is a master and sees the cluster `ok` (a
+    /// replica taking over its dead master's slots).
+    pub fn wait_promoted(&self, r: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(self.is_master(r) && self.state_ok(r)) {
+            assert!(Instant::now() < deadline, "no failover to node {r}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Keys stored on node `i`.
     pub fn dbsize(&self, i: usize) -> u64 {
         redis::cmd("DBSIZE").query(&mut self.conn(i)).unwrap()

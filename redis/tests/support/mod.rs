@@ -277,6 +277,33 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
+/// The most permits granted in any `span` consecutive slices, and the
+/// last slice of the first span that holds that many.
+pub fn busiest(per: &std::collections::BTreeMap<u64, u64>, span: u64) -> (u64, u64) {
+    let (lo, hi) = (*per.keys().next().unwrap(), *per.keys().last().unwrap());
+    (lo..=hi + span)
+        .map(|j| {
+            let w: u64 = per
+                .range(j.saturating_sub(span - 1)..=j)
+                .map(|(_, n)| n)
+                .sum();
+            (w, j)
+        })
+        .fold((0, 0), |b, x| if x.0 > b.0 { x } else { b })
+}
+
+/// Asserts that no `span` consecutive slices of any key grant more than
+/// `limit` (`per`: permits granted per key and slice).
+pub fn never_over(per: &HashMap<String, HashMap<u64, u64>>, span: u64, limit: u64) {
+    for (k, slices) in per {
+        let (w, j) = busiest(&slices.iter().map(|(&e, &n)| (e, n)).collect(), span);
+        assert!(
+            w <= limit,
+            "{k}: {w} granted in the window ending at slice {j}"
+        );
+    }
+}
+
 /// Polls `cond` until it holds or `secs` pass (for conditions that become
 /// true on another thread, e.g. a flusher's progress); panics on timeout.
 pub fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
