@@ -103,9 +103,14 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
         self
     }
 
-    /// Calls `f(key, sum)` for each crossing this node reports (from the
-    /// flushing thread; `f` must not flush). Each crossing is reported by
-    /// exactly one node of the cluster.
+    /// Calls `f(key, sum)` once for each crossing this node reports, on the
+    /// thread that flushed, after the flush and with no lock of the node
+    /// held: `f` may use the node, flush included. Each crossing is
+    /// reported by exactly one node of the cluster. A panic in `f` loses
+    /// nothing: the background flusher catches it, counts it
+    /// ([`Stats::callback_panics`](crate::Stats::callback_panics)) and goes
+    /// on; [`flush`](crate::ClusterWindows::flush) resumes it in its caller
+    /// after delivering the other crossings.
     pub fn on_hot_crossing(mut self, f: impl Fn(&K, u64) + Send + Sync + 'static) -> Self {
         self.on_hot = Some(Arc::new(f));
         self

@@ -48,21 +48,6 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         self.windows.clock()
     }
 
-    /// The background flusher's step: take the local counts (always, so
-    /// the local ring never reuses a slot that holds unflushed counts;
-    /// once for all the groups), then flush each group unless another
-    /// flush of it is running or its backoff says wait.
-    pub(crate) fn tick(&self) {
-        self.stage();
-        for sender in &self.senders {
-            if let Ok(mut s) = sender.try_lock() {
-                if s.link.backoff.ready(Instant::now()) {
-                    let _ = self.flush_locked(&mut s);
-                }
-            }
-        }
-    }
-
     /// Flushes what the sender's group holds: its batch in flight, then
     /// its staged counts (the caller takes the local counts first, `stage`,
     /// before any I/O: even when Redis is unreachable they move to the
@@ -366,11 +351,6 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         report.key_deltas += batch.key_deltas;
         report.counts += counts;
         report.dropped_old += reply.dropped;
-        if let Some(f) = &self.on_hot {
-            for (k, sum) in &crossings {
-                f(k, *sum);
-            }
-        }
         report.crossings.extend(crossings);
         Ok((
             reply.hot_version,

@@ -59,11 +59,16 @@ impl Flusher {
     }
 
     /// Stops the thread and waits for it (a flush in progress finishes).
+    /// Called on the thread itself (a callback it runs dropped the node's
+    /// last handle), it only tells the thread to stop: the thread ends
+    /// when its step returns.
     pub(crate) fn stop(&mut self) {
         *self.stop.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.stop.1.notify_all();
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
         }
     }
 }

@@ -93,6 +93,12 @@ pub struct Stats {
     /// Batches held and resent because fewer replicas than asked had them
     /// in time (`wait_for_replicas`).
     pub not_replicated: u64,
+    /// Calls of the [`on_hot_crossing`](crate::ClusterWindowsBuilder::on_hot_crossing)
+    /// callback that panicked. The background flusher catches such a panic
+    /// and goes on (the other crossings are still delivered); a
+    /// [`flush`](crate::ClusterWindows::flush) delivers the others, then
+    /// resumes the first panic in its caller.
+    pub callback_panics: u64,
 }
 
 const NEVER: u8 = 0;
@@ -122,6 +128,7 @@ pub(crate) struct Counters {
     pub(crate) lost_batches: AtomicU64,
     pub(crate) lost_counts: AtomicU64,
     pub(crate) not_replicated: AtomicU64,
+    pub(crate) callback_panics: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -154,6 +161,7 @@ impl Counters {
             lost_batches: z(),
             lost_counts: z(),
             not_replicated: z(),
+            callback_panics: z(),
         }
     }
 
@@ -222,6 +230,7 @@ impl Counters {
             lost_batches: l(&self.lost_batches),
             lost_counts: l(&self.lost_counts),
             not_replicated: l(&self.not_replicated),
+            callback_panics: l(&self.callback_panics),
         }
     }
 }

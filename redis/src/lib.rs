@@ -222,6 +222,7 @@ mod backoff;
 mod build;
 mod config;
 mod error;
+mod fanout;
 mod flush;
 mod flusher;
 mod group;

@@ -333,6 +333,12 @@ impl Link {
         }
     }
 
+    /// The server the link sends to (on a cluster: the master of its slot
+    /// as redirections taught it), as `host:port`.
+    pub(crate) fn server(&self) -> String {
+        self.client.get_connection_info().addr().to_string()
+    }
+
     /// Drops the connection (the next request opens another).
     pub(crate) fn reset(&mut self) {
         self.conn = None;

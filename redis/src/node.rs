@@ -309,26 +309,16 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     /// counts and sends them in batches, each acknowledged before the next
     /// (a batch in flight from an earlier failure goes first). On error the
     /// counts not acknowledged stay held and are sent by the next flush;
-    /// none is lost or doubled. On a cluster every group is flushed (one
-    /// after another); the first error is returned after all were tried,
-    /// and the report counts the groups that succeeded.
+    /// none is lost or doubled. On a cluster every group is flushed (the
+    /// groups of one master one after another, the masters at once); the
+    /// first error is returned after all were tried, and the report counts
+    /// the groups that succeeded. The hot crossings are delivered to the
+    /// [`on_hot_crossing`](crate::ClusterWindowsBuilder::on_hot_crossing)
+    /// callback after the flush, with no lock of the node held; if a call
+    /// panics, the others are still made and the first panic is then
+    /// resumed here (nothing held is lost: the counts were filed).
     pub fn flush(&self) -> Result<FlushReport<K>, ClusterError> {
-        let i = &*self.inner;
-        i.stage();
-        let mut report = FlushReport::new();
-        let mut first = None;
-        for sender in &i.senders {
-            match i.flush_locked(&mut lock(sender)) {
-                Ok(r) => report.merge(r),
-                Err(e) => {
-                    first.get_or_insert(e);
-                }
-            }
-        }
-        match first {
-            None => Ok(report),
-            Some(e) => Err(e),
-        }
+        self.inner.flush_all()
     }
 
     /// Whether `key` is hot in the cluster now, as of this node's last

@@ -255,3 +255,69 @@ fn cluster_options_are_checked() {
     assert!(n.flush().is_err());
     assert_eq!(n.sum("k"), 2);
 }
+
+/// One flush sends to the masters at once: while the master of the first
+/// groups (the first slot range) holds every script (`CLIENT PAUSE
+/// WRITE`), the other masters receive their groups' batches; a flush that
+/// went over the groups in turn would wait on the first group and send
+/// nothing else. After the pause every sum is exact.
+#[test]
+fn a_flush_does_not_wait_on_one_master_to_send_to_the_others() {
+    let c = RedisCluster::start(3, 0);
+    let n: ClusterWindows<String> =
+        ClusterWindows::builder(&c.url(0), "paused", Duration::from_secs(600), 10)
+            .redis_cluster(GROUPS)
+            .seeds([c.url(1), c.url(2)])
+            .flush_interval(None)
+            .timeouts(Duration::from_secs(5), Duration::from_secs(300))
+            .build()
+            .unwrap();
+    let add = |from: u64, to: u64| {
+        for i in from..to {
+            n.add(format!("k{i}").as_str(), 1 + i % 3);
+        }
+    };
+    add(0, 600);
+    flush_ok(&n); // every group's link now points at its master
+                  // The first group's slot lies in the first of `GROUPS` equal ranges.
+    let first = c.owner(0);
+    assert_eq!(first, c.owner((16384 / GROUPS - 1) as u16));
+    let others: Vec<usize> = (0..3).filter(|&i| i != first).collect();
+    let before: Vec<u64> = others.iter().map(|&i| c.dbsize(i)).collect();
+    add(600, 1200);
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(600_000)
+        .arg("WRITE")
+        .exec(&mut c.conn(first))
+        .unwrap();
+    std::thread::scope(|sc| {
+        let flush = sc.spawn(|| n.flush());
+        // Unpaused on every way out (else the flush would wait 300 s).
+        let unpause = Unpause(&c, first);
+        support::wait_until(120, "the other masters to receive their batches", || {
+            others.iter().zip(&before).all(|(&i, &b)| c.dbsize(i) > b)
+        });
+        assert!(!flush.is_finished(), "the flush waits on the paused master");
+        drop(unpause);
+        flush.join().unwrap().expect("the flush after the pause");
+    });
+    for i in 0..1200u64 {
+        assert_eq!(
+            n.fresh_sum(format!("k{i}").as_str()).unwrap(),
+            1 + i % 3,
+            "k{i}"
+        );
+    }
+}
+
+/// Unpauses node `.1`'s clients when dropped.
+struct Unpause<'a>(&'a RedisCluster, usize);
+
+impl Drop for Unpause<'_> {
+    fn drop(&mut self) {
+        let _ = redis::cmd("CLIENT")
+            .arg("UNPAUSE")
+            .exec(&mut self.0.conn(self.1));
+    }
+}
