@@ -423,8 +423,9 @@ GROUPS = [
         rows=None,
         ratios=[],
         note="The same flush to a Redis Cluster of 3 masters (no replicas) on the same machine, "
-        "the node in 16 groups flushed one after another: M key-deltas a second. The log lines "
-        "give Redis's time per key-delta summed over the masters and each master's share.",
+        "the node in 16 groups (the masters flushed at once, a master's groups in turn): "
+        "M key-deltas a second. The log lines give Redis's time per key-delta summed over the "
+        "masters and each master's share.",
         log=r"^redis_cluster_flush/.*Redis time",
     ),
     dict(

@@ -16,11 +16,11 @@
 //!
 //! - `redis_cluster_flush`: the same flush to a Redis Cluster of 3 masters
 //!   (no replicas) on this machine, the node in 16 groups (one batch a
-//!   group a flush, the groups one after another). Printed after each size:
-//!   Redis's time per key-delta summed over the masters, and each master's
-//!   share: what N masters on N machines could take in parallel is about N
-//!   times one master's rate, while one node's flush is bound by its own
-//!   side (the groups are flushed in turn).
+//!   group a flush; the masters at once, a master's groups in turn).
+//!   Printed after each size: Redis's time per key-delta summed over the
+//!   masters, and each master's share: what N masters on N machines could
+//!   take in parallel is about N times one master's rate (on this machine
+//!   the masters and the node share its cores).
 //!
 //! - `redis_lease`: a cluster limiter's grant from a held lease
 //!   (`ClusterLimiter::try_acquire_at`) against the local

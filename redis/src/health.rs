@@ -49,7 +49,8 @@ pub struct Health {
 #[non_exhaustive]
 pub struct Stats {
     /// Flushes that ended with nothing left to send (on a cluster, one a
-    /// group).
+    /// group; not a group that had nothing to send and skipped its round
+    /// trip).
     pub flushes: u64,
     /// Flushes that failed (their counts are held and sent again).
     pub flush_errors: u64,

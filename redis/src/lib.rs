@@ -168,9 +168,12 @@
 //!   lease is used only once replicated, and the limit holds through a
 //!   failover (tested with a master killed while its replica was cut off).
 //!
-//! The groups are flushed one after another (one round trip each per
-//! flush, plus one to probe each), so a flush costs `groups` round trips at
-//! least: a few groups a master is enough.
+//! A flush sends to the masters at once (a thread each beyond the first)
+//! and to one master's groups in turn (one round trip each per flush, plus
+//! one to probe each), so a flush costs `groups / masters` round trips at
+//! least: a few groups a master is enough. With hot keys off, a group with
+//! nothing to send is skipped (an idle node probes the first group only,
+//! for the timeline).
 //!
 //! # What a Redis restart loses
 //! With `appendonly yes` and `appendfsync always`, Redis writes a batch's

@@ -311,6 +311,54 @@ fn a_flush_does_not_wait_on_one_master_to_send_to_the_others() {
     }
 }
 
+/// With hot keys off, a group with nothing to send makes no round trip: a
+/// flush with nothing to send probes the first group only (the timeline's
+/// `TIME`), whatever the number of groups.
+#[test]
+fn an_idle_group_costs_no_round_trip() {
+    let c = RedisCluster::start(3, 0);
+    let n: ClusterWindows<String> =
+        ClusterWindows::builder(&c.url(0), "idle", Duration::from_secs(600), 10)
+            .redis_cluster(GROUPS)
+            .seeds([c.url(1), c.url(2)])
+            .flush_interval(None)
+            .build()
+            .unwrap();
+    n.add("warm", 1);
+    flush_ok(&n);
+    let calls = |cmd: &str| -> u64 {
+        (0..3)
+            .map(|i| {
+                let info: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query(&mut c.conn(i))
+                    .unwrap();
+                let at = format!("cmdstat_{cmd}:calls=");
+                info.lines()
+                    .find_map(|l| l.strip_prefix(at.as_str()))
+                    .map_or(0, |r| r.split(',').next().unwrap().parse().unwrap())
+            })
+            .sum()
+    };
+    let reset = || {
+        for i in 0..3 {
+            redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .exec(&mut c.conn(i))
+                .unwrap();
+        }
+    };
+    // Nothing to send: the first group's probe only (a `GET` of its hot
+    // version and a `TIME`), not one for each of the 16 groups.
+    reset();
+    flush_ok(&n);
+    assert_eq!((calls("get"), calls("time"), calls("evalsha")), (1, 1, 0));
+    // A group with counts still flushes.
+    n.add("k", 1);
+    flush_ok(&n);
+    assert_eq!(n.fresh_sum("k").unwrap(), 1);
+}
+
 /// Unpauses node `.1`'s clients when dropped.
 struct Unpause<'a>(&'a RedisCluster, usize);
 
