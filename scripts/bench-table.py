@@ -430,6 +430,30 @@ GROUPS = [
     ),
     dict(
         bench="cluster",
+        group="redis_flush_script",
+        title="The Redis layer: the flush script against the one it replaced",
+        unit="mops",
+        rows=[
+            f"key_deltas_{n}_ring{r}_{s}"
+            for n in (1000, 20000)
+            for r in (1, 5)
+            for s in ("baseline", "current")
+        ],
+        ratios=[
+            (f"key_deltas_{n}_ring{r}_current", f"key_deltas_{n}_ring{r}_baseline")
+            for n in (1000, 20000)
+            for r in (1, 5)
+        ],
+        note="The flush script alone, batches of 1024 keys with one delta each sent by a "
+        "client with no node around it, to a local redis-server: `current` is "
+        "`src/flush.lua`, `baseline` the script it replaced "
+        "(`benches/script/flush_baseline.lua`); `ring1`: every ring holds one slice, "
+        "`ring5` five. M key-deltas a second (the ratios: higher is better for `current`). "
+        "The log lines give Redis's own time per key-delta, the figure the script decides.",
+        log=r"^redis_flush_script/.*Redis time",
+    ),
+    dict(
+        bench="cluster",
         group="redis_lease",
         title="The Redis layer: a cluster limiter's grant from a held lease (one thread)",
         unit="ns",

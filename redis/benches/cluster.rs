@@ -22,6 +22,9 @@
 //!   take in parallel is about N times one master's rate (on this machine
 //!   the masters and the node share its cores).
 //!
+//! - `redis_flush_script`: the flush script alone, the current one against
+//!   the one it replaced, in the same run (`script/baseline.rs`).
+//!
 //! - `redis_lease`: a cluster limiter's grant from a held lease
 //!   (`ClusterLimiter::try_acquire_at`) against the local
 //!   `KeyedLimiter::try_acquire_at`, one permit at a time over the same
@@ -37,6 +40,8 @@
 //! cargo bench -p stripecount-redis --bench cluster -- redis_lease --warm-up-time 1 --measurement-time 2
 //! ```
 
+#[path = "script/baseline.rs"]
+mod script_baseline;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -118,6 +123,11 @@ fn flush(c: &mut Criterion) {
         }
     }
     g.finish();
+}
+
+fn flush_script(c: &mut Criterion) {
+    let redis = RedisServer::start();
+    script_baseline::script(c, &redis);
 }
 
 fn lease(c: &mut Criterion) {
@@ -263,5 +273,5 @@ fn cluster_flush(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, add, flush, cluster_flush, lease);
+criterion_group!(benches, add, flush, cluster_flush, flush_script, lease);
 criterion_main!(benches);

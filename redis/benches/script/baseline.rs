@@ -1,0 +1,124 @@
+//! `redis_flush_script`: the flush script alone, the current one
+//! (`src/flush.lua`) against the one it replaced (`flush_baseline.lua`, a
+//! copy kept for this comparison), in the same run, on the same server,
+//! with the same requests: N keys with one (key, slice) delta each, in
+//! batches of 1024 keys, flushed again at every iteration (Redis updates
+//! existing rings: the steady state, where the script's fast path runs).
+//! `ring1`: every ring holds one slice; `ring5`: five (the deltas go to the
+//! newest). Each batch is one `EVALSHA` round trip and its reply read,
+//! with no node around it (no take, no encoding, no cache). After each
+//! point, the bench prints the script's time per key-delta in Redis's
+//! `INFO commandstats`.
+
+use criterion::{Criterion, Throughput};
+use std::time::{Duration, Instant};
+
+const BASELINE: &str = include_str!("flush_baseline.lua");
+const CURRENT: &str = include_str!("../../src/flush.lua");
+const BATCH: u64 = 1024;
+const SLICES: u64 = 10;
+const SLICE_MS: u64 = 60_000;
+
+/// The `EVALSHA` of batch `seq` of keys `keys`, one delta each into epoch `e`.
+fn batch(sha: &str, ns: &str, seq: u64, keys: std::ops::Range<u64>, e: u64) -> redis::Cmd {
+    let mut blob = Vec::new();
+    for _ in keys.clone() {
+        for w in [1, e, 1] {
+            blob.extend_from_slice(&(w as f64).to_le_bytes());
+        }
+    }
+    let ttl = SLICES * SLICE_MS + SLICE_MS + 300_000;
+    let mut c = redis::cmd("EVALSHA");
+    c.arg(sha).arg(5 + keys.end - keys.start);
+    for k in ["n:bench", "cfg", "hot", "hotv", "hotver"] {
+        c.arg(format!("{ns}:{k}"));
+    }
+    for k in keys {
+        c.arg(format!("{ns}:w:{k}"));
+    }
+    c.arg(seq)
+        .arg(SLICES)
+        .arg(SLICE_MS)
+        .arg(0)
+        .arg(ttl)
+        .arg(blob);
+    c.arg(format!("{SLICES}:{SLICE_MS}"))
+        .arg(ns.len() + 3)
+        .arg("1");
+    c
+}
+
+/// Flushes keys `0..n` in batches, one delta each into epoch `e`.
+fn flush_all(
+    conn: &mut redis::Connection,
+    sha: &str,
+    ns: &str,
+    seq: &mut u64,
+    n: u64,
+    e: u64,
+) -> Duration {
+    let cmds: Vec<redis::Cmd> = (0..n)
+        .step_by(BATCH as usize)
+        .map(|s| {
+            *seq += 1;
+            batch(sha, ns, *seq, s..(s + BATCH).min(n), e)
+        })
+        .collect();
+    let t = Instant::now();
+    for cmd in &cmds {
+        let v: redis::Value = cmd.query(conn).expect("a flush");
+        assert!(matches!(v, redis::Value::Array(_)), "{v:?}");
+    }
+    t.elapsed()
+}
+
+pub fn script(c: &mut Criterion, redis: &super::support::RedisServer) {
+    let mut g = c.benchmark_group("redis_flush_script");
+    g.sample_size(10);
+    let mut conn = redis.conn();
+    let time: Vec<String> = redis::cmd("TIME").query(&mut conn).expect("TIME");
+    let now_ms = time[0].parse::<u64>().unwrap() * 1000;
+    // The slice now, then the slices before it (a minute each: a run
+    // stays within the newest, but for a point run across its edge).
+    let cur = now_ms / SLICE_MS;
+    for n in [1_000u64, 20_000] {
+        for ring in [1u64, 5] {
+            for (name, src) in [("baseline", BASELINE), ("current", CURRENT)] {
+                let sha: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(src)
+                    .query(&mut conn)
+                    .expect("SCRIPT LOAD");
+                let ns = format!("script_{name}_{n}_{ring}");
+                let mut seq = 0u64;
+                // The rings, `ring` slices each, the newest now.
+                for back in (0..ring).rev() {
+                    flush_all(&mut conn, &sha, &ns, &mut seq, n, cur - back);
+                }
+                redis::cmd("CONFIG")
+                    .arg("RESETSTAT")
+                    .exec(&mut conn)
+                    .expect("CONFIG RESETSTAT");
+                let mut key_deltas = 0;
+                g.throughput(Throughput::Elements(n));
+                let id = format!("key_deltas_{n}_ring{ring}_{name}");
+                g.bench_function(&id, |b| {
+                    b.iter_custom(|iters| {
+                        key_deltas += iters * n;
+                        (0..iters)
+                            .map(|_| flush_all(&mut conn, &sha, &ns, &mut seq, n, cur + 1_000_000))
+                            .sum()
+                    })
+                });
+                let usec = super::evalsha_usec(&mut conn);
+                if key_deltas > 0 {
+                    println!(
+                        "redis_flush_script/{id}: Redis time {:.3} us per key-delta (evalsha {usec} us / {key_deltas} key-deltas)",
+                        usec as f64 / key_deltas as f64
+                    );
+                }
+            }
+        }
+    }
+    g.finish();
+}
