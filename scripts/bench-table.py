@@ -434,22 +434,23 @@ GROUPS = [
         title="The Redis layer: the flush script against the one it replaced",
         unit="mops",
         rows=[
-            f"key_deltas_{n}_ring{r}_{s}"
+            f"key_deltas_{n}_{r}_{s}"
             for n in (1000, 20000)
-            for r in (1, 5)
+            for r in ("ring1", "ring5", "ring1_hot")
             for s in ("baseline", "current")
         ],
         ratios=[
-            (f"key_deltas_{n}_ring{r}_current", f"key_deltas_{n}_ring{r}_baseline")
+            (f"key_deltas_{n}_{r}_current", f"key_deltas_{n}_{r}_baseline")
             for n in (1000, 20000)
-            for r in (1, 5)
+            for r in ("ring1", "ring5", "ring1_hot")
         ],
         note="The flush script alone, batches of 1024 keys with one delta each sent by a "
         "client with no node around it, to a local redis-server: `current` is "
         "`src/flush.lua`, `baseline` the script it replaced "
         "(`benches/script/flush_baseline.lua`); `ring1`: every ring holds one slice, "
-        "`ring5` five. M key-deltas a second (the ratios: higher is better for `current`). "
-        "The log lines give Redis's own time per key-delta, the figure the script decides.",
+        "`ring5` five; `_hot`: hot detection on, a threshold no key reaches. M key-deltas "
+        "a second (the ratios: higher is better for `current`). The log lines give Redis's "
+        "own time per key-delta, the figure the script decides.",
         log=r"^redis_flush_script/.*Redis time",
     ),
     dict(

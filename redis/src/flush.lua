@@ -106,8 +106,10 @@ end
 -- pieces).
 local out, no = {}, 0
 
--- The steady state without hot detection: one delta into the newest
--- slice of a ring with no slice to drop. Only the last count changes and
+-- The steady state: one delta into the newest slice of a ring with no
+-- slice to drop and, with hot detection on, of a key that was not hot
+-- (its horizon is 0) and stays below the threshold (else the general
+-- path decides its horizon and crossing). Only the last count changes and
 -- the expiry stays: `SETRANGE` writes the new count's 8 bytes in place
 -- (in Redis cheaper than a `SET ... KEEPTTL` of the whole value, which
 -- makes a new value object and frees the old; the general path below does
@@ -123,7 +125,7 @@ local out, no = {}, 0
 local lhead, loff = {}, {}
 local unpk, pk, sub, rcall = struct.unpack, struct.pack, string.sub, redis.call
 local head1 = head(1)
-local steady = thr == 0 and not replay
+local steady = not replay
 
 -- A key's ring is handled as one flat table x = { until, e1, c1, ... }
 -- with its q slices in increasing epoch order (see src/ring.rs).
@@ -144,9 +146,10 @@ for base = 0, n - 1, CHUNK do
       local e = d[p]
       if e > cur then e = cur end
       if lv == 24 then
-        local _, oe, oc = unpk('<ddd', v)
-        if oe > floor and e == oe then
-          local last = pk('<d', oc + d[p + 1])
+        local u, oe, oc = unpk('<ddd', v)
+        local nc = oc + d[p + 1]
+        if oe > floor and e == oe and (thr == 0 or u == 0 and nc < thr) then
+          local last = pk('<d', nc)
           rcall('SETRANGE', k, '16', last)
           out[no + 1] = head1
           out[no + 2] = sub(v, 1, 16)
@@ -157,7 +160,15 @@ for base = 0, n - 1, CHUNK do
       else
         local oe = unpk('<d', v, 9)
         local ne, nc = unpk('<dd', v, lv - 15)
-        if oe > floor and e == ne then
+        local ok = oe > floor and e == ne
+        if ok and thr > 0 then
+          local q = (lv - 8) / 16
+          local x = { unpk(fmt(1 + 2 * q), v) }
+          local sum = d[p + 1]
+          for z = 1, q do sum = sum + x[2 * z + 1] end
+          ok = x[1] == 0 and sum < thr
+        end
+        if ok then
           local off = loff[lv]
           if not off then
             off = tostring(lv - 8)

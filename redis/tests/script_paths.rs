@@ -1,11 +1,14 @@
 //! The flush script's fast path (one delta into a ring's newest slice,
-//! nothing to drop, no hot detection: only the last count is rewritten)
-//! stores exactly what its general path (decode, merge, re-encode) stores.
-//! Two nodes get the same random adds; one namespace has no hot detection
-//! (the fast path applies), the other a threshold never reached (the
-//! general path always runs, and leaves the hot horizon at 0 as the fast
-//! path does). After every round, every key's stored bytes and absolute
-//! expiry are the same in both, and its sums are the reference's.
+//! nothing to drop, a key not hot that stays below the threshold: only
+//! the last count is rewritten) stores exactly what its general path
+//! (decode, merge, re-encode) stores. Three nodes get the same random
+//! adds: `fast` has no hot detection and `fast_hot` a threshold never
+//! reached (the fast path applies to both); `general` has a threshold of 1,
+//! so every key with a count is hot and the general path always runs.
+//! After every round, every key's stored bytes and absolute expiry are the
+//! same in `fast` and `fast_hot`, and in `general` but for the ring's first
+//! 8 bytes (its hot horizon, 0 in the others); every sum is the
+//! reference's.
 
 mod support;
 
@@ -19,6 +22,8 @@ const SLICES: u64 = 10;
 /// begins during the test drops nothing.
 const SLICE_S: u64 = 600;
 const KEYS: u64 = 60;
+/// The `crossing` namespace's threshold: about half the keys reach it.
+const CROSS: u64 = 250;
 
 fn node(redis: &RedisServer, ns: &str, threshold: Option<u64>) -> ClusterWindows<String> {
     let mut b = ClusterWindows::builder(
@@ -46,7 +51,11 @@ fn stored(conn: &mut redis::Connection, ns: &str, key: &str) -> (Option<Vec<u8>>
 fn the_fast_path_stores_what_the_general_path_stores() {
     let redis = RedisServer::start();
     let fast = node(&redis, "fast", None);
-    let general = node(&redis, "general", Some(1 << 52));
+    let fast_hot = node(&redis, "fast_hot", Some(1 << 52));
+    let general = node(&redis, "general", Some(1));
+    // Keys cross this one during the test, most through the fast path's
+    // check (the batch that reaches it must leave the fast path).
+    let crossing = node(&redis, "crossing", Some(CROSS));
     let mut conn = redis.conn();
     let mut rng = Rng::new(13);
     let mut reference: HashMap<String, u64> = HashMap::new();
@@ -66,29 +75,53 @@ fn the_fast_path_stores_what_the_general_path_stores() {
                     now - Duration::from_nanos((rng.next() % 5) * slice_ns)
                 };
                 let c = rng.next() % 9 + 1;
-                assert!(fast.add_at(key.as_str(), t, c));
-                assert!(general.add_at(key.as_str(), t, c));
+                for n in [&fast, &fast_hot, &general, &crossing] {
+                    assert!(n.add_at(key.as_str(), t, c));
+                }
                 *reference.entry(key.clone()).or_default() += c;
             }
         }
-        flush_ok(&fast);
-        flush_ok(&general);
+        for n in [&fast, &fast_hot, &general, &crossing] {
+            flush_ok(n);
+        }
         for i in 0..KEYS {
             let key = format!("k{i}");
             let a = stored(&mut conn, "fast", &key);
             assert_eq!(
                 a,
-                stored(&mut conn, "general", &key),
+                stored(&mut conn, "fast_hot", &key),
                 "round {round}, {key}"
             );
+            let g = stored(&mut conn, "general", &key);
+            let ring = |v: &Option<Vec<u8>>| v.as_ref().map(|v| v[8..].to_vec());
+            assert_eq!((ring(&a.0), a.1), (ring(&g.0), g.1), "round {round}, {key}");
             let want = reference.get(&key).copied().unwrap_or(0);
             assert_eq!(a.0.is_some(), want > 0, "round {round}, {key}");
             assert!(a.0.is_none() || a.1 > 0, "round {round}, {key}: no expiry");
-            assert_eq!(fast.sum(key.as_str()), want, "round {round}, {key}");
-            assert_eq!(general.sum(key.as_str()), want, "round {round}, {key}");
+            assert!(
+                a.0.is_none() || a.0.as_ref().unwrap()[..8] == [0; 8],
+                "round {round}, {key}: a horizon"
+            );
+            for n in [&fast, &fast_hot, &general, &crossing] {
+                assert_eq!(n.sum(key.as_str()), want, "round {round}, {key}");
+            }
         }
     }
-    assert!(general.stats().hot_crossings == 0 && fast.stats().hot_crossings == 0);
+    assert_eq!(
+        fast.stats().hot_crossings + fast_hot.stats().hot_crossings,
+        0
+    );
+    assert!(general.stats().hot_crossings >= KEYS / 2);
+    // Every key that reached the threshold crossed it once (nothing left
+    // the window), and no other.
+    let crossed: Vec<u64> = (0..KEYS)
+        .filter(|i| reference.get(&format!("k{i}")).is_some_and(|&c| c >= CROSS))
+        .collect();
+    assert!(crossed.len() as u64 > KEYS / 4 && (crossed.len() as u64) < KEYS);
+    assert_eq!(crossing.stats().hot_crossings, crossed.len() as u64);
+    for i in crossed {
+        assert!(crossing.is_cluster_hot(format!("k{i}").as_str()), "k{i}");
+    }
 }
 
 /// A batch whose deltas exceed one bulk decode (the script decodes at most
@@ -126,4 +159,31 @@ fn a_batch_larger_than_one_decode_call_is_applied_whole() {
         assert_eq!(n.sum(k.as_str()), c, "{k}");
         assert_eq!(reader.fresh_sum(k.as_str()).unwrap(), c, "{k}");
     }
+}
+
+/// Rings of one slice (every add now) reach the threshold through the
+/// fast path's check: each key crosses in the flush that takes its sum
+/// from 49 to 56, exactly once, and not before.
+#[test]
+fn a_one_slice_ring_crosses_the_threshold_once() {
+    let redis = RedisServer::start();
+    let n = node(&redis, "one_slice", Some(50));
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for round in 1..=10u64 {
+        let now = n.now();
+        for k in &keys {
+            assert!(n.add_at(k.as_str(), now, 7));
+        }
+        let mut crossed: Vec<(String, u64)> = flush_ok(&n).crossings;
+        crossed.sort();
+        let want: Vec<(String, u64)> = if round == 8 {
+            let mut w: Vec<_> = keys.iter().map(|k| (k.clone(), 56)).collect();
+            w.sort();
+            w
+        } else {
+            Vec::new()
+        };
+        assert_eq!(crossed, want, "round {round}");
+    }
+    assert_eq!(n.stats().hot_crossings, 20);
 }

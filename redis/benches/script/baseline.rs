@@ -5,7 +5,7 @@
 //! batches of 1024 keys, flushed again at every iteration (Redis updates
 //! existing rings: the steady state, where the script's fast path runs).
 //! `ring1`: every ring holds one slice; `ring5`: five (the deltas go to the
-//! newest). Each batch is one `EVALSHA` round trip and its reply read,
+//! newest); `_hot`: hot detection on, with a threshold no key reaches. Each batch is one `EVALSHA` round trip and its reply read,
 //! with no node around it (no take, no encoding, no cache). After each
 //! point, the bench prints the script's time per key-delta in Redis's
 //! `INFO commandstats`.
@@ -19,8 +19,15 @@ const BATCH: u64 = 1024;
 const SLICES: u64 = 10;
 const SLICE_MS: u64 = 60_000;
 
+/// A script, the namespace it flushes to and its hot threshold (0: off).
+struct Target<'a> {
+    sha: &'a str,
+    ns: &'a str,
+    thr: u64,
+}
+
 /// The `EVALSHA` of batch `seq` of keys `keys`, one delta each into epoch `e`.
-fn batch(sha: &str, ns: &str, seq: u64, keys: std::ops::Range<u64>, e: u64) -> redis::Cmd {
+fn batch(to: &Target, seq: u64, keys: std::ops::Range<u64>, e: u64) -> redis::Cmd {
     let mut blob = Vec::new();
     for _ in keys.clone() {
         for w in [1, e, 1] {
@@ -28,40 +35,28 @@ fn batch(sha: &str, ns: &str, seq: u64, keys: std::ops::Range<u64>, e: u64) -> r
         }
     }
     let ttl = SLICES * SLICE_MS + SLICE_MS + 300_000;
+    let ns = to.ns;
     let mut c = redis::cmd("EVALSHA");
-    c.arg(sha).arg(5 + keys.end - keys.start);
+    c.arg(to.sha).arg(5 + keys.end - keys.start);
     for k in ["n:bench", "cfg", "hot", "hotv", "hotver"] {
         c.arg(format!("{ns}:{k}"));
     }
     for k in keys {
         c.arg(format!("{ns}:w:{k}"));
     }
-    c.arg(seq)
-        .arg(SLICES)
-        .arg(SLICE_MS)
-        .arg(0)
-        .arg(ttl)
-        .arg(blob);
-    c.arg(format!("{SLICES}:{SLICE_MS}"))
-        .arg(ns.len() + 3)
-        .arg("1");
+    c.arg(seq).arg(SLICES).arg(SLICE_MS).arg(to.thr).arg(ttl);
+    c.arg(blob).arg(format!("{SLICES}:{SLICE_MS}"));
+    c.arg(ns.len() + 3).arg("1");
     c
 }
 
 /// Flushes keys `0..n` in batches, one delta each into epoch `e`.
-fn flush_all(
-    conn: &mut redis::Connection,
-    sha: &str,
-    ns: &str,
-    seq: &mut u64,
-    n: u64,
-    e: u64,
-) -> Duration {
+fn flush_all(conn: &mut redis::Connection, to: &Target, seq: &mut u64, n: u64, e: u64) -> Duration {
     let cmds: Vec<redis::Cmd> = (0..n)
         .step_by(BATCH as usize)
         .map(|s| {
             *seq += 1;
-            batch(sha, ns, *seq, s..(s + BATCH).min(n), e)
+            batch(to, *seq, s..(s + BATCH).min(n), e)
         })
         .collect();
     let t = Instant::now();
@@ -82,18 +77,24 @@ pub fn script(c: &mut Criterion, redis: &super::support::RedisServer) {
     // stays within the newest, but for a point run across its edge).
     let cur = now_ms / SLICE_MS;
     for n in [1_000u64, 20_000] {
-        for ring in [1u64, 5] {
+        for (ring, thr) in [(1u64, 0u64), (5, 0), (1, 1 << 52)] {
             for (name, src) in [("baseline", BASELINE), ("current", CURRENT)] {
                 let sha: String = redis::cmd("SCRIPT")
                     .arg("LOAD")
                     .arg(src)
                     .query(&mut conn)
                     .expect("SCRIPT LOAD");
-                let ns = format!("script_{name}_{n}_{ring}");
+                let hot = if thr > 0 { "_hot" } else { "" };
+                let ns = format!("script_{name}_{n}_{ring}{hot}");
+                let to = Target {
+                    sha: &sha,
+                    ns: &ns,
+                    thr,
+                };
                 let mut seq = 0u64;
                 // The rings, `ring` slices each, the newest now.
                 for back in (0..ring).rev() {
-                    flush_all(&mut conn, &sha, &ns, &mut seq, n, cur - back);
+                    flush_all(&mut conn, &to, &mut seq, n, cur - back);
                 }
                 redis::cmd("CONFIG")
                     .arg("RESETSTAT")
@@ -101,12 +102,12 @@ pub fn script(c: &mut Criterion, redis: &super::support::RedisServer) {
                     .expect("CONFIG RESETSTAT");
                 let mut key_deltas = 0;
                 g.throughput(Throughput::Elements(n));
-                let id = format!("key_deltas_{n}_ring{ring}_{name}");
+                let id = format!("key_deltas_{n}_ring{ring}{hot}_{name}");
                 g.bench_function(&id, |b| {
                     b.iter_custom(|iters| {
                         key_deltas += iters * n;
                         (0..iters)
-                            .map(|_| flush_all(&mut conn, &sha, &ns, &mut seq, n, cur + 1_000_000))
+                            .map(|_| flush_all(&mut conn, &to, &mut seq, n, cur + 1_000_000))
                             .sum()
                     })
                 });
