@@ -36,6 +36,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let window_ms = slice_ms * b.slices as u64;
         let node_id = format!("{:032x}", rand::random::<u128>());
         let groups = b.cluster.groups();
+        let n_groups = groups.len();
         let (flush_lua, hot_lua) = (Lua::new(FLUSH), Lua::new(HOT_READ));
         let senders = (0..groups.len())
             .map(|group| {
@@ -83,7 +84,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
             }),
             hot: RwLock::new(HotSet::new(senders.len())),
             senders,
-            counters: Counters::new(),
+            counters: Counters::new(n_groups),
             on_hot: b.on_hot,
         });
         for sender in &inner.senders {

@@ -102,11 +102,11 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     pub(crate) fn settle<T>(&self, s: &mut Sender<K>, r: &Result<T, ClusterError>) {
         match r {
             Ok(_) => {
-                self.counters.up();
+                self.counters.up(s.group);
                 s.link.backoff.succeeded();
             }
             Err(e) => {
-                self.counters.down(e);
+                self.counters.down(s.group, e);
                 s.link.backoff.failed(Instant::now());
             }
         }
@@ -170,10 +170,16 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// has nothing staged or in flight, it is not the group whose server
     /// keeps the node's timeline (the first samples `TIME` at every flush)
     /// and hot keys are off (else the probe learns the cluster's
-    /// crossings). An idle cluster node then costs one round trip a flush,
+    /// crossings), and its last attempt did not fail (a group marked down
+    /// tries again, so that it is marked up once its master is back). An
+    /// idle cluster node then costs one round trip a flush,
     /// not one a group. (With hot keys off no crossing waits in `stash`.)
     fn idle(&self, s: &Sender<K>) -> bool {
-        if s.group == 0 || self.shape.threshold != 0 || s.outbox.is_some() {
+        if s.group == 0
+            || self.shape.threshold != 0
+            || s.outbox.is_some()
+            || self.counters.is_down(s.group)
+        {
             return false;
         }
         let st = read(&self.state);

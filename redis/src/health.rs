@@ -6,15 +6,18 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The state of a node's connection to Redis.
+/// The state of a node's connection to Redis. On a Redis Cluster the node
+/// has a connection a group (to the master of the group's slot): the state
+/// is the worst of the groups' (see [`Health::groups_disconnected`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkState {
     /// No connection attempt has succeeded yet.
     NeverConnected,
-    /// The last request succeeded.
+    /// The last request succeeded (on a cluster: every group's that made
+    /// one).
     Connected,
-    /// The last attempt failed; the flusher retries with backoff. Adds are
-    /// held locally (see [`Health::pending_counts`]).
+    /// The last attempt failed (on a cluster: some group's); it is retried
+    /// with backoff. Adds are held locally (see [`Health::pending_counts`]).
     Disconnected,
 }
 
@@ -24,8 +27,13 @@ pub enum LinkState {
 pub struct Health {
     /// The connection's state.
     pub state: LinkState,
-    /// Failed attempts since the last success.
+    /// Failed attempts since the last success (on a cluster: the most of
+    /// any group).
     pub consecutive_failures: u64,
+    /// Groups whose last attempt failed with a transient error (0 or 1 on
+    /// a single instance; on a cluster, the groups served by a master that
+    /// is unreachable now).
+    pub groups_disconnected: usize,
     /// The last error (kept after a success, for the record).
     pub last_error: Option<ClusterError>,
     /// Time since the last successful flush (`None`: never).
@@ -109,8 +117,10 @@ const DOWN: u8 = 2;
 /// The node's live counters and state.
 #[derive(Debug)]
 pub(crate) struct Counters {
-    state: AtomicU8,
-    failures: AtomicU64,
+    /// A group's link state: `NEVER`, `UP` or `DOWN`.
+    state: Box<[AtomicU8]>,
+    /// A group's failed attempts since its last success.
+    failures: Box<[AtomicU64]>,
     last_error: Mutex<Option<ClusterError>>,
     last_flush: Mutex<Option<Instant>>,
     pub(crate) flushes: AtomicU64,
@@ -139,11 +149,12 @@ pub(crate) fn bump(c: &AtomicU64, n: u64) {
 }
 
 impl Counters {
-    pub(crate) fn new() -> Counters {
+    /// The counters of a node with `groups` groups (one a connection).
+    pub(crate) fn new(groups: usize) -> Counters {
         let z = || AtomicU64::new(0);
         Counters {
-            state: AtomicU8::new(NEVER),
-            failures: z(),
+            state: (0..groups).map(|_| AtomicU8::new(NEVER)).collect(),
+            failures: (0..groups).map(|_| z()).collect(),
             last_error: Mutex::new(None),
             last_flush: Mutex::new(None),
             flushes: z(),
@@ -166,18 +177,18 @@ impl Counters {
         }
     }
 
-    /// A request succeeded.
-    pub(crate) fn up(&self) {
-        self.state.store(UP, Ordering::Relaxed);
-        self.failures.store(0, Ordering::Relaxed);
+    /// A request of group `g` succeeded.
+    pub(crate) fn up(&self, g: usize) {
+        self.state[g].store(UP, Ordering::Relaxed);
+        self.failures[g].store(0, Ordering::Relaxed);
     }
 
-    /// A request or connection failed with `e`.
-    pub(crate) fn down(&self, e: &ClusterError) {
+    /// A request or connection of group `g` failed with `e`.
+    pub(crate) fn down(&self, g: usize, e: &ClusterError) {
         if e.is_transient() {
-            self.state.store(DOWN, Ordering::Relaxed);
+            self.state[g].store(DOWN, Ordering::Relaxed);
         }
-        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.failures[g].fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
     }
 
@@ -187,14 +198,33 @@ impl Counters {
         *self.last_flush.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }
 
+    /// Whether group `g`'s last attempt failed (transiently).
+    pub(crate) fn is_down(&self, g: usize) -> bool {
+        self.state[g].load(Ordering::Relaxed) == DOWN
+    }
+
     pub(crate) fn health(&self) -> Health {
+        let states: Vec<u8> = self
+            .state
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect();
+        let down = states.iter().filter(|&&s| s == DOWN).count();
         Health {
-            state: match self.state.load(Ordering::Relaxed) {
-                NEVER => LinkState::NeverConnected,
-                UP => LinkState::Connected,
-                _ => LinkState::Disconnected,
+            state: if down > 0 {
+                LinkState::Disconnected
+            } else if states.contains(&UP) {
+                LinkState::Connected
+            } else {
+                LinkState::NeverConnected
             },
-            consecutive_failures: self.failures.load(Ordering::Relaxed),
+            consecutive_failures: self
+                .failures
+                .iter()
+                .map(|f| f.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0),
+            groups_disconnected: down,
             last_error: self
                 .last_error
                 .lock()

@@ -125,6 +125,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         };
         let node_id = format!("{:032x}", rand::random::<u128>());
         let groups = b.cluster.groups();
+        let n_groups = groups.len();
         let lua = Lua::new(LEASE);
         let senders = (0..groups.len())
             .map(|group| {
@@ -171,7 +172,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             in_flight: senders.iter().map(|_| AtomicBool::new(false)).collect(),
             senders,
             groups,
-            link_health: Counters::new(),
+            link_health: Counters::new(n_groups),
             counters: LeaseCounters::default(),
         });
         {
@@ -180,11 +181,11 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             let mut s = lock(&inner.senders[0]);
             match s.link.ensure_sampled(&inner.time) {
                 Ok(_) => {
-                    inner.link_health.up();
+                    inner.link_health.up(0);
                     crate::health::bump(&inner.counters.connects, 1);
                 }
                 Err(e) => {
-                    inner.link_health.down(&e);
+                    inner.link_health.down(0, &e);
                     s.link.backoff.failed(std::time::Instant::now());
                 }
             }

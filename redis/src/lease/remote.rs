@@ -273,7 +273,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     }
 
     pub(crate) fn failed(&self, s: &mut Sender<K>, e: &ClusterError) {
-        self.link_health.down(e);
+        self.link_health.down(s.group, e);
         s.link.backoff.failed(Instant::now());
         bump(&self.counters.errors, 1);
         if let ClusterError::ShapeMismatch(_) = e {

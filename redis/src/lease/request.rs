@@ -169,7 +169,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         };
         let ob = s.outbox.take().expect("a request in flight");
         self.in_flight[s.group].store(false, Ordering::Relaxed);
-        self.link_health.up();
+        self.link_health.up(s.group);
         s.link.backoff.succeeded();
         if s.group == 0 {
             self.time.sample(
