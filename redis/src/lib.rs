@@ -55,7 +55,8 @@
 //! - **Cluster hot keys.** With a threshold, the flush script decides
 //!   hotness on the cluster window: the batch that takes a key to the
 //!   threshold reports the crossing (to its node's
-//!   [`on_hot_crossing`](ClusterWindowsBuilder::on_hot_crossing) callback and
+//!   [`on_hot_crossing`](ClusterWindowsBuilder::on_hot_crossing) callback,
+//!   called after the flush with no lock of the node held, and
 //!   [`FlushReport::crossings`]), exactly once across the cluster per
 //!   crossing, even when its reply is lost and it is resent. Every node
 //!   learns the hot set at its next flush ([`ClusterWindows::cluster_hot_keys`]).
