@@ -166,27 +166,6 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         self.read_hot_if(s, version)
     }
 
-    /// Whether the sender's group can skip its flush's round trips: it
-    /// has nothing staged or in flight, it is not the group whose server
-    /// keeps the node's timeline (the first samples `TIME` at every flush)
-    /// and hot keys are off (else the probe learns the cluster's
-    /// crossings), and its last attempt did not fail (a group marked down
-    /// tries again, so that it is marked up once its master is back). An
-    /// idle cluster node then costs one round trip a flush,
-    /// not one a group. (With hot keys off no crossing waits in `stash`.)
-    fn idle(&self, s: &Sender<K>) -> bool {
-        if s.group == 0
-            || self.shape.threshold != 0
-            || s.outbox.is_some()
-            || self.counters.is_down(s.group)
-        {
-            return false;
-        }
-        let st = read(&self.state);
-        let p = &st.pending[s.group];
-        p.staged_keys() == 0 && !p.in_flight()
-    }
-
     /// Cuts the next batch from the pending buffer and encodes it, unless
     /// nothing is staged or two batches are in flight.
     fn cut(&self, g: usize) -> Option<Outbox<K>> {
