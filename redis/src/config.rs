@@ -168,7 +168,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.cluster.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        self.cluster.set_seeds(urls);
         self
     }
 

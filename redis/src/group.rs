@@ -131,6 +131,15 @@ pub(crate) struct ClusterOptions {
 }
 
 impl ClusterOptions {
+    /// Sets the seeds, from both builders' `seeds(urls)`.
+    pub(crate) fn set_seeds<I, S>(&mut self, urls: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.seeds = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+    }
+
     /// A builder's check: `groups` (if set) in `1..=SLOTS`, no brace in the
     /// namespace (it would change the names' hash tags), seeds only with
     /// groups, and a replica count of at least one with a timeout below
