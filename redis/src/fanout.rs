@@ -33,6 +33,19 @@
 //! loses nothing: every count was filed before; the crossings after it
 //! are still delivered; the background flusher counts it and goes on
 //! (`Stats::callback_panics`), a `flush()` resumes it in its caller.
+//!
+//! # The key's own code
+//! A flush runs the key type's `write_key`, `Hash`, `Eq` and `Clone`
+//! under the node's locks. A panic there is caught where it cannot leave
+//! a protocol half done: at the take, per key (`Inner::stage`: that key's
+//! count is dropped and counted, the others are staged); in cutting a
+//! batch (`Pending::cut` puts the counts back); and around each group's
+//! flush (the connection is reset, so no reply is left unread, and the
+//! batches in flight are resent; a batch acknowledged before the panic
+//! stays filed, `Inner::file` acknowledges before any key code runs).
+//! The background flusher counts each (`Stats::key_panics`) and goes on;
+//! `flush()` flushes every group, delivers the crossings, then resumes
+//! the first.
 
 use crate::health::bump;
 use crate::key::RedisKey;
@@ -48,15 +61,21 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// the local ring never reuses a slot that holds unflushed counts;
     /// once for all the groups), flush each group unless another flush of
     /// it is running or its backoff says wait, then deliver the crossings
-    /// (a panicking callback is counted, not propagated: the flusher
-    /// goes on).
+    /// (a panic of the callback or of a key's code is counted, not
+    /// propagated: the flusher goes on).
     pub(crate) fn tick(&self) {
-        self.stage();
+        let _ = self.stage();
         let reports = self.each_server(false, |me, s| {
             if !s.link.backoff.ready(Instant::now()) {
                 return None;
             }
-            me.flush_locked(s).ok()
+            match catch_unwind(AssertUnwindSafe(|| me.flush_locked(s))) {
+                Ok(r) => r.ok(),
+                Err(_) => {
+                    bump(&me.counters.key_panics, 1);
+                    None
+                }
+            }
         });
         for r in &reports {
             let _ = self.deliver(&r.crossings);
@@ -65,23 +84,33 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
 
     /// Takes the local counts and flushes every group (waiting for a group
     /// another flush holds), then delivers the crossings. Returns the
-    /// merged report, or the first error after every group was tried; a
-    /// panic of the callback is resumed after every crossing was
-    /// delivered.
+    /// merged report, or the first error after every group was tried. A
+    /// panic of a key's code, else of the callback, is resumed after every
+    /// group was flushed and every crossing delivered.
     pub(crate) fn flush_all(&self) -> Result<FlushReport<K>, crate::ClusterError> {
-        self.stage();
-        let results = self.each_server(true, |me, s| Some(me.flush_locked(s)));
+        let mut panicked = self.stage();
+        let results = self.each_server(true, |me, s| {
+            Some(catch_unwind(AssertUnwindSafe(|| me.flush_locked(s))))
+        });
         let mut report = FlushReport::new();
         let mut first = None;
         for r in results {
             match r {
-                Ok(r) => report.merge(r),
-                Err(e) => {
+                Ok(Ok(r)) => report.merge(r),
+                Ok(Err(e)) => {
                     first.get_or_insert(e);
+                }
+                Err(p) => {
+                    bump(&self.counters.key_panics, 1);
+                    panicked.get_or_insert(p);
                 }
             }
         }
-        if let Err(p) = self.deliver(&report.crossings) {
+        let delivered = self.deliver(&report.crossings);
+        if let Some(p) = panicked {
+            resume_unwind(p);
+        }
+        if let Err(p) = delivered {
             resume_unwind(p);
         }
         match first {

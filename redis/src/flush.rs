@@ -40,6 +40,7 @@ use crate::sync::{read, write};
 use crate::timeline::ServerTime;
 use redis::Value;
 use std::collections::HashMap;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Instant;
 use stripecount::Clock;
 
@@ -85,17 +86,35 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         s: &mut Sender<K>,
         mut f: impl FnMut(&Self, &mut Sender<K>) -> Result<T, ClusterError>,
     ) -> Result<T, ClusterError> {
-        let mut r = f(self, s);
+        let mut r = self.resetting(s, &mut f);
         for _ in 0..MAX_REDIRECTS {
             match &r {
                 Err(e) if s.link.redirected(e) => {
                     bump(&self.counters.redirects, 1);
-                    r = f(self, s);
+                    r = self.resetting(s, &mut f);
                 }
                 _ => break,
             }
         }
         r
+    }
+
+    /// Runs `f`; if it panics (in the code of a key), resets the
+    /// connection before the panic goes on: a request may be written and
+    /// its reply unread. The batches in flight stay held and are resent
+    /// on a new connection (the exactly-once protocol makes that safe).
+    fn resetting<T>(
+        &self,
+        s: &mut Sender<K>,
+        f: &mut impl FnMut(&Self, &mut Sender<K>) -> Result<T, ClusterError>,
+    ) -> Result<T, ClusterError> {
+        match catch_unwind(AssertUnwindSafe(|| f(self, s))) {
+            Ok(r) => r,
+            Err(p) => {
+                s.link.reset();
+                resume_unwind(p)
+            }
+        }
     }
 
     /// Records the outcome of a round trip in the health and the backoff.
@@ -181,7 +200,9 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
 
     /// Takes the local windows' counts into the pending buffer, drops what
     /// left the window, and prunes the cache and hot set once an epoch.
-    pub(crate) fn stage(&self) {
+    /// Returns the first panic of a key's code, if any (each is counted in
+    /// `Stats::key_panics`, the counts dropped in `Stats::dropped_panicked`).
+    pub(crate) fn stage(&self) -> Option<Box<dyn std::any::Any + Send>> {
         let now = self.time().now();
         let e = now.as_nanos() / self.slice_nanos;
         let s = self.slices as u64;
@@ -190,11 +211,27 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let mut guard = write(&self.state);
         let st = &mut *guard;
         let slice_nanos = self.slice_nanos;
-        let mut bytes = Vec::new();
+        let mut name = Vec::new();
+        let mut panicked = None;
+        let (mut lost, mut panics) = (0u64, 0u64);
         self.windows.take_all(|k, start, c| {
-            let g = self.groups.of_key(k, &mut bytes);
-            if !st.pending[g].stage(k, start.as_nanos() / slice_nanos, c) {
-                full = full.saturating_add(c);
+            // The key's code (`write_key`, `Hash`, `Eq`, `Clone`) runs here:
+            // a key whose code panics is not staged and its count is
+            // dropped, counted; the take goes on with the other keys.
+            let staged = catch_unwind(AssertUnwindSafe(|| {
+                name.clear();
+                k.write_key(&mut name);
+                let g = self.groups.of(&name);
+                st.pending[g].stage(k, &name, start.as_nanos() / slice_nanos, c)
+            }));
+            match staged {
+                Ok(true) => {}
+                Ok(false) => full = full.saturating_add(c),
+                Err(p) => {
+                    lost = lost.saturating_add(c);
+                    panics += 1;
+                    panicked.get_or_insert(p);
+                }
             }
         });
         let old = st.pending.iter_mut().fold(0u64, |old, p| {
@@ -214,13 +251,17 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         }
         bump(&self.counters.dropped_full, full);
         bump(&self.counters.dropped_old, old);
+        bump(&self.counters.key_panics, panics);
+        bump(&self.counters.dropped_panicked, lost);
+        panicked
     }
 
     fn encode(&self, g: usize, order: &[K], deltas: &HashMap<K, Deltas>, seq: u64) -> Request {
         let names = &self.names[g];
         let mut w = BatchWriter::new(&self.flush_lua.sha, names, order.len());
         for k in order {
-            w.key(names, k, &deltas[k].0);
+            let d = &deltas[k];
+            w.key(names, &d.name, &d.slices);
         }
         w.finish(names, &self.shape, seq)
     }
@@ -297,48 +338,19 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         report: &mut FlushReport<K>,
     ) -> Result<(u64, u64), ClusterError> {
         let e = self.time().now().as_nanos() / self.slice_nanos;
-        let mut crossings = Vec::with_capacity(reply.crossings.len());
-        for &(i, sum) in &reply.crossings {
-            crossings.push((ob.order[i].clone(), sum));
-        }
         let mut hot = Vec::new();
-        let batch = {
-            let mut guard = write(&self.state);
-            let st = &mut *guard;
-            let batch = st.pending[g].acknowledge(ob.seq);
-            for (k, &(at, len)) in ob.order.into_iter().zip(&reply.rings) {
-                // Validated by `decode`. Into the key's cached ring, reusing
-                // its buffer.
-                let bytes = &reply.blob[at..at + len];
-                let until = match st.cache.get_mut(&k) {
-                    Some(r) => {
-                        r.decode_into(bytes);
-                        r.until()
-                    }
-                    None => {
-                        let r = Ring::decode(bytes).unwrap_or_default();
-                        let u = r.until();
-                        st.cache.insert(k.clone(), r);
-                        u
-                    }
-                };
-                if until > e {
-                    hot.push((k, until));
-                }
-            }
-            batch
-        };
-        let Some(batch) = batch else {
+        let mut crossings = Vec::with_capacity(reply.crossings.len());
+        let mut guard = write(&self.state);
+        let st = &mut *guard;
+        let Some(batch) = st.pending[g].acknowledge(ob.seq) else {
             return Err(ClusterError::Protocol(
                 "acknowledged a batch that was not in flight".into(),
             ));
         };
-        if !hot.is_empty() {
-            let mut h = write(&self.hot);
-            for (k, u) in hot {
-                h.insert(g, k, u);
-            }
-        }
+        // Acknowledged and counted before any code of the key runs (its
+        // `Clone`, `Hash`, `Eq` below): a panic there leaves the batch
+        // filed, and misses only this reply's cached rings, hot entries
+        // and crossings from that key on.
         let c = &self.counters;
         if reply.replayed {
             bump(&c.batches_replayed, 1);
@@ -350,16 +362,43 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         bump(&c.key_deltas_flushed, batch.key_deltas);
         bump(&c.counts_flushed, counts);
         bump(&c.dropped_old, reply.dropped);
-        bump(&c.hot_crossings, crossings.len() as u64);
+        bump(&c.hot_crossings, reply.crossings.len() as u64);
         report.batches += 1;
         report.key_deltas += batch.key_deltas;
         report.counts += counts;
         report.dropped_old += reply.dropped;
+        for &(i, sum) in &reply.crossings {
+            crossings.push((ob.order[i].clone(), sum));
+        }
+        for (k, &(at, len)) in ob.order.into_iter().zip(&reply.rings) {
+            // Validated by `decode`. Into the key's cached ring, reusing
+            // its buffer.
+            let bytes = &reply.blob[at..at + len];
+            let until = match st.cache.get_mut(&k) {
+                Some(r) => {
+                    r.decode_into(bytes);
+                    r.until()
+                }
+                None => {
+                    let r = Ring::decode(bytes).unwrap_or_default();
+                    let u = r.until();
+                    st.cache.insert(k.clone(), r);
+                    u
+                }
+            };
+            if until > e {
+                hot.push((k, until));
+            }
+        }
+        drop(guard);
         report.crossings.extend(crossings);
-        Ok((
-            reply.hot_version,
-            batch.counts.saturating_sub(reply.dropped),
-        ))
+        if !hot.is_empty() {
+            let mut h = write(&self.hot);
+            for (k, u) in hot {
+                h.insert(g, k, u);
+            }
+        }
+        Ok((reply.hot_version, counts))
     }
 
     /// Connects if needed, then one round trip: the hot version of the

@@ -108,6 +108,16 @@ pub struct Stats {
     /// [`flush`](crate::ClusterWindows::flush) delivers the others, then
     /// resumes the first panic in its caller.
     pub callback_panics: u64,
+    /// Panics of the key type's own code (`RedisKey::write_key`, `Hash`,
+    /// `Eq`, `Clone`) during a flush. The flush goes on with the other
+    /// keys and groups: the background flusher counts the panic, a
+    /// [`flush`](crate::ClusterWindows::flush) resumes the first one once
+    /// every group was flushed. A batch in flight is never lost to one:
+    /// the connection is reset and the batch resent.
+    pub key_panics: u64,
+    /// Counts dropped because their key's code panicked while a flush took
+    /// them from the local windows (the key cannot be named in Redis).
+    pub dropped_panicked: u64,
 }
 
 const NEVER: u8 = 0;
@@ -140,6 +150,8 @@ pub(crate) struct Counters {
     pub(crate) lost_counts: AtomicU64,
     pub(crate) not_replicated: AtomicU64,
     pub(crate) callback_panics: AtomicU64,
+    pub(crate) key_panics: AtomicU64,
+    pub(crate) dropped_panicked: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -174,6 +186,8 @@ impl Counters {
             lost_counts: z(),
             not_replicated: z(),
             callback_panics: z(),
+            key_panics: z(),
+            dropped_panicked: z(),
         }
     }
 
@@ -262,6 +276,8 @@ impl Counters {
             lost_counts: l(&self.lost_counts),
             not_replicated: l(&self.not_replicated),
             callback_panics: l(&self.callback_panics),
+            key_panics: l(&self.key_panics),
+            dropped_panicked: l(&self.dropped_panicked),
         }
     }
 }

@@ -11,6 +11,12 @@ use stripecount::keyed::Key;
 /// written) and for `IpAddr` (its text: `192.0.2.1`, `2001:db8::1`).
 /// `read_key(write_key(k)) == Some(k)` for every key.
 ///
+/// A flush calls `write_key` once a key, when it takes the key's counts
+/// from the local windows. If it panics (or the key's `Hash`, `Eq` or
+/// `Clone` does there), that key's counts are dropped and counted
+/// ([`Stats::dropped_panicked`](crate::Stats::dropped_panicked)); the
+/// other keys are flushed (see [`Stats::key_panics`](crate::Stats::key_panics)).
+///
 /// ```
 /// use stripecount_redis::RedisKey;
 ///

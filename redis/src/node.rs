@@ -316,7 +316,10 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
     /// [`on_hot_crossing`](crate::ClusterWindowsBuilder::on_hot_crossing)
     /// callback after the flush, with no lock of the node held; if a call
     /// panics, the others are still made and the first panic is then
-    /// resumed here (nothing held is lost: the counts were filed).
+    /// resumed here (nothing held is lost: the counts were filed). A panic
+    /// of the key type's own code (`write_key`, `Hash`, `Eq`, `Clone`) is
+    /// resumed the same way, after every group was flushed (see
+    /// [`Stats::key_panics`](crate::Stats::key_panics)).
     pub fn flush(&self) -> Result<FlushReport<K>, ClusterError> {
         self.inner.flush_all()
     }

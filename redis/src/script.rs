@@ -39,7 +39,6 @@
 //! set).
 
 use crate::error::ClusterError;
-use crate::key::RedisKey;
 use crate::ring::{put_f64, Ring};
 use redis::Value;
 
@@ -182,7 +181,6 @@ impl Request {
 pub(crate) struct BatchWriter {
     req: Request,
     blob: Vec<u8>,
-    scratch: Vec<u8>,
 }
 
 impl BatchWriter {
@@ -199,15 +197,12 @@ impl BatchWriter {
         BatchWriter {
             req,
             blob: Vec::with_capacity(n * 24),
-            scratch: Vec::with_capacity(32),
         }
     }
 
     /// One key and its deltas (`n` calls in all, in batch order).
-    pub(crate) fn key<K: RedisKey>(&mut self, names: &Names, key: &K, deltas: &[(u64, u64)]) {
-        self.scratch.clear();
-        key.write_key(&mut self.scratch);
-        self.req.arg2(&names.data, &self.scratch);
+    pub(crate) fn key(&mut self, names: &Names, name: &[u8], deltas: &[(u64, u64)]) {
+        self.req.arg2(&names.data, name);
         put_f64(&mut self.blob, deltas.len() as u64);
         for &(e, c) in deltas {
             put_f64(&mut self.blob, e);
