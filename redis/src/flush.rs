@@ -3,14 +3,15 @@
 //! and the flusher thread call).
 //!
 //! # One flush
-//! 1. **Take** (`stage`): the local windows' counts move into the pending
-//!    buffer under the state lock; slices that left the window are dropped
-//!    and counted; once a slice, the emptied local keys are evicted and the
-//!    cache and hot set pruned. This runs before any I/O, so counts move
-//!    out of the local ring even while Redis is unreachable.
-//! 2. **Probe**: connect if needed (three `TIME` samples on a new
-//!    connection), then one round trip of `TIME` (a sample) and the hot
-//!    version.
+//! 1. **Take** (`stage`, `take.rs`): the local windows' counts move into
+//!    the pending buffer under the state lock; slices that left the window
+//!    are dropped and counted; once a slice, the emptied local keys are
+//!    evicted and the cache and hot set pruned. This runs before any I/O,
+//!    so counts move out of the local ring even while Redis is
+//!    unreachable.
+//! 2. **Probe** (`probe.rs`): connect if needed (three `TIME` samples on a
+//!    new connection), then one round trip of `TIME` (a sample) and the
+//!    hot version.
 //! 3. **Batches**: resend the batch in flight if there is one, else cut the
 //!    next from the pending buffer; each reply acknowledges its batch
 //!    (pending out, rings into the cache, in one critical section) and
@@ -22,7 +23,8 @@
 //!    is read and decoded, `k + 1` is sent, and `k`'s reply is filed while
 //!    Redis runs `k + 1`. A failure of `k` leaves both held, `k + 1`
 //!    unsent; a failure to send `k + 1` still files `k`.
-//! 4. **Hot set**: if the hot version moved, read the changes.
+//! 4. **Hot set** (`probe.rs`): if the hot version moved, read the
+//!    changes.
 //!
 //! Every outcome is recorded in the health counters and the backoff
 //! (`settle`).
@@ -30,16 +32,13 @@
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
-use crate::link::{sample_time, Link, MAX_REDIRECTS};
+use crate::link::{Link, MAX_REDIRECTS};
 use crate::node::{Inner, Outbox, Sender};
-use crate::pending::Deltas;
 use crate::results::FlushReport;
 use crate::ring::Ring;
-use crate::script::{hot_read_request, int, BatchWriter, FlushReply, HotReply, Request};
-use crate::sync::{read, write};
+use crate::script::FlushReply;
+use crate::sync::write;
 use crate::timeline::ServerTime;
-use redis::Value;
-use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Instant;
 use stripecount::Clock;
@@ -185,87 +184,6 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         self.read_hot_if(s, version)
     }
 
-    /// Cuts the next batch from the pending buffer and encodes it, unless
-    /// nothing is staged or two batches are in flight.
-    fn cut(&self, g: usize) -> Option<Outbox<K>> {
-        let (seq, order, request) = write(&self.state).pending[g]
-            .cut(self.max_batch_keys, |o, d, seq| self.encode(g, o, d, seq))?;
-        Some(Outbox {
-            seq,
-            order,
-            request,
-            sends: 0,
-        })
-    }
-
-    /// Takes the local windows' counts into the pending buffer, drops what
-    /// left the window, and prunes the cache and hot set once an epoch.
-    /// Returns the first panic of a key's code, if any (each is counted in
-    /// `Stats::key_panics`, the counts dropped in `Stats::dropped_panicked`).
-    pub(crate) fn stage(&self) -> Option<Box<dyn std::any::Any + Send>> {
-        let now = self.time().now();
-        let e = now.as_nanos() / self.slice_nanos;
-        let s = self.slices as u64;
-        let floor = e.saturating_sub(s);
-        let mut full = 0u64;
-        let mut guard = write(&self.state);
-        let st = &mut *guard;
-        let slice_nanos = self.slice_nanos;
-        let mut name = Vec::new();
-        let mut panicked = None;
-        let (mut lost, mut panics) = (0u64, 0u64);
-        self.windows.take_all(|k, start, c| {
-            // The key's code (`write_key`, `Hash`, `Eq`, `Clone`) runs here:
-            // a key whose code panics is not staged and its count is
-            // dropped, counted; the take goes on with the other keys.
-            let staged = catch_unwind(AssertUnwindSafe(|| {
-                name.clear();
-                k.write_key(&mut name);
-                let g = self.groups.of(&name);
-                st.pending[g].stage(k, &name, start.as_nanos() / slice_nanos, c)
-            }));
-            match staged {
-                Ok(true) => {}
-                Ok(false) => full = full.saturating_add(c),
-                Err(p) => {
-                    lost = lost.saturating_add(c);
-                    panics += 1;
-                    panicked.get_or_insert(p);
-                }
-            }
-        });
-        let old = st.pending.iter_mut().fold(0u64, |old, p| {
-            old.saturating_add(p.prune(floor, e.saturating_add(s)))
-        });
-        let new_epoch = e != st.pruned_at;
-        if new_epoch {
-            // Once a slice: drop the local keys the take emptied (an add
-            // racing the eviction is never lost: it inserts the key again).
-            self.windows.evict_idle_at(now);
-            st.cache.retain(|_, r| r.newest() > floor);
-            st.pruned_at = e;
-        }
-        drop(guard);
-        if new_epoch {
-            write(&self.hot).prune(e);
-        }
-        bump(&self.counters.dropped_full, full);
-        bump(&self.counters.dropped_old, old);
-        bump(&self.counters.key_panics, panics);
-        bump(&self.counters.dropped_panicked, lost);
-        panicked
-    }
-
-    fn encode(&self, g: usize, order: &[K], deltas: &HashMap<K, Deltas>, seq: u64) -> Request {
-        let names = &self.names[g];
-        let mut w = BatchWriter::new(&self.flush_lua.sha, names, order.len());
-        for k in order {
-            let d = &deltas[k];
-            w.key(names, &d.name, &d.slices);
-        }
-        w.finish(names, &self.shape, seq)
-    }
-
     /// Writes a batch's request (its reply is read by `receive_eval`).
     fn send_request(&self, link: &mut Link, ob: &mut Outbox<K>) -> Result<(), ClusterError> {
         if ob.sends > 0 {
@@ -278,7 +196,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// Sends the oldest batch in flight, waits for its reply and files it
     /// (the next batch, if one is cut, becomes the oldest, unsent); returns
     /// the hot version the reply carries.
-    fn send_outbox(
+    pub(crate) fn send_outbox(
         &self,
         s: &mut Sender<K>,
         report: &mut FlushReport<K>,
@@ -399,101 +317,5 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             }
         }
         Ok((reply.hot_version, counts))
-    }
-
-    /// Connects if needed, then one round trip: the hot version of the
-    /// sender's group and, for the first group, `TIME` (a sample; on a new
-    /// connection three more first). The node's timeline is the first
-    /// group's server: on a cluster every master files a count by its own
-    /// clock (`flush.lua`), so a master whose clock is off by `d` moves
-    /// counts only within `d` of a slice edge.
-    pub(crate) fn probe(&self, s: &mut Sender<K>) -> Result<u64, ClusterError> {
-        let names = &self.names[s.group];
-        let mut get = Request::new(2);
-        get.arg(b"GET").arg(&names.hotver);
-        let v = if s.group == 0 {
-            let (opened, samples) = s.link.ensure_sampled(self.time())?;
-            if opened {
-                bump(&self.counters.connects, 1);
-            }
-            bump(&self.counters.time_samples, samples);
-            let mut req = Request::new(1);
-            req.arg(b"TIME");
-            req.then(&get);
-            let t0 = self.time().node_clock().now();
-            let vs = s.link.pipeline(&req.bytes, 2)?;
-            if sample_time(self.time(), t0, &vs[0])? {
-                bump(&self.counters.time_samples, 1);
-            }
-            vs.into_iter().nth(1).expect("two replies")
-        } else {
-            if s.link.ensure()? {
-                bump(&self.counters.connects, 1);
-            }
-            s.link.request(&get.bytes)?
-        };
-        match v {
-            Value::Nil => Ok(0),
-            v => int(&v),
-        }
-    }
-
-    /// Reads the hot set's changes of the sender's group if Redis's
-    /// version differs from ours.
-    pub(crate) fn read_hot_if(&self, s: &mut Sender<K>, version: u64) -> Result<(), ClusterError> {
-        if self.shape.threshold == 0 {
-            return Ok(());
-        }
-        let since = read(&self.hot).version(s.group);
-        if version == since {
-            return Ok(());
-        }
-        let req = hot_read_request(&self.hot_lua.sha, &self.names[s.group], since);
-        let v = s.link.eval(&self.hot_lua, &req.bytes)?;
-        let r = HotReply::decode(&v)?;
-        write(&self.hot).apply(s.group, &r);
-        Ok(())
-    }
-
-    /// Reads `key`'s ring from Redis into the cache (after resolving the
-    /// batch in flight, whose counts the ring may already hold).
-    pub(crate) fn fresh_ring(&self, s: &mut Sender<K>, k: &K) -> Result<(), ClusterError> {
-        self.probe(s)?;
-        if s.outbox.is_some() {
-            let mut report = FlushReport::new();
-            self.send_outbox(s, &mut report)?;
-            s.stash.append(&mut report.crossings);
-        }
-        let names = &self.names[s.group];
-        let mut b = Vec::new();
-        k.write_key(&mut b);
-        let mut req = Request::new(2);
-        req.arg(b"GET").arg(&names.cfg);
-        let mut get = Request::new(2);
-        get.arg(b"GET").arg2(&names.data, &b);
-        req.then(&get);
-        let vs = s.link.pipeline(&req.bytes, 2)?;
-        // A ring filed by nodes of another shape would be misread.
-        if let Value::BulkString(cfg) = &vs[0] {
-            let ours = self.shape.config_string();
-            if cfg != ours.as_bytes() {
-                return Err(ClusterError::ShapeMismatch(format!(
-                    "the namespace is configured as {}, this node as {ours}",
-                    String::from_utf8_lossy(cfg)
-                )));
-            }
-        }
-        let ring = match &vs[1] {
-            Value::Nil => Ring::default(),
-            Value::BulkString(b) => Ring::decode(b)
-                .ok_or_else(|| ClusterError::Protocol("a key's value is not a ring".into()))?,
-            _ => {
-                return Err(ClusterError::Protocol(
-                    "a key's value is not a string".into(),
-                ))
-            }
-        };
-        write(&self.state).cache.insert(k.clone(), ring);
-        Ok(())
     }
 }

@@ -209,8 +209,9 @@
 //! # Modules
 //! `node.rs` the node ([`ClusterWindows`]), its adds and reads;
 //! `results.rs` what its reads and flushes report ([`SumParts`],
-//! [`FlushReport`]); `flush.rs` the flush; `flusher.rs` its thread (and the
-//! limiter's sweeper); `link.rs` the connection and backoff; `timeline.rs`
+//! [`FlushReport`]); `flush.rs` the flush, `take.rs` its take and cut,
+//! `probe.rs` its other round trips; `fanout.rs` a flush over every group;
+//! `flusher.rs` its thread (and the limiter's sweeper); `link.rs` the connection and backoff; `timeline.rs`
 //! server time; `script.rs` and `flush.lua`, `hot_read.lua` the scripts and
 //! their protocol; `pending.rs` counts taken and not yet acknowledged;
 //! `ring.rs` a key's stored window; `hot.rs` the cluster hot set;
@@ -237,10 +238,12 @@ mod lease;
 mod link;
 mod node;
 mod pending;
+mod probe;
 mod results;
 mod ring;
 mod script;
 mod sync;
+mod take;
 mod timeline;
 
 pub use config::{ClusterWindowsBuilder, HotCallback, MAX_CLUSTER_SLICES};
