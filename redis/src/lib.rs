@@ -207,14 +207,15 @@
 //! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
 //!
 //! # Modules
-//! `node.rs` the node ([`ClusterWindows`]), its adds and reads;
-//! `results.rs` what its reads and flushes report ([`SumParts`],
-//! [`FlushReport`]); `flush.rs` the flush, `take.rs` its take and cut,
-//! `probe.rs` its other round trips; `fanout.rs` a flush over every group;
-//! `flusher.rs` its thread (and the limiter's sweeper); `link.rs` the connection and backoff; `timeline.rs`
-//! server time; `script.rs` and `flush.lua`, `hot_read.lua` the scripts and
-//! their protocol; `pending.rs` counts taken and not yet acknowledged;
-//! `ring.rs` a key's stored window; `hot.rs` the cluster hot set;
+//! `node.rs` the node ([`ClusterWindows`]), its adds and shared state;
+//! `reads.rs` its reads; `results.rs` what its reads and flushes report
+//! ([`SumParts`], [`FlushReport`]); `flush.rs` the flush, `take.rs` its
+//! take and cut, `probe.rs` its other round trips; `fanout.rs` a flush
+//! over every group; `flusher.rs` its thread (and the limiter's sweeper);
+//! `link.rs` the connection and backoff, `sample.rs` its `TIME` samples;
+//! `timeline.rs` server time; `script.rs` and `flush.lua`, `hot_read.lua`
+//! the scripts and their protocol; `pending.rs` counts taken and not yet
+//! acknowledged; `ring.rs` a key's stored window; `hot.rs` the cluster hot set;
 //! `group.rs` how keys spread over a Redis Cluster's slots; `build.rs` a
 //! node's construction; `backoff.rs` the retry backoff;
 //! `health.rs` health and counters; `config.rs` the builder; `key.rs` how
@@ -239,8 +240,10 @@ mod link;
 mod node;
 mod pending;
 mod probe;
+mod reads;
 mod results;
 mod ring;
+mod sample;
 mod script;
 mod sync;
 mod take;

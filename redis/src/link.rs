@@ -12,11 +12,10 @@
 
 pub(crate) use crate::backoff::Backoff;
 use crate::error::{is_reply, ClusterError};
-use crate::script::{time_us, Lua, Request};
-use crate::timeline::ServerTime;
+pub(crate) use crate::sample::sample_time;
+use crate::script::{Lua, Request};
 use redis::{ConnectionLike, Value};
 use std::time::Duration;
-use stripecount::{Clock, Timestamp};
 
 /// What both builders (`ClusterWindows`'s and `ClusterLimiter`'s) set of
 /// a node's connection: the connect and per-request I/O timeouts, and
@@ -263,29 +262,6 @@ impl Link {
         crate::script::int(&v)
     }
 
-    /// Opens a connection if none is open, and on a new one samples the
-    /// server's time three times into `time` (forgetting older samples:
-    /// it may be another server). Returns whether it opened one and how
-    /// many samples were accepted.
-    pub(crate) fn ensure_sampled<C: Clock>(
-        &mut self,
-        time: &ServerTime<C>,
-    ) -> Result<(bool, u64), ClusterError> {
-        if !self.ensure()? {
-            return Ok((false, 0));
-        }
-        time.reset_bound();
-        let mut t = Request::new(1);
-        t.arg(b"TIME");
-        let mut n = 0;
-        for _ in 0..3 {
-            let t0 = time.node_clock().now();
-            let v = self.request(&t.bytes)?;
-            n += u64::from(sample_time(time, t0, &v)?);
-        }
-        Ok((true, n))
-    }
-
     /// Sends one encoded request and reads its reply. An error reply is a
     /// `Server` (or `ShapeMismatch`) error and keeps the connection; any
     /// other failure drops it.
@@ -415,22 +391,4 @@ impl Link {
             r => r,
         }
     }
-}
-
-/// Files a `TIME` reply received now for a request sent at node time
-/// `t0`; returns whether the sample was accepted.
-pub(crate) fn sample_time<C: Clock>(
-    time: &ServerTime<C>,
-    t0: Timestamp,
-    v: &Value,
-) -> Result<bool, ClusterError> {
-    let t1 = time.node_clock().now();
-    let Value::Array(a) = v else {
-        return Err(ClusterError::Protocol("TIME is not an array".into()));
-    };
-    if a.len() != 2 {
-        return Err(ClusterError::Protocol("TIME has the wrong length".into()));
-    }
-    let us = time_us(&a[0], &a[1])?;
-    Ok(time.sample(t0, t1, Timestamp::from_nanos(us.saturating_mul(1_000))))
 }

@@ -1,6 +1,6 @@
 //! What a [`ClusterWindows`](crate::ClusterWindows) hands back beyond a
 //! number: the parts of a key's window sum as one node sees them
-//! ([`SumParts`], `node.rs`, "Reads"), and what one flush did
+//! ([`SumParts`], `reads.rs`, "Reads"), and what one flush did
 //! ([`FlushReport`], `flush.rs`).
 
 /// The parts of a key's window sum as one node sees it.
