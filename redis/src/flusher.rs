@@ -3,6 +3,7 @@
 //!
 //! It waits on a condition variable with a timeout, so a stop request
 //! wakes it at once; it is joined when the node is dropped or shut down.
+//! A panic in a step never ends the thread.
 //! While Redis is unreachable it keeps taking the local counts every
 //! interval (the local ring must not reuse a slot that holds unflushed
 //! counts) and retries after the link's backoff.
@@ -50,7 +51,9 @@ impl Flusher {
                         return;
                     }
                 }
-                step();
+                // Each step catches the panics it knows of (and counts
+                // them); this keeps the thread alive through any other.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut step));
             })?;
         Ok(Flusher {
             stop,

@@ -375,7 +375,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// Returns the unused permits of leases whose deadline passed, now (the
     /// sweeper does this every `sweep_interval`), and forgets the refusals
     /// whose retry time passed; returns how many permits were revoked. On
-    /// error they stay queued and go with the next request.
+    /// error they stay queued and go with the next request. A panic of the
+    /// key type's own code is resumed after every group was swept (see
+    /// [`LeaseStats::key_panics`](crate::LeaseStats::key_panics)).
     pub fn sweep(&self) -> Result<u64, ClusterError> {
         self.sweep_at(self.now())
     }
@@ -387,14 +389,22 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// their keys' next requests ask Redis.)
     pub fn sweep_at(&self, now: Timestamp) -> Result<u64, ClusterError> {
         let i = &*self.inner;
-        i.each_group(|s| i.sweep(s, false, now.as_nanos()))
+        let mut panicked = None;
+        let r = i.each_group(|s| i.sweep(s, false, now.as_nanos(), &mut panicked));
+        resume_if(panicked);
+        r
     }
 
     /// Revokes every lease this node holds and returns its unused permits
-    /// (the next requests lease again); returns how many were revoked.
+    /// (the next requests lease again); returns how many were revoked. A
+    /// panic of the key type's own code is resumed after every group was
+    /// swept, as in [`sweep`](Self::sweep).
     pub fn release_all(&self) -> Result<u64, ClusterError> {
         let i = &*self.inner;
-        i.each_group(|s| i.sweep(s, true, i.node_now()))
+        let mut panicked = None;
+        let r = i.each_group(|s| i.sweep(s, true, i.node_now(), &mut panicked));
+        resume_if(panicked);
+        r
     }
 
     /// The link's state and last error; `batch_in_flight` says a request
@@ -469,5 +479,12 @@ impl<K: RedisKey, C: Clock> fmt::Debug for ClusterLimiter<K, C> {
             .field("quota", &i.quota)
             .field("policy", &i.policy)
             .finish_non_exhaustive()
+    }
+}
+
+/// Resumes a panic a sweep caught, once the sweep is over.
+fn resume_if(panicked: Option<Box<dyn std::any::Any + Send>>) {
+    if let Some(p) = panicked {
+        std::panic::resume_unwind(p);
     }
 }

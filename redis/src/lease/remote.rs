@@ -93,7 +93,8 @@ pub(crate) struct Held {
 /// The request in flight: resent byte for byte until acknowledged.
 pub(crate) struct Outbox<K> {
     pub(crate) request: Request,
-    pub(crate) lease: Option<K>,
+    /// The key leased and its name.
+    pub(crate) lease: Option<(K, Box<[u8]>)>,
     pub(crate) returned: u64,
     pub(crate) sends: u32,
 }
@@ -107,7 +108,7 @@ pub(crate) struct Sender<K> {
     pub(crate) seq: u64,
     pub(crate) outbox: Option<Outbox<K>>,
     pub(crate) held: HashMap<K, Held>,
-    pub(crate) returns: Vec<Return<K>>,
+    pub(crate) returns: Vec<Return>,
     /// Set by [`send`](Remote::send) when the caller's lease arrived with
     /// its slice (nearly) over: the node time by which the server's next
     /// slice has surely begun (`t1 + left`).

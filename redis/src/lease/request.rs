@@ -7,7 +7,7 @@
 
 use super::grant::Grant;
 use super::remote::{Outbox, Sender, Shared};
-use super::script::{lease_request, LeaseReply, Return};
+use super::script::{lease_request, name_of, LeaseReply, Return};
 use super::word::{units, MAX_LEASE};
 use crate::error::ClusterError;
 use crate::health::bump;
@@ -30,6 +30,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         k: K,
         n: u64,
     ) -> Result<Option<Grant>, ClusterError> {
+        // The key's code first: if it panics, nothing has changed.
+        let name = name_of(&k);
         let rev = self.word_of(&k).revoke();
         let h = s.held.entry(k.clone()).or_default();
         // Batches follow this node's rate of the key: a lease that ran out
@@ -53,25 +55,25 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let (want, slice) = (h.batch.max(n), h.slice);
         if rev > 0 {
             s.returns.push(Return {
-                key: k.clone(),
+                name: name.clone(),
                 epoch: slice,
                 permits: rev,
             });
         }
         s.seq += 1;
         let cut = s.returns.len().saturating_sub(MAX_RETURNS);
-        let rets: Vec<Return<K>> = s.returns.drain(cut..).collect();
+        let rets: Vec<Return> = s.returns.drain(cut..).collect();
         let request = lease_request(
             &self.lua.sha,
             &self.names[s.group],
             &self.shape,
             s.seq,
-            Some((&k, n, want)),
+            Some((&name, n, want)),
             &rets,
         );
         s.outbox = Some(Outbox {
             request,
-            lease: Some(k),
+            lease: Some((k, name)),
             returned: rets.iter().map(|r| r.permits).sum(),
             sends: 0,
         });
@@ -86,8 +88,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         while !s.returns.is_empty() {
             s.seq += 1;
             let cut = s.returns.len().saturating_sub(MAX_RETURNS);
-            let rets: Vec<Return<K>> = s.returns.drain(cut..).collect();
-            let request = lease_request::<K>(
+            let rets: Vec<Return> = s.returns.drain(cut..).collect();
+            let request = lease_request(
                 &self.lua.sha,
                 &self.names[s.group],
                 &self.shape,
@@ -184,7 +186,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if r.replayed {
             bump(&c.replays, 1);
         }
-        let Some(k) = ob.lease else {
+        let Some((k, name)) = ob.lease else {
             return Ok(None);
         };
         if r.granted == 0 {
@@ -229,7 +231,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             if old > 0 {
                 // Never: a key's lease is revoked before it is asked again.
                 s.returns.push(Return {
-                    key: k.clone(),
+                    name: name.clone(),
                     epoch: prev,
                     permits: old,
                 });
@@ -237,7 +239,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
         if back > 0 {
             s.returns.push(Return {
-                key: k,
+                name,
                 epoch: r.epoch,
                 permits: back,
             });

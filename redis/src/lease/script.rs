@@ -101,33 +101,40 @@ impl LeaseShape {
     }
 }
 
-/// Permits of `key` leased in slice `epoch`, given back.
+/// Permits of a key (written `name`, by `RedisKey::write_key` when the
+/// return was queued) leased in slice `epoch`, given back.
 #[derive(Debug, Clone)]
-pub(crate) struct Return<K> {
-    pub(crate) key: K,
+pub(crate) struct Return {
+    pub(crate) name: Box<[u8]>,
     pub(crate) epoch: u64,
     pub(crate) permits: u64,
 }
 
-/// Encodes request `seq`: the returns, then a lease of `key` (at least
-/// `need` permits, `want` if there is room; `need == 0`: no lease).
-pub(crate) fn lease_request<K: RedisKey>(
+/// A key's name as Redis knows it (after the namespace's prefix).
+pub(crate) fn name_of<K: RedisKey>(k: &K) -> Box<[u8]> {
+    let mut b = Vec::with_capacity(32);
+    k.write_key(&mut b);
+    b.into()
+}
+
+/// Encodes request `seq`: the returns, then a lease of the key written
+/// `name` (at least `need` permits, `want` if there is room; `need == 0`:
+/// no lease). Runs no code of the key type: every name is written before.
+pub(crate) fn lease_request(
     sha: &str,
     names: &LeaseNames,
     shape: &LeaseShape,
     seq: u64,
-    lease: Option<(&K, u64, u64)>,
-    returns: &[Return<K>],
+    lease: Option<(&[u8], u64, u64)>,
+    returns: &[Return],
 ) -> Request {
     let n = returns.len();
     let mut req = Request::new(3 + 3 + n + 8 + 2 * n);
     req.arg(b"EVALSHA").arg(sha.as_bytes()).num((3 + n) as u64);
     req.arg(&names.record).arg(&names.cfg);
-    let mut scratch = Vec::with_capacity(32);
     let (need, want) = match lease {
-        Some((k, need, want)) => {
-            k.write_key(&mut scratch);
-            req.arg2(&names.data, &scratch);
+        Some((name, need, want)) => {
+            req.arg2(&names.data, name);
             (need, want)
         }
         None => {
@@ -136,9 +143,7 @@ pub(crate) fn lease_request<K: RedisKey>(
         }
     };
     for r in returns {
-        scratch.clear();
-        r.key.write_key(&mut scratch);
-        req.arg2(&names.data, &scratch);
+        req.arg2(&names.data, &r.name);
     }
     req.num(seq)
         .num(shape.judged)
@@ -219,18 +224,11 @@ mod tests {
             cluster_groups: 0,
         };
         let rets = [Return {
-            key: "b".to_string(),
+            name: (*b"b").into(),
             epoch: 7,
             permits: 3,
         }];
-        let r = lease_request(
-            "sha",
-            &names,
-            &shape,
-            5,
-            Some((&"a".to_string(), 1, 8)),
-            &rets,
-        );
+        let r = lease_request("sha", &names, &shape, 5, Some((b"a", 1, 8)), &rets);
         let s = String::from_utf8(r.bytes).unwrap();
         assert!(s.starts_with("*17\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n4\r\n$8\r\nns:ln:id\r\n"));
         assert!(s.contains("$6\r\nns:l:a\r\n$6\r\nns:l:b\r\n$1\r\n5\r\n"));
@@ -269,7 +267,7 @@ mod tests {
         };
         assert_eq!(shape.config_string(), "4:250:100:strict");
         let names = LeaseNames::new("ns", None, "id");
-        let r = lease_request::<String>("sha", &names, &shape, 7, None, &[]);
+        let r = lease_request("sha", &names, &shape, 7, None, &[]);
         let s = String::from_utf8(r.bytes).unwrap();
         // The sequence, then the slices judged, then the slice length.
         assert!(s.contains("$1\r\n7\r\n$1\r\n5\r\n$3\r\n250\r\n$3\r\n100\r\n"));

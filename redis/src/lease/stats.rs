@@ -42,6 +42,15 @@ pub struct LeaseStats {
     pub outage_refused: u64,
     /// Connections opened.
     pub connects: u64,
+    /// Panics of the key type's own code (`RedisKey::write_key`, `Hash`,
+    /// `Eq`, `Clone`) caught by a sweep: it goes on with the other keys.
+    /// That key's unused permits are not returned; they count against the
+    /// window until their slice leaves it (never over the limit). The
+    /// sweeper thread counts them and goes on;
+    /// [`sweep`](crate::ClusterLimiter::sweep) and
+    /// [`release_all`](crate::ClusterLimiter::release_all) resume the first
+    /// once every group was swept.
+    pub key_panics: u64,
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +69,7 @@ pub(crate) struct LeaseCounters {
     pub(crate) outage_admitted: AtomicU64,
     pub(crate) outage_refused: AtomicU64,
     pub(crate) connects: AtomicU64,
+    pub(crate) key_panics: AtomicU64,
 }
 
 impl LeaseCounters {
@@ -80,6 +90,7 @@ impl LeaseCounters {
             outage_admitted: l(&self.outage_admitted),
             outage_refused: l(&self.outage_refused),
             connects: l(&self.connects),
+            key_panics: l(&self.key_panics),
         }
     }
 }

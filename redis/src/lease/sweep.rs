@@ -9,10 +9,13 @@
 //! word compares times mod 2^40 units (`word.rs`).
 
 use super::remote::{Sender, Shared};
-use super::script::Return;
+use super::script::{name_of, Return};
 use super::word::units;
 use crate::error::ClusterError;
+use crate::health::bump;
 use crate::key::RedisKey;
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 use stripecount::Clock;
@@ -22,58 +25,81 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     /// them if `all`), forgets keys with no lease for a window and the
     /// refusals whose retry time passed, and returns the unused permits to
     /// Redis. Returns the permits queued for return.
+    ///
+    /// The key's own code (`Hash`, `Eq`, `Clone`, `write_key`) runs here,
+    /// each key's inside a catch: a panic skips the rest of that key (its
+    /// revoked permits are not returned: they count against the window
+    /// until their slice leaves it, never over the limit), is counted
+    /// (`LeaseStats::key_panics`) and the first is kept in `panicked`; the
+    /// sweep goes on. Every name is written when its return is queued, so
+    /// sending the returns runs no key code.
     pub(crate) fn sweep(
         &self,
         s: &mut Sender<K>,
         all: bool,
         now: u64,
+        panicked: &mut Option<Box<dyn Any + Send>>,
     ) -> Result<u64, ClusterError> {
         self.memo_prune(now);
         let est = self.time.server_at(now) / self.slice_ns;
         let now = units(now);
         let mut queued = 0;
         let mut gone = Vec::new();
-        let mut held = std::mem::take(&mut s.held);
-        for (k, h) in &mut held {
-            let Some(w) = self.words.peek_with(k, |_, w| Arc::clone(w)) else {
-                gone.push(k.clone());
-                continue;
-            };
-            let r = if all {
-                Some(w.revoke())
-            } else {
-                w.revoke_if_over(now)
-            };
-            if let Some(r) = r {
-                if h.granted > 0 {
-                    // Judge the lease now: the next one is sized to what
-                    // this one served (a lease that ran out keeps the size).
-                    if r > 0 {
-                        h.batch = (h.granted - r.min(h.granted)).clamp(1, self.max_batch);
-                    }
-                    h.granted = 0;
-                }
-                if r > 0 {
-                    queued += r;
-                    s.returns.push(Return {
-                        key: k.clone(),
-                        epoch: h.slice,
-                        permits: r,
-                    });
-                }
-                if h.slice.saturating_add(self.judged) < est {
+        let mut panics = 0u64;
+        let Sender { held, returns, .. } = &mut *s;
+        for (k, h) in held.iter_mut() {
+            let one = catch_unwind(AssertUnwindSafe(|| {
+                let Some(w) = self.words.peek_with(k, |_, w| Arc::clone(w)) else {
                     gone.push(k.clone());
+                    return;
+                };
+                let r = if all {
+                    Some(w.revoke())
+                } else {
+                    w.revoke_if_over(now)
+                };
+                if let Some(r) = r {
+                    if h.granted > 0 {
+                        // Judge the lease now: the next one is sized to
+                        // what this one served (a lease that ran out keeps
+                        // the size).
+                        if r > 0 {
+                            h.batch = (h.granted - r.min(h.granted)).clamp(1, self.max_batch);
+                        }
+                        h.granted = 0;
+                    }
+                    if r > 0 {
+                        returns.push(Return {
+                            name: name_of(k),
+                            epoch: h.slice,
+                            permits: r,
+                        });
+                        queued += r;
+                    }
+                    if h.slice.saturating_add(self.judged) < est {
+                        gone.push(k.clone());
+                    }
                 }
+            }));
+            if let Err(p) = one {
+                panics += 1;
+                panicked.get_or_insert(p);
             }
         }
-        s.held = held;
         for k in gone {
             // Its word is 0 (revoked, and nothing installs without the
             // sender lock): a grant racing the removal misses and comes
             // here for a new word.
-            s.held.remove(&k);
-            self.words.remove(&k);
+            let one = catch_unwind(AssertUnwindSafe(|| {
+                held.remove(&k);
+                self.words.remove(&k);
+            }));
+            if let Err(p) = one {
+                panics += 1;
+                panicked.get_or_insert(p);
+            }
         }
+        bump(&self.counters.key_panics, panics);
         // Returns of slices that left the window (of the slices a request
         // is judged against) change nothing in Redis.
         let floor = est.saturating_sub(self.judged + 1);
@@ -119,7 +145,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let mut swept = false;
         for sender in &self.senders {
             if let Ok(mut s) = sender.try_lock() {
-                let _ = self.sweep(&mut s, false, now);
+                // Counted in `key_panics`; the sweeper goes on.
+                let _ = self.sweep(&mut s, false, now, &mut None);
                 swept = true;
             }
         }

@@ -1,0 +1,152 @@
+//! The key type's own code (`RedisKey::write_key`) runs when the cluster
+//! limiter returns a key's unused permits, and may panic: the other keys'
+//! permits are still returned, the panic is counted, the sweeper thread
+//! goes on, and `release_all` resumes it once every group was swept.
+//! Against a real redis-server, whose per-key counts are read back.
+
+mod support;
+
+use std::hash::{Hash, Hasher};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use stripecount::Quota;
+use stripecount_redis::{ClusterLimiter, RedisKey};
+use support::{wait_until, RedisServer};
+
+/// The id whose `write_key` panics (`u64::MAX`: none).
+struct Ctl(AtomicU64);
+
+/// A key named by its id, like a `u64`, whose `write_key` panics on demand.
+#[derive(Clone)]
+struct Flaky {
+    id: u64,
+    ctl: Arc<Ctl>,
+}
+
+impl PartialEq for Flaky {
+    fn eq(&self, o: &Self) -> bool {
+        self.id == o.id
+    }
+}
+impl Eq for Flaky {}
+impl Hash for Flaky {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.id.hash(h)
+    }
+}
+
+impl RedisKey for Flaky {
+    fn write_key(&self, out: &mut Vec<u8>) {
+        assert_ne!(
+            self.id,
+            self.ctl.0.load(Ordering::SeqCst),
+            "write_key panics"
+        );
+        self.id.write_key(out);
+    }
+    fn read_key(bytes: &[u8]) -> Option<Self> {
+        u64::read_key(bytes).map(|id| Flaky {
+            id,
+            ctl: Arc::new(Ctl(AtomicU64::new(u64::MAX))),
+        })
+    }
+}
+
+/// A limit of 1,000 a minute in slices of 500 ms: a lease lasts at most
+/// its slice, the counts stay in the window for the test.
+fn limiter(url: &str, ns: &str, sweep: Duration) -> ClusterLimiter<Flaky> {
+    ClusterLimiter::builder(
+        url,
+        ns,
+        Quota::per(1_000, Duration::from_secs(60)).slices(120),
+    )
+    .max_batch(50)
+    .sweep_interval(sweep)
+    .build()
+    .unwrap()
+}
+
+/// Two grants of each key: the second lease is larger than what it
+/// serves, so every key then holds unused permits.
+fn lease_each(l: &ClusterLimiter<Flaky>, keys: &[Flaky]) {
+    for _ in 0..2 {
+        for k in keys {
+            assert!(l.try_acquire(k, 1));
+        }
+    }
+}
+
+/// The permits Redis counts for the key: leased less returned.
+fn counted(redis: &RedisServer, ns: &str, id: u64) -> u64 {
+    let mut c = redis.conn();
+    let vals: Vec<u64> = redis::cmd("HVALS")
+        .arg(format!("{ns}:l:{id}"))
+        .query(&mut c)
+        .unwrap();
+    vals.iter().sum()
+}
+
+fn keys(ctl: &Arc<Ctl>) -> Vec<Flaky> {
+    (0..8)
+        .map(|id| Flaky {
+            id,
+            ctl: Arc::clone(ctl),
+        })
+        .collect()
+}
+
+#[test]
+fn release_all_returns_the_other_keys_permits_then_resumes_the_panic() {
+    let redis = RedisServer::start();
+    let ctl = Arc::new(Ctl(AtomicU64::new(u64::MAX)));
+    let ks = keys(&ctl);
+    let l = limiter(&redis.url(), "lkp", Duration::from_secs(3_600));
+    lease_each(&l, &ks);
+    assert!(counted(&redis, "lkp", 0) > 2, "unused permits held");
+    ctl.0.store(5, Ordering::SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| l.release_all()));
+    assert!(r.is_err(), "the key's panic is resumed");
+    assert_eq!(l.stats().key_panics, 1);
+    for id in (0..8).filter(|&id| id != 5) {
+        assert_eq!(
+            counted(&redis, "lkp", id),
+            2,
+            "key {id}: the unused returned"
+        );
+    }
+    // Key 5's unused permits were not returned: they count against its
+    // window (never over the limit).
+    assert!(counted(&redis, "lkp", 5) > 2);
+    // The limiter goes on: the other keys lease again.
+    lease_each(&l, &ks[..5]);
+    assert!(l.stats().leases > 16);
+}
+
+#[test]
+fn the_sweeper_counts_the_panic_and_goes_on() {
+    let redis = RedisServer::start();
+    let ctl = Arc::new(Ctl(AtomicU64::new(u64::MAX)));
+    let ks = keys(&ctl);
+    let l = limiter(&redis.url(), "lkp_bg", Duration::from_millis(5));
+    // The leases first (a request writes its key's name), then key 5's
+    // code starts to panic.
+    lease_each(&l, &ks);
+    ctl.0.store(5, Ordering::SeqCst);
+    // The leases end with their slice; the sweeper returns what they
+    // left, and meets key 5.
+    wait_until(60, "the sweeper's returns", || {
+        (0..8)
+            .filter(|&id| id != 5)
+            .all(|id| counted(&redis, "lkp_bg", id) == 2)
+    });
+    wait_until(60, "the panic counted", || l.stats().key_panics == 1);
+    // The sweeper thread lives: it returns the next leases' unused permits.
+    ctl.0.store(u64::MAX, Ordering::SeqCst);
+    lease_each(&l, &ks[..4]);
+    wait_until(60, "the next returns", || {
+        (0..4).all(|id| counted(&redis, "lkp_bg", id) == 4)
+    });
+    assert_eq!(l.stats().key_panics, 1);
+}
