@@ -1,29 +1,23 @@
 //! [`ClusterLimiter`]: a per-key limit across every node that names the
 //! same Redis and namespace, granted locally from leases.
 
-use super::config::{ClusterLimiterBuilder, OutagePolicy};
+use super::config::ClusterLimiterBuilder;
 use super::grant::Grant;
-use super::remote::{Sender, Shared, TimeRef};
-use super::script::{LeaseNames, LeaseShape, LEASE};
-use super::stats::{LeaseCounters, LeaseStats};
+use super::remote::Shared;
+use super::stats::LeaseStats;
 use crate::error::ClusterError;
 use crate::flusher::Flusher;
-use crate::health::{Counters, Health};
+use crate::health::Health;
 use crate::key::RedisKey;
-use crate::link::Link;
-use crate::script::Lua;
-use crate::sync::lock;
 use crate::timeline::{ServerTime, WallClock};
-use scc::HashIndex;
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 use stripecount::keyed::KeyRef;
-use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
+use stripecount::{Clock, Quota, Timestamp};
 
 /// A per-key [`Quota`] shared by every node that names the same Redis and
 /// namespace: the permits granted across all nodes are at most the limit
@@ -35,8 +29,8 @@ use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
 /// lease locally: one load and one compare-and-swap, no lock, no
 /// allocation, no I/O. A request the lease cannot serve makes one round
 /// trip (returning unused permits and leasing a new batch, sized to this
-/// node's rate of the key), or gets the [`OutagePolicy`] when Redis is
-/// unreachable.
+/// node's rate of the key), or gets the
+/// [`OutagePolicy`](crate::OutagePolicy) when Redis is unreachable.
 ///
 /// ```no_run
 /// use stripecount::Quota;
@@ -54,15 +48,16 @@ use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
 pub struct ClusterLimiter<K: RedisKey, C: Clock = WallClock> {
-    inner: Arc<Shared<K, C>>,
-    sweeper: Option<Flusher>,
+    pub(super) inner: Arc<Shared<K, C>>,
+    pub(super) sweeper: Option<Flusher>,
 }
 
 impl<K: RedisKey> ClusterLimiter<K> {
     /// A limiter of `quota` per key for a node of namespace `namespace` on
     /// the Redis at `url` (e.g. `redis://127.0.0.1:6379/0`), with the
-    /// default options ([`OutagePolicy::FailClosed`], leases of at most
-    /// 1024 permits). Every node of the namespace must use the same quota.
+    /// default options
+    /// ([`OutagePolicy::FailClosed`](crate::OutagePolicy::FailClosed),
+    /// leases of at most 1024 permits). Every node of the namespace must use the same quota.
     ///
     /// The quota's limit is at least 1, its slice a whole number of
     /// milliseconds (Redis time is in milliseconds), at most a day, and
@@ -101,106 +96,6 @@ impl<K: RedisKey> ClusterLimiter<K> {
 }
 
 impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
-    pub(crate) fn from_builder(b: ClusterLimiterBuilder<K, C>) -> Result<Self, ClusterError> {
-        let q = b.quota;
-        let slice_ns = u64::try_from(q.slice_len().as_nanos())
-            .map_err(|_| ClusterError::Config("the slice is too long".into()))?;
-        let slice_ms = slice_ns / 1_000_000;
-        // The slices a request is judged against: one more when strict, so
-        // that every span of the window is covered (see `mod.rs`).
-        let judged = q.slice_count() as u64 + u64::from(q.is_strict());
-        let time = Arc::new(ServerTime::new(b.clock));
-        let local = match b.policy {
-            OutagePolicy::LocalShare { expected_nodes } => {
-                let share = Quota::per((q.limit() / expected_nodes).max(1), q.window())
-                    .slices(q.slice_count());
-                let share = if q.is_strict() { share.strict() } else { share };
-                Some(
-                    KeyedLimiter::builder(share)
-                        .clock(TimeRef(Arc::clone(&time)))
-                        .build()?,
-                )
-            }
-            _ => None,
-        };
-        let node_id = format!("{:032x}", rand::random::<u128>());
-        let groups = b.cluster.groups();
-        let n_groups = groups.len();
-        let lua = Lua::new(LEASE);
-        let senders = (0..groups.len())
-            .map(|group| {
-                let mut link = Link::new(&b.url, &b.cluster.seeds, groups.is_cluster(), &b.link)?;
-                link.preload(&lua);
-                Ok(Mutex::new(Sender {
-                    group,
-                    link,
-                    seq: 0,
-                    outbox: None,
-                    held: HashMap::new(),
-                    returns: Vec::new(),
-                    turn_at: None,
-                }))
-            })
-            .collect::<Result<Vec<_>, ClusterError>>()?;
-        let inner = Arc::new(Shared {
-            words: HashIndex::new(),
-            memo: HashIndex::new(),
-            memo_on: b.refusal_memo,
-            time,
-            judged,
-            slice_ns,
-            quota: q,
-            max_batch: b.max_batch,
-            margin_ns: u64::try_from(b.margin.as_nanos()).unwrap_or(u64::MAX),
-            durability: b.cluster.durability,
-            policy: b.policy,
-            local,
-            names: (0..groups.len())
-                .map(|g| LeaseNames::new(&b.namespace, groups.tag(g), &node_id))
-                .collect(),
-            shape: LeaseShape {
-                slices: q.slice_count() as u64,
-                judged,
-                strict: q.is_strict(),
-                slice_ms,
-                limit: q.limit(),
-                record_ttl_ms: slice_ms * (judged + 1) + 300_000,
-                cluster_groups: b.cluster.config_groups(),
-            },
-            lua,
-            node_id,
-            in_flight: senders.iter().map(|_| AtomicBool::new(false)).collect(),
-            senders,
-            groups,
-            link_health: Counters::new(n_groups),
-            counters: LeaseCounters::default(),
-        });
-        {
-            // The first group's connection samples the server's time (the
-            // others connect on their first lease).
-            let mut s = lock(&inner.senders[0]);
-            match s.link.ensure_sampled(&inner.time) {
-                Ok(_) => {
-                    inner.link_health.up(0);
-                    crate::health::bump(&inner.counters.connects, 1);
-                }
-                Err(e) => {
-                    inner.link_health.down(0, &e);
-                    s.link.backoff.failed(std::time::Instant::now());
-                }
-            }
-        }
-        let shared = Arc::clone(&inner);
-        let sweeper = Flusher::spawn("stripecount-redis-sweeper", b.sweep_interval, move || {
-            shared.tick()
-        })
-        .map_err(|e| ClusterError::Config(format!("no sweeper thread: {e}")))?;
-        Ok(ClusterLimiter {
-            inner,
-            sweeper: Some(sweeper),
-        })
-    }
-
     /// `n` permits of `key`, now, all or none; `n` 0 is always granted.
     ///
     /// ```

@@ -64,14 +64,15 @@
 //! permits still make the round trip (they may fit sooner).
 //!
 //! # Modules
-//! `limiter.rs` the limiter and its hot path; `word.rs` the lease word
-//! (its loom model: `loom-tests/tests/lease_word.rs`); `remote.rs` the
-//! miss path and the outage policy; `request.rs` leases, returns and
-//! their replies; `memo.rs` the refusal memo;
-//! `sweep.rs` the sweeper;
+//! `limiter.rs` the limiter and its hot path; `build.rs` its
+//! construction; `word.rs` the lease word (its loom model:
+//! `loom-tests/tests/lease_word.rs`); `remote.rs` the miss path and the
+//! outage policy; `request.rs` leases, returns and their replies;
+//! `memo.rs` the refusal memo; `sweep.rs` the sweeper;
 //! `grant.rs` the decision; `script.rs` and `lease.lua` the script and its
 //! exactly-once protocol; `config.rs` the builder; `stats.rs` counters.
 
+mod build;
 mod config;
 mod grant;
 mod limiter;
