@@ -65,6 +65,15 @@
 //!   `max_pending_keys` keys are staged); the flusher reconnects with
 //!   exponential backoff; errors are typed ([`ClusterError`]) and
 //!   visible ([`ClusterWindows::health`], [`ClusterWindows::stats`]).
+//! - **Your code may panic.** The hot-crossing callback runs with no lock
+//!   held and may use the node; a panic in it loses nothing. A key type
+//!   whose own code (`RedisKey::write_key`, `Hash`, `Eq`, `Clone`) panics
+//!   inside a flush loses no batch and doubles none: a key whose code
+//!   panics when its counts are taken is left out, its counts dropped
+//!   *and counted* ([`Stats::dropped_panicked`]); the other keys are
+//!   flushed. The background flusher (and the limiter's sweeper) counts
+//!   such panics and goes on; [`ClusterWindows::flush`] resumes the first
+//!   once every group was flushed.
 //!
 //! # The cluster limiter
 //! [`ClusterLimiter`] holds a per-key [`Quota`](stripecount::Quota)
