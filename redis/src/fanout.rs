@@ -35,14 +35,17 @@
 //! (`Stats::callback_panics`), a `flush()` resumes it in its caller.
 //!
 //! # The key's own code
-//! A flush runs the key type's `write_key`, `Hash`, `Eq` and `Clone`
-//! under the node's locks. A panic there is caught where it cannot leave
-//! a protocol half done: at the take, per key (`Inner::stage`: that key's
-//! count is dropped and counted, the others are staged); in cutting a
-//! batch (`Pending::cut` puts the counts back); and around each group's
-//! flush (the connection is reset, so no reply is left unread, and the
-//! batches in flight are resent; a batch acknowledged before the panic
-//! stays filed, `Inner::file` acknowledges before any key code runs).
+//! A flush runs the key type's code in two places, under the node's
+//! locks, and a panic in either is caught where it cannot leave a protocol
+//! half done. At the take (`write_key`, and `Clone` for a new key), per
+//! key: that key's count is dropped and counted, the others are staged;
+//! from there on keys are known by name and the pending buffer, the cut
+//! and the encoding run none of their code (`pending.rs`). When a reply
+//! is filed (`Clone`, `Hash`, `Eq` of the cache and the hot set), after
+//! the batch was acknowledged and counted: a panic there misses only
+//! cached rings, and it is caught around the group's flush, which resets
+//! the connection (no reply is left unread; the batches in flight are
+//! resent, applied once).
 //! The background flusher counts each (`Stats::key_panics`) and goes on;
 //! `flush()` flushes every group, delivers the crossings, then resumes
 //! the first.

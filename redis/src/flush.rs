@@ -185,7 +185,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     }
 
     /// Writes a batch's request (its reply is read by `receive_eval`).
-    fn send_request(&self, link: &mut Link, ob: &mut Outbox<K>) -> Result<(), ClusterError> {
+    fn send_request(&self, link: &mut Link, ob: &mut Outbox) -> Result<(), ClusterError> {
         if ob.sends > 0 {
             bump(&self.counters.resends, 1);
         }
@@ -251,7 +251,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     fn file(
         &self,
         g: usize,
-        ob: Outbox<K>,
+        ob: Outbox,
         reply: FlushReply,
         report: &mut FlushReport<K>,
     ) -> Result<(u64, u64), ClusterError> {
@@ -260,7 +260,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let mut crossings = Vec::with_capacity(reply.crossings.len());
         let mut guard = write(&self.state);
         let st = &mut *guard;
-        let Some(batch) = st.pending[g].acknowledge(ob.seq) else {
+        let Some(mut batch) = st.pending[g].acknowledge(ob.seq) else {
             return Err(ClusterError::Protocol(
                 "acknowledged a batch that was not in flight".into(),
             ));
@@ -286,9 +286,15 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         report.counts += counts;
         report.dropped_old += reply.dropped;
         for &(i, sum) in &reply.crossings {
-            crossings.push((ob.order[i].clone(), sum));
+            if let Some(en) = batch.entries.get(&ob.order[i]) {
+                crossings.push((en.key.clone(), sum));
+            }
         }
-        for (k, &(at, len)) in ob.order.into_iter().zip(&reply.rings) {
+        for (name, &(at, len)) in ob.order.iter().zip(&reply.rings) {
+            let Some(en) = batch.entries.remove(name) else {
+                continue;
+            };
+            let k = en.key;
             // Validated by `decode`. Into the key's cached ring, reusing
             // its buffer.
             let bytes = &reply.blob[at..at + len];

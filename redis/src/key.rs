@@ -12,8 +12,9 @@ use stripecount::keyed::Key;
 /// `read_key(write_key(k)) == Some(k)` for every key.
 ///
 /// A flush calls `write_key` once a key, when it takes the key's counts
-/// from the local windows. If it panics (or the key's `Hash`, `Eq` or
-/// `Clone` does there), that key's counts are dropped and counted
+/// from the local windows (from there on the key is known by that name).
+/// If it panics (or the key's `Clone` does there), that key's counts are
+/// dropped and counted
 /// ([`Stats::dropped_panicked`](crate::Stats::dropped_panicked)); the
 /// other keys are flushed (see [`Stats::key_panics`](crate::Stats::key_panics)).
 ///

@@ -28,7 +28,7 @@ use crate::health::{Counters, Health, Stats};
 use crate::hot::HotSet;
 use crate::key::RedisKey;
 use crate::link::Link;
-use crate::pending::Pending;
+use crate::pending::{Name, Pending};
 use crate::results::FlushReport;
 use crate::ring::Ring;
 use crate::script::{Lua, Names, Request, Shape};
@@ -115,10 +115,10 @@ pub(crate) struct Sender<K> {
     /// the group's slot, as redirections taught it).
     pub(crate) link: Link,
     /// The oldest batch in flight: the one sent (or to send first).
-    pub(crate) outbox: Option<Outbox<K>>,
+    pub(crate) outbox: Option<Outbox>,
     /// The next, cut and encoded while Redis runs `outbox`'s; never sent
     /// before `outbox` is acknowledged. `Some` only while `outbox` is.
-    pub(crate) next: Option<Outbox<K>>,
+    pub(crate) next: Option<Outbox>,
     /// This group's batches acknowledged recently (to count what Redis
     /// loses after acknowledging it).
     pub(crate) acked: Acked,
@@ -127,9 +127,10 @@ pub(crate) struct Sender<K> {
 }
 
 /// A batch in flight, as sent: resent byte for byte until acknowledged.
-pub(crate) struct Outbox<K> {
+pub(crate) struct Outbox {
     pub(crate) seq: u64,
-    pub(crate) order: Vec<K>,
+    /// The keys' names, in the request's order.
+    pub(crate) order: Vec<Name>,
     pub(crate) request: Request,
     pub(crate) sends: u32,
 }

@@ -63,12 +63,21 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let e = now.as_nanos() / i.slice_nanos;
         let floor = e.saturating_sub(i.slices as u64);
         let st = read(&i.state);
+        // The pending buffer knows keys by name (`pending.rs`): the key is
+        // written only when something is pending at all (during a flush,
+        // or while Redis is unreachable).
+        let pending = if st.pending.iter().all(|p| p.is_empty()) {
+            0
+        } else {
+            let mut name = Vec::new();
+            key.to_key().write_key(&mut name);
+            st.pending
+                .iter()
+                .fold(0u64, |s, p| s.saturating_add(p.sum(&name, floor, e)))
+        };
         SumParts {
             cluster: st.cache.get(key).map_or(0, |r| r.sum_at(e, i.slices)),
-            pending: st
-                .pending
-                .iter()
-                .fold(0u64, |s, p| s.saturating_add(p.sum(key, floor, e))),
+            pending,
             local: i.windows.sum_at(key, now),
         }
     }

@@ -10,17 +10,17 @@
 //! - The take runs under the state lock and before any I/O: counts leave
 //!   the local ring even while Redis is unreachable (its slots must not be
 //!   reused while they hold unflushed counts).
-//! - The key's own code (`write_key`, `Hash`, `Eq`, `Clone`) runs here
-//!   under the state lock. A panic in it is caught per key at the take
-//!   (that key's count is dropped and counted; the take goes on), and
-//!   `Pending::cut` puts back what it moved. `write_key` runs once a key
-//!   a flush, here: the name travels with the deltas, so encoding a batch
-//!   runs no key code.
+//! - The key's own code (`write_key`, and `Clone` for a key new to the
+//!   buffer) runs at the take, under the state lock, once a key a flush.
+//!   A panic in it is caught per key (that key's count is dropped and
+//!   counted; the take goes on). From there on the key is known by the
+//!   name `write_key` wrote: the pending buffer, the cut and the encoding
+//!   run none of its code (`pending.rs`).
 
 use crate::health::bump;
 use crate::key::RedisKey;
 use crate::node::{Inner, Outbox};
-use crate::pending::Deltas;
+use crate::pending::{Entry, Name};
 use crate::script::{BatchWriter, Request};
 use crate::sync::write;
 use std::collections::HashMap;
@@ -30,7 +30,7 @@ use stripecount::Clock;
 impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// Cuts the next batch from the pending buffer and encodes it, unless
     /// nothing is staged or two batches are in flight.
-    pub(crate) fn cut(&self, g: usize) -> Option<Outbox<K>> {
+    pub(crate) fn cut(&self, g: usize) -> Option<Outbox> {
         let (seq, order, request) = write(&self.state).pending[g]
             .cut(self.max_batch_keys, |o, d, seq| self.encode(g, o, d, seq))?;
         Some(Outbox {
@@ -58,9 +58,9 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let mut panicked = None;
         let (mut lost, mut panics) = (0u64, 0u64);
         self.windows.take_all(|k, start, c| {
-            // The key's code (`write_key`, `Hash`, `Eq`, `Clone`) runs here:
-            // a key whose code panics is not staged and its count is
-            // dropped, counted; the take goes on with the other keys.
+            // The key's code (`write_key`; `Clone` if it is new to the
+            // buffer) runs here: a key whose code panics is not staged and
+            // its count is dropped, counted; the take goes on.
             let staged = catch_unwind(AssertUnwindSafe(|| {
                 name.clear();
                 k.write_key(&mut name);
@@ -99,12 +99,17 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         panicked
     }
 
-    fn encode(&self, g: usize, order: &[K], deltas: &HashMap<K, Deltas>, seq: u64) -> Request {
+    fn encode(
+        &self,
+        g: usize,
+        order: &[Name],
+        entries: &HashMap<Name, Entry<K>>,
+        seq: u64,
+    ) -> Request {
         let names = &self.names[g];
         let mut w = BatchWriter::new(&self.flush_lua.sha, names, order.len());
-        for k in order {
-            let d = &deltas[k];
-            w.key(names, &d.name, &d.slices);
+        for n in order {
+            w.key(names, n, &entries[n].deltas.slices);
         }
         w.finish(names, &self.shape, seq)
     }

@@ -164,10 +164,10 @@ fn flush_resumes_a_write_key_panic_after_flushing_the_other_keys() {
 }
 
 /// A single instance, 6 new keys in batches of 2: the flush clones each
-/// key once to stage it (6), twice a batch to cut it (order) and, when its
-/// reply is filed, once a new key to cache its ring. The 11th clone is the
-/// first cache insert of batch 1, while batch 2 is already sent: the
-/// panic leaves a reply unread on the connection.
+/// key once to stage it (6) and, when its batch's reply is filed, once to
+/// cache its ring (a new key). The 7th clone is the first cache insert of
+/// batch 1, while batch 2 is already sent: the panic leaves a reply unread
+/// on the connection.
 #[test]
 fn a_panic_while_a_reply_is_filed_leaves_every_batch_applied_once() {
     let redis = RedisServer::start();
@@ -176,7 +176,7 @@ fn a_panic_while_a_reply_is_filed_leaves_every_batch_applied_once() {
     for id in 0..6 {
         n.add(&Flaky::new(id, &ctl), id + 1);
     }
-    ctl.panic_at.store(11, Ordering::SeqCst);
+    ctl.panic_at.store(7, Ordering::SeqCst);
     ctl.armed.store(true, Ordering::SeqCst);
     let r = catch_unwind(AssertUnwindSafe(|| n.flush()));
     ctl.armed.store(false, Ordering::SeqCst);
