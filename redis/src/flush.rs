@@ -11,7 +11,8 @@
 //!    unreachable.
 //! 2. **Probe** (`probe.rs`): connect if needed (three `TIME` samples on a
 //!    new connection), then one round trip of `TIME` (a sample) and the
-//!    hot version.
+//!    hot version. Skipped by a connected group other than the first with
+//!    a batch to send (`needs_probe`).
 //! 3. **Batches**: resend the batch in flight if there is one, else cut the
 //!    next from the pending buffer; each reply acknowledges its batch
 //!    (pending out, rings into the cache, in one critical section) and
@@ -37,7 +38,7 @@ use crate::node::{Inner, Outbox, Sender};
 use crate::results::FlushReport;
 use crate::ring::Ring;
 use crate::script::FlushReply;
-use crate::sync::write;
+use crate::sync::{read, write};
 use crate::timeline::ServerTime;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -135,7 +136,11 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         s: &mut Sender<K>,
         report: &mut FlushReport<K>,
     ) -> Result<(), ClusterError> {
-        let mut version = self.probe(s)?;
+        let mut version = if self.needs_probe(s) {
+            Some(self.probe(s)?)
+        } else {
+            None
+        };
         // Whether `s.outbox`'s request is written on this connection and
         // its reply not yet read.
         let mut sent = false;
@@ -170,7 +175,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             version = match self.file(s.group, ob, reply, report) {
                 Ok((v, counts)) => {
                     s.acked.push(seq, counts, self.record_ttl());
-                    v
+                    Some(v)
                 }
                 Err(e) => {
                     // The next's reply would be left unread on the stream.
@@ -181,7 +186,23 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             sent_next?;
             sent = s.outbox.is_some();
         }
+        let version = match version {
+            Some(v) => v,
+            None => self.probe(s)?,
+        };
         self.read_hot_if(s, version)
+    }
+
+    /// Whether a flush of the group starts with a probe round trip. The
+    /// first group's always does (it samples the timeline's `TIME`, and
+    /// finds an unreachable server before a batch is cut). Another group's
+    /// probe only connects and reads the hot version, which the reply of
+    /// a batch carries too: a connected group with a batch to send skips
+    /// it (on a cluster of 16 groups, 15 round trips a flush fewer).
+    fn needs_probe(&self, s: &Sender<K>) -> bool {
+        s.group == 0
+            || !s.link.connected()
+            || (s.outbox.is_none() && read(&self.state).pending[s.group].staged_keys() == 0)
     }
 
     /// Writes a batch's request (its reply is read by `receive_eval`).

@@ -179,11 +179,12 @@
 //!   failover (tested with a master killed while its replica was cut off).
 //!
 //! A flush sends to the masters at once (a thread each beyond the first)
-//! and to one master's groups in turn (one round trip each per flush, plus
-//! one to probe each), so a flush costs `groups / masters` round trips at
-//! least: a few groups a master is enough. With hot keys off, a group with
-//! nothing to send is skipped (an idle node probes the first group only,
-//! for the timeline).
+//! and to one master's groups in turn (a round trip a batch; a group
+//! probes first only when it is not connected or has nothing to send, and
+//! the first group always, for the timeline), so a flush costs `groups /
+//! masters` round trips a master at least: a few groups a master is
+//! enough. With hot keys off, a group with nothing to send is skipped (an
+//! idle node probes the first group only).
 //!
 //! # What a Redis restart loses
 //! With `appendonly yes` and `appendfsync always`, Redis writes a batch's

@@ -315,6 +315,11 @@ impl Link {
         self.client.get_connection_info().addr().to_string()
     }
 
+    /// Whether a connection is open.
+    pub(crate) fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
     /// Drops the connection (the next request opens another).
     pub(crate) fn reset(&mut self) {
         self.conn = None;

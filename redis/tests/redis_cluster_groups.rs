@@ -97,9 +97,10 @@ fn a_flush_does_not_wait_on_one_master_to_send_to_the_others() {
 
 /// With hot keys off, a group with nothing to send makes no round trip: a
 /// flush with nothing to send probes the first group only (the timeline's
-/// `TIME`), whatever the number of groups.
+/// `TIME`), whatever the number of groups. A connected group with a batch
+/// makes that batch's round trip only: no probe but the first group's.
 #[test]
-fn an_idle_group_costs_no_round_trip() {
+fn an_idle_group_costs_no_round_trip_and_a_busy_one_only_its_batch() {
     let c = RedisCluster::start(3, 0);
     let n = node(&c, "idle", Duration::from_secs(5));
     n.add("warm", 1);
@@ -135,6 +136,31 @@ fn an_idle_group_costs_no_round_trip() {
     n.add("k", 1);
     flush_ok(&n);
     assert_eq!(n.fresh_sum("k").unwrap(), 1);
+    // Every group with counts, every group connected: one batch each, and
+    // the first group's probe only (the others' replies carry their hot
+    // versions).
+    let keys: Vec<String> = (0..400).map(|i| format!("b{i}")).collect();
+    for k in &keys {
+        n.add(k.as_str(), 1);
+    }
+    flush_ok(&n);
+    for k in &keys {
+        n.add(k.as_str(), 1);
+    }
+    reset();
+    flush_ok(&n);
+    // Redis counts the commands a script calls too: each batch's script
+    // makes three `GET`s (the config, the node's record, the hot version)
+    // and one `TIME`; beyond them, one probe.
+    let batches = calls("evalsha");
+    assert_eq!(batches, GROUPS as u64);
+    assert_eq!(
+        (calls("get"), calls("time")),
+        (3 * batches + 1, batches + 1)
+    );
+    for k in keys.iter().step_by(37) {
+        assert_eq!(n.fresh_sum(k.as_str()).unwrap(), 2, "{k}");
+    }
 }
 
 /// The health is the worst of the groups': while one master holds every
