@@ -36,8 +36,10 @@ use std::collections::{HashMap, VecDeque};
 /// runs the first.
 pub(crate) const MAX_IN_FLIGHT: usize = 2;
 
-/// A key's name in Redis (after its namespace's prefix).
-pub(crate) type Name = Box<[u8]>;
+/// A key's name in Redis (after its namespace's prefix): allocated once
+/// when the key is staged, shared by the batch's order (a clone is a
+/// count bump).
+pub(crate) type Name = std::sync::Arc<[u8]>;
 
 /// One key's counts per slice, oldest first, at most one entry a slice.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
