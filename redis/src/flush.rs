@@ -188,6 +188,8 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         }
         let version = match version {
             Some(v) => v,
+            // A batch's reply sets it whenever the probe was skipped; the
+            // probe stands in should none have been sent.
             None => self.probe(s)?,
         };
         self.read_hot_if(s, version)
