@@ -219,9 +219,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         {
             return false;
         }
-        let st = read(&self.state);
-        let p = &st.pending[s.group];
-        p.staged_keys() == 0 && !p.in_flight()
+        read(&self.state).pending[s.group].is_empty()
     }
 
     /// The groups by the server their links point at, in group order; a

@@ -6,53 +6,14 @@
 
 mod support;
 
-use std::hash::{Hash, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use stripecount::Quota;
-use stripecount_redis::{ClusterLimiter, RedisKey};
+use stripecount_redis::ClusterLimiter;
+use support::flaky::{Ctl, Flaky};
 use support::{wait_until, RedisServer};
-
-/// The id whose `write_key` panics (`u64::MAX`: none).
-struct Ctl(AtomicU64);
-
-/// A key named by its id, like a `u64`, whose `write_key` panics on demand.
-#[derive(Clone)]
-struct Flaky {
-    id: u64,
-    ctl: Arc<Ctl>,
-}
-
-impl PartialEq for Flaky {
-    fn eq(&self, o: &Self) -> bool {
-        self.id == o.id
-    }
-}
-impl Eq for Flaky {}
-impl Hash for Flaky {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.id.hash(h)
-    }
-}
-
-impl RedisKey for Flaky {
-    fn write_key(&self, out: &mut Vec<u8>) {
-        assert_ne!(
-            self.id,
-            self.ctl.0.load(Ordering::SeqCst),
-            "write_key panics"
-        );
-        self.id.write_key(out);
-    }
-    fn read_key(bytes: &[u8]) -> Option<Self> {
-        u64::read_key(bytes).map(|id| Flaky {
-            id,
-            ctl: Arc::new(Ctl(AtomicU64::new(u64::MAX))),
-        })
-    }
-}
 
 /// A limit of 1,000 a minute in slices of 500 ms: a lease lasts at most
 /// its slice, the counts stay in the window for the test.
@@ -89,23 +50,18 @@ fn counted(redis: &RedisServer, ns: &str, id: u64) -> u64 {
 }
 
 fn keys(ctl: &Arc<Ctl>) -> Vec<Flaky> {
-    (0..8)
-        .map(|id| Flaky {
-            id,
-            ctl: Arc::clone(ctl),
-        })
-        .collect()
+    (0..8).map(|id| Flaky::new(id, ctl)).collect()
 }
 
 #[test]
 fn release_all_returns_the_other_keys_permits_then_resumes_the_panic() {
     let redis = RedisServer::start();
-    let ctl = Arc::new(Ctl(AtomicU64::new(u64::MAX)));
+    let ctl = Ctl::new();
     let ks = keys(&ctl);
     let l = limiter(&redis.url(), "lkp", Duration::from_secs(3_600));
     lease_each(&l, &ks);
     assert!(counted(&redis, "lkp", 0) > 2, "unused permits held");
-    ctl.0.store(5, Ordering::SeqCst);
+    ctl.bad_name.store(5, Ordering::SeqCst);
     let r = catch_unwind(AssertUnwindSafe(|| l.release_all()));
     assert!(r.is_err(), "the key's panic is resumed");
     assert_eq!(l.stats().key_panics, 1);
@@ -127,13 +83,13 @@ fn release_all_returns_the_other_keys_permits_then_resumes_the_panic() {
 #[test]
 fn the_sweeper_counts_the_panic_and_goes_on() {
     let redis = RedisServer::start();
-    let ctl = Arc::new(Ctl(AtomicU64::new(u64::MAX)));
+    let ctl = Ctl::new();
     let ks = keys(&ctl);
     let l = limiter(&redis.url(), "lkp_bg", Duration::from_millis(5));
     // The leases first (a request writes its key's name), then key 5's
     // code starts to panic.
     lease_each(&l, &ks);
-    ctl.0.store(5, Ordering::SeqCst);
+    ctl.bad_name.store(5, Ordering::SeqCst);
     // The leases end with their slice; the sweeper returns what they
     // left, and meets key 5.
     wait_until(60, "the sweeper's returns", || {
@@ -143,7 +99,7 @@ fn the_sweeper_counts_the_panic_and_goes_on() {
     });
     wait_until(60, "the panic counted", || l.stats().key_panics == 1);
     // The sweeper thread lives: it returns the next leases' unused permits.
-    ctl.0.store(u64::MAX, Ordering::SeqCst);
+    ctl.bad_name.store(u64::MAX, Ordering::SeqCst);
     lease_each(&l, &ks[..4]);
     wait_until(60, "the next returns", || {
         (0..4).all(|id| counted(&redis, "lkp_bg", id) == 4)

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 pub mod cluster;
+pub mod flaky;
 pub mod proxy;
 
 use std::collections::HashMap;
