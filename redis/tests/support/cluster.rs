@@ -214,11 +214,18 @@ impl RedisCluster {
         sleeper
     }
 
-    /// Waits until node `r` is a master and sees the cluster `ok` (a
-    /// replica taking over its dead master's slots).
+    /// Waits until node `r` is a master and every live node sees the
+    /// cluster `ok` (a replica taking over its dead master's slots: the
+    /// other nodes learn of it a little later, and answer `CLUSTERDOWN`
+    /// until then).
     pub fn wait_promoted(&self, r: usize) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !(self.is_master(r) && self.state_ok(r)) {
+        let all_ok = || {
+            (0..self.nodes.len())
+                .filter(|&i| super::answers_ping(self.nodes[i].port(), Duration::from_millis(50)))
+                .all(|i| self.state_ok(i))
+        };
+        while !(self.is_master(r) && all_ok()) {
             assert!(Instant::now() < deadline, "no failover to node {r}");
             std::thread::sleep(Duration::from_millis(20));
         }
