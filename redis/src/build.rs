@@ -12,7 +12,7 @@ use crate::key::RedisKey;
 use crate::link::Link;
 use crate::node::{ClusterWindows, Inner, Sender, State};
 use crate::pending::Pending;
-use crate::script::{Lua, Names, Shape, FLUSH, HOT_READ};
+use crate::script::{Lua, Names, Shape, FLUSH, HOT_READ, RING_READ};
 use crate::sync::lock;
 use crate::timeline::ServerTime;
 use std::collections::HashMap;
@@ -37,7 +37,8 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let node_id = format!("{:032x}", rand::random::<u128>());
         let groups = b.cluster.groups();
         let n_groups = groups.len();
-        let (flush_lua, hot_lua) = (Lua::new(FLUSH), Lua::new(HOT_READ));
+        let (flush_lua, hot_lua, ring_lua) =
+            (Lua::new(FLUSH), Lua::new(HOT_READ), Lua::new(RING_READ));
         let senders = (0..groups.len())
             .map(|group| {
                 let mut link = Link::new(&b.url, &b.cluster.seeds, groups.is_cluster(), &b.link)?;
@@ -72,6 +73,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
             durability: b.cluster.durability,
             flush_lua,
             hot_lua,
+            ring_lua,
             node_id,
             state: RwLock::new(State {
                 // The bound on staged keys, split evenly over the groups (a

@@ -1,29 +1,49 @@
 #!lua
 -- stripecount-redis: apply one node's batch of per-slice deltas, exactly once.
--- The protocol is described in src/script.rs; the stored value in src/ring.rs.
+-- The protocol is described in src/script.rs, where the rings live in
+-- src/bucket.rs, the stored value in src/ring.rs.
 --
 -- KEYS: 1 node record, 2 namespace config, 3 hot set (score: until epoch),
---       4 hot changes (score: change version), 5 hot version, 6.. data keys.
+--       4 hot changes (score: change version), 5 hot version, 6 the
+--       generation each of the R = 4 bucket slots holds, 7.. the buckets:
+--       slot r's sub-bucket m is KEYS[7 + r * M + m].
 -- ARGV: 1 batch sequence, 2 slices, 3 slice ms, 4 hot threshold (0: off),
---       5 record ttl ms, 6 deltas, 7 config string, 8 data key prefix length,
---       9 (optional, '1') reply with the record's sequence before this call
---       as an 8th element, and rewrite the record on a replay (so that a
---       WAIT after the replay covers the batch's first application).
+--       5 record ttl ms, 6 deltas, 7 config string, 8 how many keys each
+--       sub-bucket has in the batch (M doubles), 9.. the keys' names, by
+--       sub-bucket (the batch order).
+-- Replies { replayed, time s, time us, dropped, rings, crossings, hot
+-- version, the record's sequence before this call }.
+local R = 4
 local seq = tonumber(ARGV[1])
 local S = tonumber(ARGV[2])
 local slice_ms = tonumber(ARGV[3])
 local thr = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[5])
 local blob = ARGV[6]
-local plen = tonumber(ARGV[8])
-local v2 = ARGV[9] == '1'
-local n = #KEYS - 5
+local M = #ARGV[8] / 8
+local n = #ARGV - 8
+-- Generations of G slices: a ring lives in the bucket slot of the
+-- generation of its newest slice (src/bucket.rs).
+local G = math.ceil(S / 2)
 
 -- Every check before the first write: a script that fails after a write
 -- keeps that write.
 local cfg = redis.call('GET', KEYS[2])
 if cfg and cfg ~= ARGV[7] then
   return redis.error_reply('SCFG the namespace is configured as ' .. cfg .. ', this node as ' .. ARGV[7])
+end
+if M < 1 or M % 1 ~= 0 or #KEYS ~= 6 + R * M then
+  return redis.error_reply('SBLOB bad buckets')
+end
+local counts = { struct.unpack('<' .. string.rep('d', M), ARGV[8]) }
+do
+  local total = 0
+  for m = 1, M do
+    local c = counts[m]
+    if c < 0 or c % 1 ~= 0 then return redis.error_reply('SBLOB bad bucket count') end
+    total = total + c
+  end
+  if total ~= n then return redis.error_reply('SBLOB bad bucket counts') end
 end
 -- The deltas, decoded in bulk into one flat table of doubles (a few C
 -- calls for the whole batch, not two per key): key i's count of deltas
@@ -81,6 +101,47 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local cur = (now_ms - now_ms % slice_ms) / slice_ms
 local floor = cur - S
+local gcur = (cur - cur % G) / G
+-- The oldest generation that may hold a slice of the window.
+local glive = (floor + 1 - (floor + 1) % G) / G
+
+-- The generation each slot holds (-1: none).
+local gens = { -1, -1, -1, -1 }
+do
+  local gm = redis.call('GET', KEYS[6])
+  if gm and #gm == 8 * R then gens = { struct.unpack('<dddd', gm) } gens[R + 1] = nil end
+end
+-- The slots that may hold a key's ring: those of a live generation (up to
+-- one ahead of this server's clock, written by a master whose clock was
+-- ahead), the current generation's first. At most one of them holds it.
+local look = {}
+do
+  local rc = gcur % R
+  if gens[rc + 1] == gcur then look[1] = rc end
+  for g = gcur + 1, glive, -1 do
+    local r = g % R
+    if g ~= gcur and gens[r + 1] == g then look[#look + 1] = r end
+  end
+end
+local function expiry(g) return ((g + 1) * G - 1 + S) * slice_ms end
+local MARKER, PAD = '\255', string.rep('-', 72)
+-- Whether generation g can be written in its slot: the slot holds it, or
+-- holds a generation older than the window, whose buckets are then
+-- deleted and the slot given to g. A slot holding a later generation (a
+-- server clock that stepped back by more than a window) takes nothing.
+local gens_changed = false
+local function writable(g)
+  local r = g % R
+  local h = gens[r + 1]
+  if h == g then return true end
+  if h > g or h >= glive then return false end
+  local ks = {}
+  for m = 0, M - 1 do ks[m + 1] = KEYS[7 + r * M + m] end
+  redis.call('UNLINK', unpack(ks))
+  gens[r + 1] = g
+  gens_changed = true
+  return true
+end
 
 local fmts = {}
 local function fmt(m)
@@ -109,20 +170,14 @@ local out, no = {}, 0
 -- The steady state: one delta into the newest slice of a ring with no
 -- slice to drop and, with hot detection on, of a key that was not hot
 -- (its horizon is 0) and stays below the threshold (else the general
--- path decides its horizon and crossing). Only the last count changes and
--- the expiry stays: `SETRANGE` writes the new count's 8 bytes in place
--- (in Redis cheaper than a `SET ... KEEPTTL` of the whole value, which
--- makes a new value object and frees the old; the general path below does
--- the same as this, at the price of decoding and re-encoding the whole
--- ring). The key exists: `MGET` read it, and no key expires while a
--- script runs (Redis freezes a script's clock), so `SETRANGE` never makes
--- a key without an expiry. It runs inline in the loop below, with the
+-- path decides its horizon and crossing). Only the last count changes:
+-- the new value is the old one's head and the new count, written back to
+-- the same bucket with the rest of its bucket's writes (one `HSET` a
+-- bucket, no command a key). It runs inline in the loop below, with the
 -- library functions in locals and a ring of one slice (the most common)
 -- read by one `unpack`: a Lua function call a key costs measurably here.
--- `loff[len]`: the offset of the last count of a ring of `len` bytes, as
--- a string (Redis would format a number argument at each call);
--- `lhead[len]`: the reply's header of such a ring.
-local lhead, loff = {}, {}
+-- `lhead[len]`: the reply's header of a ring of `len` bytes.
+local lhead = {}
 local unpk, pk, sub, rcall = struct.unpack, struct.pack, string.sub, redis.call
 local head1 = head(1)
 local steady = not replay
@@ -133,165 +188,265 @@ local hot = {}
 local dropped = 0
 local ver = false
 local CHUNK = 512
-for base = 0, n - 1, CHUNK do
-  local last_i = math.min(n, base + CHUNK)
-  local vals = redis.call('MGET', unpack(KEYS, 6 + base, 5 + last_i))
-  for i = base + 1, last_i do
-    local k = KEYS[5 + i]
-    local v = vals[i - base]
-    local lv = v and #v or 0
-    local done = false
-    if steady and lv >= 24 and (uni or ms[i] == 1) then
-      local p = uni and 3 * i - 1 or offs[i]
-      local e = d[p]
-      if e > cur then e = cur end
-      if lv == 24 then
-        local u, oe, oc = unpk('<ddd', v)
-        local nc = oc + d[p + 1]
-        if oe > floor and e == oe and (thr == 0 or u == 0 and nc < thr) then
-          local last = pk('<d', nc)
-          rcall('SETRANGE', k, '16', last)
-          out[no + 1] = head1
-          out[no + 2] = sub(v, 1, 16)
-          out[no + 3] = last
-          no = no + 3
-          done = true
+local i0 = 0
+for m = 0, M - 1 do
+  local cm = counts[m + 1]
+  for base = 0, cm - 1, CHUNK do
+    local k = math.min(CHUNK, cm - base)
+    local a = 8 + i0 + base -- ARGV[a + j] is the chunk's key j
+    -- Each key's ring and the slot it is in.
+    local vals, where = {}, {}
+    local missing = k
+    for li = 1, #look do
+      local r = look[li]
+      local bk = KEYS[7 + r * M + m]
+      if missing == k then
+        vals = rcall('HMGET', bk, unpack(ARGV, a + 1, a + k))
+        missing = 0
+        for j = 1, k do
+          if vals[j] then where[j] = r else missing = missing + 1 end
         end
       else
-        local oe = unpk('<d', v, 9)
-        local ne, nc = unpk('<dd', v, lv - 15)
-        local ok = oe > floor and e == ne
-        if ok and thr > 0 then
-          local q = (lv - 8) / 16
-          local x = { unpk(fmt(1 + 2 * q), v) }
-          local sum = d[p + 1]
-          for z = 1, q do sum = sum + x[2 * z + 1] end
-          ok = x[1] == 0 and sum < thr
-        end
-        if ok then
-          local off = loff[lv]
-          if not off then
-            off = tostring(lv - 8)
-            loff[lv] = off
-            lhead[lv] = head((lv - 8) / 16)
+        local js, names = {}, {}
+        for j = 1, k do
+          if not where[j] then
+            js[#js + 1] = j
+            names[#names + 1] = ARGV[a + j]
           end
-          local last = pk('<d', nc + d[p + 1])
-          rcall('SETRANGE', k, off, last)
-          out[no + 1] = lhead[lv]
-          out[no + 2] = sub(v, 1, lv - 8)
-          out[no + 3] = last
-          no = no + 3
+        end
+        local vs = rcall('HMGET', bk, unpack(names))
+        for z = 1, #js do
+          if vs[z] then
+            vals[js[z]] = vs[z]
+            where[js[z]] = r
+            missing = missing - 1
+          end
+        end
+      end
+      if missing == 0 then break end
+    end
+    -- sets[r]: the chunk's (name, ring) pairs to write into slot r's
+    -- bucket; dels[r]: the names to delete from it (moved or emptied).
+    local sets, dels = {}, {}
+    for j = 1, k do
+      local i = i0 + base + j
+      local name = ARGV[a + j]
+      local v = vals[j]
+      if v == false then v = nil end
+      local lv = v and #v or 0
+      local done = false
+      if steady and lv >= 24 and (uni or ms[i] == 1) then
+        local p = uni and 3 * i - 1 or offs[i]
+        local e = d[p]
+        if e > cur then e = cur end
+        local nv
+        if lv == 24 then
+          local u, oe, oc = unpk('<ddd', v)
+          local nc = oc + d[p + 1]
+          if oe > floor and e == oe and (thr == 0 or u == 0 and nc < thr) then
+            nv = pk('<ddd', u, oe, nc)
+            out[no + 1] = head1
+          end
+        else
+          local oe = unpk('<d', v, 9)
+          local ne, nc = unpk('<dd', v, lv - 15)
+          local ok = oe > floor and e == ne
+          if ok and thr > 0 then
+            local q = (lv - 8) / 16
+            local x = { unpk(fmt(1 + 2 * q), v) }
+            local sum = d[p + 1]
+            for z = 1, q do sum = sum + x[2 * z + 1] end
+            ok = x[1] == 0 and sum < thr
+          end
+          if ok then
+            nv = sub(v, 1, lv - 8) .. pk('<d', nc + d[p + 1])
+            local h = lhead[lv]
+            if not h then
+              h = head((lv - 8) / 16)
+              lhead[lv] = h
+            end
+            out[no + 1] = h
+          end
+        end
+        if nv then
+          local r = where[j]
+          local st = sets[r]
+          if not st then
+            st = {}
+            sets[r] = st
+          end
+          st[#st + 1] = name
+          st[#st + 1] = nv
+          out[no + 2] = nv
+          no = no + 2
           done = true
+        end
+      end
+      if done then
+        -- The steady state, done.
+      elseif replay then
+        -- Answer with the ring as it is (the node ignores stale slices).
+        if v then
+          out[no + 1] = head((#v - 8) / 16)
+          out[no + 2] = v
+        else
+          out[no + 1] = head(0)
+          out[no + 2] = head(0)
+        end
+        no = no + 2
+      else
+        local x, q
+        if v then
+          q = (#v - 8) / 16
+          x = { struct.unpack(fmt(1 + 2 * q), v) }
+          x[2 + 2 * q] = nil -- unpack's next position
+          if q > 0 and x[2] <= floor then
+            -- Drop the slices that left the window (at most once a slice).
+            local w = 0
+            for z = 1, q do
+              if x[2 * z] > floor then
+                w = w + 1
+                x[2 * w] = x[2 * z]
+                x[2 * w + 1] = x[2 * z + 1]
+              end
+            end
+            for z = 2 * w + 2, 2 * q + 1 do x[z] = nil end
+            q = w
+          end
+        else
+          x, q = { 0 }, 0
+        end
+        local p = uni and 3 * i - 1 or offs[i]
+        local added = 0
+        for _ = 1, uni and 1 or ms[i] do
+          local e, c = d[p], d[p + 1]
+          p = p + 2
+          if e > cur then e = cur end -- the server's time is the timeline
+          if e <= floor then
+            dropped = dropped + c
+          else
+            added = added + c
+            -- Deltas are mostly of the newest slice: search from the end.
+            local z = q
+            while z >= 1 and x[2 * z] > e do z = z - 1 end
+            if z >= 1 and x[2 * z] == e then
+              x[2 * z + 1] = x[2 * z + 1] + c
+            else
+              for w = q, z + 1, -1 do
+                x[2 * w + 2] = x[2 * w]
+                x[2 * w + 3] = x[2 * w + 1]
+              end
+              x[2 * z + 2] = e
+              x[2 * z + 3] = c
+              q = q + 1
+            end
+          end
+        end
+        -- Where the ring goes: the slot of its newest slice's generation.
+        local to = false
+        if q > 0 then
+          local gn = (x[2 * q] - x[2 * q] % G) / G
+          if writable(gn) then
+            to = gn % R
+          end
+        end
+        if q > 0 and not to then
+          -- No slot takes it: the ring stays as it was, the batch's counts
+          -- of it are dropped.
+          dropped = dropped + added
+          if v then
+            out[no + 1] = head((#v - 8) / 16)
+            out[no + 2] = v
+          else
+            out[no + 1] = head(0)
+            out[no + 2] = head(0)
+          end
+          no = no + 2
+        else
+          if thr > 0 then
+            local until_e = x[1]
+            local sum = 0
+            for z = 1, q do sum = sum + x[2 * z + 1] end
+            if sum >= thr then
+              -- The first epoch at which the sum falls below the threshold.
+              local rem, u = sum, 0
+              for z = 1, q do
+                rem = rem - x[2 * z + 1]
+                if rem < thr then
+                  u = x[2 * z] + S
+                  break
+                end
+              end
+              -- Not hot before this batch: this batch made it hot.
+              if until_e <= cur then hot[#hot + 1] = struct.pack('<dd', i, sum) end
+              if u ~= until_e then
+                if not ver then ver = redis.call('INCR', KEYS[5]) end
+                redis.call('ZADD', KEYS[3], u, name)
+                redis.call('ZADD', KEYS[4], ver, name)
+                x[1] = u
+              end
+            else
+              x[1] = 0
+            end
+          end
+          local nv = struct.pack(fmt(1 + 2 * q), unpack(x, 1, 1 + 2 * q))
+          local from = where[j]
+          if from and from ~= to then
+            local dl = dels[from]
+            if not dl then
+              dl = {}
+              dels[from] = dl
+            end
+            dl[#dl + 1] = name
+          end
+          if to then
+            local st = sets[to]
+            if not st then
+              st = {}
+              sets[to] = st
+            end
+            st[#st + 1] = name
+            st[#st + 1] = nv
+          end
+          out[no + 1] = head(q)
+          out[no + 2] = nv
+          no = no + 2
         end
       end
     end
-    if done then
-      -- The steady state, done.
-    elseif replay then
-      -- Answer with the ring as it is (the node ignores stale slices).
-      if v then
-        out[no + 1] = head((#v - 8) / 16)
-        out[no + 2] = v
-      else
-        out[no + 1] = head(0)
-        out[no + 2] = head(0)
+    for r, st in pairs(sets) do
+      local bk = KEYS[7 + r * M + m]
+      if rcall('HSET', bk, unpack(st)) > 0 then
+        -- New fields: the bucket may be new. Its marker makes it a hash
+        -- table (src/bucket.rs); it expires when the newest slice its
+        -- generation can hold leaves the window.
+        rcall('HSET', bk, MARKER, PAD)
+        rcall('PEXPIREAT', bk, expiry(gens[r + 1]))
       end
-      no = no + 2
-    else
-      local x, q, oldmax
-      if v then
-        q = (#v - 8) / 16
-        x = { struct.unpack(fmt(1 + 2 * q), v) }
-        x[2 + 2 * q] = nil -- unpack's next position
-        oldmax = q > 0 and x[2 * q] or -1
-        if q > 0 and x[2] <= floor then
-          -- Drop the slices that left the window (at most once a slice).
-          local w = 0
-          for z = 1, q do
-            if x[2 * z] > floor then
-              w = w + 1
-              x[2 * w] = x[2 * z]
-              x[2 * w + 1] = x[2 * z + 1]
-            end
-          end
-          for z = 2 * w + 2, 2 * q + 1 do x[z] = nil end
-          q = w
-        end
-      else
-        x, q, oldmax = { 0 }, 0, -1
-      end
-      local p = uni and 3 * i - 1 or offs[i]
-      for _ = 1, uni and 1 or ms[i] do
-        local e, c = d[p], d[p + 1]
-        p = p + 2
-        if e > cur then e = cur end -- the server's time is the timeline
-        if e <= floor then
-          dropped = dropped + c
-        else
-          -- Deltas are mostly of the newest slice: search from the end.
-          local z = q
-          while z >= 1 and x[2 * z] > e do z = z - 1 end
-          if z >= 1 and x[2 * z] == e then
-            x[2 * z + 1] = x[2 * z + 1] + c
-          else
-            for w = q, z + 1, -1 do
-              x[2 * w + 2] = x[2 * w]
-              x[2 * w + 3] = x[2 * w + 1]
-            end
-            x[2 * z + 2] = e
-            x[2 * z + 3] = c
-            q = q + 1
-          end
-        end
-      end
-      if thr > 0 then
-        local until_e = x[1]
-        local sum = 0
-        for z = 1, q do sum = sum + x[2 * z + 1] end
-        if sum >= thr then
-          -- The first epoch at which the sum falls below the threshold.
-          local rem, u = sum, 0
-          for z = 1, q do
-            rem = rem - x[2 * z + 1]
-            if rem < thr then
-              u = x[2 * z] + S
-              break
-            end
-          end
-          -- Not hot before this batch: this batch made it hot.
-          if until_e <= cur then hot[#hot + 1] = struct.pack('<dd', i, sum) end
-          if u ~= until_e then
-            if not ver then ver = redis.call('INCR', KEYS[5]) end
-            local member = string.sub(k, plen + 1)
-            redis.call('ZADD', KEYS[3], u, member)
-            redis.call('ZADD', KEYS[4], ver, member)
-            x[1] = u
-          end
-        else
-          x[1] = 0
-        end
-      end
-      local nv = struct.pack(fmt(1 + 2 * q), unpack(x, 1, 1 + 2 * q))
-      if q == 0 then
-        if v then redis.call('DEL', k) end
-      elseif x[2 * q] == oldmax then
-        redis.call('SET', k, nv, 'KEEPTTL')
-      else
-        -- Expires when its newest slice leaves the window.
-        redis.call('SET', k, nv, 'PXAT', (x[2 * q] + S) * slice_ms)
-      end
-      out[no + 1] = head(q)
-      out[no + 2] = nv
-      no = no + 2
+    end
+    for r, dl in pairs(dels) do
+      rcall('HDEL', KEYS[7 + r * M + m], unpack(dl))
     end
   end
+  i0 = i0 + cm
+end
+
+if gens_changed then
+  -- The slots' generations last as long as the newest bucket.
+  local newest = -1
+  for r = 1, R do
+    if gens[r] > newest then newest = gens[r] end
+  end
+  redis.call('SET', KEYS[6], struct.pack('<dddd', unpack(gens)), 'PXAT', expiry(newest))
 end
 
 local hotblob
 if replay then
   dropped = struct.unpack('<d', rec, 9)
   hotblob = string.sub(rec, 17)
-  if v2 then redis.call('SET', KEYS[1], rec, 'PX', ttl) end
+  -- Rewritten, so that a WAIT after the replay covers the batch's first
+  -- application.
+  redis.call('SET', KEYS[1], rec, 'PX', ttl)
 else
   hotblob = table.concat(hot)
   redis.call('SET', KEYS[1], struct.pack('<dd', seq, dropped) .. hotblob, 'PX', ttl)
@@ -310,7 +465,4 @@ else
   end
 end
 if not ver then ver = tonumber(redis.call('GET', KEYS[5]) or '0') end
-if v2 then
-  return { replay and 1 or 0, t[1], t[2], dropped, table.concat(out), hotblob, ver, last }
-end
-return { replay and 1 or 0, t[1], t[2], dropped, table.concat(out), hotblob, ver }
+return { replay and 1 or 0, t[1], t[2], dropped, table.concat(out), hotblob, ver, last }

@@ -3,11 +3,11 @@
 //! Redis Cluster runs a script only when all of its keys hash to one slot
 //! (else `CROSSSLOT`), and a flush script touches many data keys plus the
 //! node's exactly-once record and the hot set. So on a cluster every Redis
-//! key of a namespace carries a *hash tag* (`ns:{t}:w:<key>`): the tag of
+//! key of a namespace carries a *hash tag* (`ns:{t}:b:0:0`): the tag of
 //! one of `n` groups. A key's group is the CRC16 of its bytes modulo `n`
 //! (the same on every node: it depends on the key's written bytes only),
 //! and each group has its own record per node (`ns:{t}:n:<node>`), config
-//! key and hot set, all in the group's slot. A batch holds keys of one
+//! key, buckets and hot set, all in the group's slot. A batch holds keys of one
 //! group, so every script call touches one slot, and the exactly-once
 //! record moves with the keys it guards when the slot is resharded.
 //!
@@ -208,7 +208,7 @@ mod tests {
                 let s = usize::from(key_slot(g.tag(i).unwrap().as_bytes()));
                 let (lo, hi) = (i * 16_384 / n, (i + 1) * 16_384 / n);
                 assert!((lo..hi).contains(&s), "group {i} of {n}: slot {s}");
-                let name = format!("ns:{{{}}}:w:some{{key}}", g.tag(i).unwrap());
+                let name = format!("ns:{{{}}}:b:0:{{key}}", g.tag(i).unwrap());
                 assert_eq!(usize::from(key_slot(name.as_bytes())), s);
             }
         }

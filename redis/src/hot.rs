@@ -19,6 +19,7 @@
 //! A key leaves a node's set when its until passes (no announcement
 //! needed: until only moves later while the key stays hot).
 
+use crate::bucket::unescape;
 use crate::key::RedisKey;
 use crate::script::HotReply;
 use std::borrow::Borrow;
@@ -55,7 +56,7 @@ impl<K: RedisKey> HotSet<K> {
         }
         let mut bad = 0;
         for &(b, until) in &r.entries {
-            match K::read_key(b) {
+            match K::read_key(unescape(b)) {
                 Some(k) => {
                     self.keys.insert(k, (until, g));
                 }

@@ -207,10 +207,13 @@
 //! On a Redis Cluster `ns:` is `ns:{t}:` with `t` the key's group's tag
 //! (`group.rs`), and each group has its own `cfg`, record and hot set.
 //!
-//! `ns:w:<key>` one string per key: its slices in the window and its hot
-//! horizon (`ring.rs`), expiring when its newest slice leaves the window;
-//! `ns:n:<node id>` a node's last applied batch; `ns:cfg` the window shape
-//! every node must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set;
+//! `ns:b:<slot>:<sub-bucket>` the buckets, hashes with one field a key
+//! (named by its bytes): its slices in the window and its hot horizon
+//! (`ring.rs`); a bucket expires when the newest slice it can hold leaves
+//! the window, so no key has an expiry of its own (`bucket.rs`); `ns:bg`
+//! which generation of slices each slot holds; `ns:n:<node id>` a node's
+//! last applied batch; `ns:cfg` the window shape and layout every node
+//! must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set;
 //! for the cluster limiter `ns:l:<key>` a key's leased permits per slice
 //! (a hash), `ns:ln:<node id>` a node's last request, `ns:lcfg` the quota
 //! (limit, window shape, strictness) every node must share.
@@ -224,8 +227,10 @@
 //! over every group; `flusher.rs` its thread (and the limiter's sweeper);
 //! `link.rs` the connection and backoff, `sample.rs` its `TIME` samples;
 //! `timeline.rs` server time; `script.rs` and `flush.lua`, `hot_read.lua`
-//! the scripts and their protocol; `pending.rs` counts taken and not yet
-//! acknowledged; `ring.rs` a key's stored window; `hot.rs` the cluster hot set;
+//! the scripts and their protocol, `resp.rs` how requests are written;
+//! `bucket.rs` and `ring_read.lua` where Redis keeps the rings; `pending.rs`
+//! counts taken and not yet acknowledged; `ring.rs` a key's stored window;
+//! `hot.rs` the cluster hot set;
 //! `group.rs` how keys spread over a Redis Cluster's slots; `build.rs` a
 //! node's construction; `backoff.rs` the retry backoff;
 //! `health.rs` health and counters; `config.rs` the builder; `key.rs` how
@@ -235,6 +240,7 @@
 
 mod acked;
 mod backoff;
+mod bucket;
 mod build;
 mod config;
 mod error;
@@ -251,6 +257,7 @@ mod node;
 mod pending;
 mod probe;
 mod reads;
+mod resp;
 mod results;
 mod ring;
 mod sample;

@@ -89,6 +89,7 @@ pub(crate) struct Inner<K: 'static, C: Clock> {
     pub(crate) names: Vec<Names>,
     pub(crate) flush_lua: Lua,
     pub(crate) hot_lua: Lua,
+    pub(crate) ring_lua: Lua,
     pub(crate) node_id: String,
     pub(crate) state: RwLock<State<K>>,
     /// One a group, in group order.

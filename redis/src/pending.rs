@@ -13,8 +13,9 @@
 //! acknowledged).
 //!
 //! # No code of the key type runs here
-//! Entries are keyed by the key's name in Redis (`RedisKey::write_key`'s
-//! bytes, written once when the count was taken), hashed by the standard
+//! Entries are keyed by the key's name in Redis (its field: the bytes
+//! `RedisKey::write_key` wrote, escaped as `bucket.rs` says, once when the
+//! count was taken), hashed by the standard
 //! hasher: staging, cutting, acknowledging and reading run none of the
 //! key's `Hash`, `Eq` or `Clone` (a key is cloned once, when it is first
 //! staged, before anything changes). So no panic of the user's code can
@@ -29,6 +30,7 @@
 //! `dropped_full`). A batch in flight holds at most `max_batch_keys`.
 //! All of it is guarded by the node's state lock.
 
+use crate::bucket::sub_bucket;
 use crate::ring::MAX_EXACT;
 use std::collections::{HashMap, VecDeque};
 
@@ -36,7 +38,7 @@ use std::collections::{HashMap, VecDeque};
 /// runs the first.
 pub(crate) const MAX_IN_FLIGHT: usize = 2;
 
-/// A key's name in Redis (after its namespace's prefix): allocated once
+/// A key's name in Redis (its field in its bucket): allocated once
 /// when the key is staged, shared by the batch's order (a clone is a
 /// count bump).
 pub(crate) type Name = std::sync::Arc<[u8]>;
@@ -223,7 +225,9 @@ impl<K: Clone> Pending<K> {
                 .filter_map(|n| self.staged.remove_entry(&n))
                 .collect()
         };
-        let order: Vec<Name> = entries.keys().cloned().collect();
+        // By sub-bucket: the script takes a bucket's keys together.
+        let mut order: Vec<Name> = entries.keys().cloned().collect();
+        order.sort_by_cached_key(|n| sub_bucket(n));
         let seq = self.next_seq;
         self.next_seq += 1;
         let request = encode(&order, &entries, seq);

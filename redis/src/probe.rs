@@ -8,6 +8,7 @@
 //! the ring it reads holds the counts that batch carried, or the batch is
 //! still counted as pending: never both, never neither.
 
+use crate::bucket::{escape, ring_read_request};
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
@@ -84,17 +85,27 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             self.send_outbox(s, &mut report)?;
             s.stash.append(&mut report.crossings);
         }
-        let names = &self.names[s.group];
-        let mut b = Vec::new();
-        k.write_key(&mut b);
-        let mut req = Request::new(2);
-        req.arg(b"GET").arg(&names.cfg);
-        let mut get = Request::new(2);
-        get.arg(b"GET").arg2(&names.data, &b);
-        req.then(&get);
-        let vs = s.link.pipeline(&req.bytes, 2)?;
+        let mut field = Vec::new();
+        k.write_key(&mut field);
+        escape(&mut field);
+        let req = ring_read_request(&self.ring_lua.sha, &self.names[s.group], &field);
+        let v = s.link.eval(&self.ring_lua, &req.bytes)?;
+        let Value::Array(vs) = v else {
+            return Err(ClusterError::Protocol(
+                "the ring read is not an array".into(),
+            ));
+        };
+        let (cfg, ring) = match vs.as_slice() {
+            [c] => (c, &Value::Nil),
+            [c, r] => (c, r),
+            _ => {
+                return Err(ClusterError::Protocol(
+                    "the ring read has the wrong length".into(),
+                ))
+            }
+        };
         // A ring filed by nodes of another shape would be misread.
-        if let Value::BulkString(cfg) = &vs[0] {
+        if let Value::BulkString(cfg) = cfg {
             let ours = self.shape.config_string();
             if cfg != ours.as_bytes() {
                 return Err(ClusterError::ShapeMismatch(format!(
@@ -103,7 +114,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
                 )));
             }
         }
-        let ring = match &vs[1] {
+        let ring = match ring {
             Value::Nil => Ring::default(),
             Value::BulkString(b) => Ring::decode(b)
                 .ok_or_else(|| ClusterError::Protocol("a key's value is not a ring".into()))?,

@@ -1,7 +1,7 @@
 //! [`Ring`]: one key's cluster window as Redis stores it, and the node's
 //! cached copy of it.
 //!
-//! # The stored value (one Redis string per key)
+//! # The stored value (one field of a bucket per key: `bucket.rs`)
 //! Little-endian `f64`s: `until`, then `m` pairs `(epoch, count)` in
 //! increasing epoch order, one per slice of the window that holds a count
 //! (`m <= slices`). Epochs are slice numbers on the server's timeline
@@ -10,10 +10,9 @@
 //! (0: not hot). Doubles because Lua's numbers are doubles: epochs and
 //! counts are exact below 2^53 (a count per slice of 9e15).
 //!
-//! The key expires (`PXAT`) when its newest slice leaves the window, so
-//! Redis holds no key whose slices are all older than the window; older
-//! slices inside a live key are dropped at its next write and never
-//! counted.
+//! Slices older than the window are never counted: they are dropped at
+//! the ring's next write, and a ring none of whose slices is in the
+//! window goes with its bucket (`bucket.rs`).
 
 use std::fmt;
 

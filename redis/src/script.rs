@@ -31,14 +31,17 @@
 //! time (they had been reported to no one: the reply was lost).
 //!
 //! # Keys of a namespace `ns`
-//! `ns:w:<key>` a key's ring (`ring.rs`), `ns:n:<node id>` a node's record,
-//! `ns:cfg` the window shape every node must share (`slices:slice_ms`),
-//! `ns:hot` the hot set (member: key, score: the epoch it cools at),
-//! `ns:hotv` (member: key, score: the hot version of its last change) and
-//! `ns:hotver` the hot version (bumped by each batch that changes the hot
-//! set).
+//! `ns:b:<slot>:<sub-bucket>` the buckets holding the keys' rings and
+//! `ns:bg` their slots' generations (`bucket.rs`), `ns:n:<node id>` a
+//! node's record, `ns:cfg` the window shape and layout every node must
+//! share (`slices:slice_ms:b<sub-buckets>`), `ns:hot` the hot set (member:
+//! the key's field, score: the epoch it cools at), `ns:hotv` (member: the
+//! key's field, score: the hot version of its last change) and `ns:hotver`
+//! the hot version (bumped by each batch that changes the hot set).
 
+use crate::bucket::{bucket_names, sub_bucket, SUB_BUCKETS};
 use crate::error::ClusterError;
+pub(crate) use crate::resp::Request;
 use crate::ring::{put_f64, Ring};
 use redis::Value;
 
@@ -46,6 +49,8 @@ use redis::Value;
 pub(crate) const FLUSH: &str = include_str!("flush.lua");
 /// The hot-set read's source.
 pub(crate) const HOT_READ: &str = include_str!("hot_read.lua");
+/// The source of the read of one key's ring.
+pub(crate) const RING_READ: &str = include_str!("ring_read.lua");
 
 /// A Lua script and its SHA1 (for `EVALSHA`).
 #[derive(Debug)]
@@ -66,8 +71,10 @@ impl Lua {
 /// The Redis key names of one namespace.
 #[derive(Debug, Clone)]
 pub(crate) struct Names {
-    /// `ns:w:`, the prefix of data keys.
-    pub(crate) data: Vec<u8>,
+    /// The buckets, slot `r`'s sub-bucket `m` at `r * SUB_BUCKETS + m`.
+    pub(crate) buckets: Vec<Vec<u8>>,
+    /// The slots' generations.
+    pub(crate) gens: Vec<u8>,
     pub(crate) record: Vec<u8>,
     pub(crate) cfg: Vec<u8>,
     pub(crate) hot: Vec<u8>,
@@ -77,7 +84,7 @@ pub(crate) struct Names {
 
 impl Names {
     /// The names of a namespace on a single instance (`tag` `None`: the
-    /// layout above) or of one group of it on a cluster (`ns:{tag}:w:<key>`
+    /// layout above) or of one group of it on a cluster (`ns:{tag}:b:0:0`
     /// and so on: every name of the group in the tag's slot; `group.rs`).
     pub(crate) fn new(ns: &str, tag: Option<&str>, node_id: &str) -> Names {
         let pre = match tag {
@@ -86,7 +93,8 @@ impl Names {
         };
         let k = |s: &str| format!("{pre}:{s}").into_bytes();
         Names {
-            data: k("w:"),
+            buckets: bucket_names(&format!("{pre}:")),
+            gens: k("bg"),
             record: k(&format!("n:{node_id}")),
             cfg: k("cfg"),
             hot: k("hot"),
@@ -111,98 +119,62 @@ pub(crate) struct Shape {
 impl Shape {
     /// What every node of a namespace must agree on.
     pub(crate) fn config_string(&self) -> String {
+        let (s, ms) = (self.slices, self.slice_ms);
         match self.cluster_groups {
-            0 => format!("{}:{}", self.slices, self.slice_ms),
-            g => format!("{}:{}:g{g}", self.slices, self.slice_ms),
+            0 => format!("{s}:{ms}:b{SUB_BUCKETS}"),
+            g => format!("{s}:{ms}:b{SUB_BUCKETS}:g{g}"),
         }
     }
 }
 
-/// A RESP request being written: an array of bulk strings.
-pub(crate) struct Request {
-    pub(crate) bytes: Vec<u8>,
-}
-
-/// Appends `n` in decimal.
-fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut d = [0u8; 20];
-    let mut i = d.len();
-    loop {
-        i -= 1;
-        d[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&d[i..]);
-}
-
-impl Request {
-    pub(crate) fn new(args: usize) -> Request {
-        let mut bytes = Vec::with_capacity(64);
-        bytes.push(b'*');
-        decimal(&mut bytes, args as u64);
-        bytes.extend_from_slice(b"\r\n");
-        Request { bytes }
-    }
-
-    pub(crate) fn arg(&mut self, a: &[u8]) -> &mut Self {
-        self.arg2(a, &[])
-    }
-
-    /// A bulk string of `a` then `b` (a key name from its prefix and the
-    /// key's bytes, without an intermediate buffer).
-    pub(crate) fn arg2(&mut self, a: &[u8], b: &[u8]) -> &mut Self {
-        self.bytes.push(b'$');
-        decimal(&mut self.bytes, (a.len() + b.len()) as u64);
-        self.bytes.extend_from_slice(b"\r\n");
-        self.bytes.extend_from_slice(a);
-        self.bytes.extend_from_slice(b);
-        self.bytes.extend_from_slice(b"\r\n");
-        self
-    }
-
-    pub(crate) fn num(&mut self, n: u64) -> &mut Self {
-        let mut d = Vec::with_capacity(20);
-        decimal(&mut d, n);
-        self.arg(&d)
-    }
-
-    /// Appends another request (a pipeline).
-    pub(crate) fn then(&mut self, other: &Request) -> &mut Self {
-        self.bytes.extend_from_slice(&other.bytes);
-        self
-    }
-}
-
-/// Writes the `EVALSHA` of one batch: its keys go straight into the
-/// request, its deltas into the blob that follows them.
+/// Writes the `EVALSHA` of one batch: the fixed keys and arguments, the
+/// deltas' blob, how many keys each sub-bucket has, then the keys' fields,
+/// which must come by sub-bucket (`Pending::cut` orders them so).
 pub(crate) struct BatchWriter {
     req: Request,
     blob: Vec<u8>,
+    fields: Vec<u8>,
+    counts: [u64; SUB_BUCKETS],
+    last: usize,
 }
 
 impl BatchWriter {
     /// A batch of `n` keys.
     pub(crate) fn new(sha: &str, names: &Names, n: usize) -> BatchWriter {
-        let mut req = Request::new(3 + 5 + n + 9);
-        req.bytes.reserve(n * (names.data.len() + 24));
-        req.arg(b"EVALSHA").arg(sha.as_bytes()).num((5 + n) as u64);
+        let keys = 6 + names.buckets.len();
+        let mut req = Request::new(3 + keys + 8 + n);
+        req.bytes.reserve(keys * 24 + 200 + n * 48);
+        req.arg(b"EVALSHA").arg(sha.as_bytes()).num(keys as u64);
         req.arg(&names.record)
             .arg(&names.cfg)
             .arg(&names.hot)
             .arg(&names.hotv)
-            .arg(&names.hotver);
+            .arg(&names.hotver)
+            .arg(&names.gens);
+        for b in &names.buckets {
+            req.arg(b);
+        }
         BatchWriter {
             req,
             blob: Vec::with_capacity(n * 24),
+            fields: Vec::with_capacity(n * 16),
+            counts: [0; SUB_BUCKETS],
+            last: 0,
         }
     }
 
-    /// One key and its deltas (`n` calls in all, in batch order).
-    pub(crate) fn key(&mut self, names: &Names, name: &[u8], deltas: &[(u64, u64)]) {
-        self.req.arg2(&names.data, name);
+    /// One key (its field) and its deltas (`n` calls in all, in batch
+    /// order: by sub-bucket).
+    pub(crate) fn key(&mut self, field: &[u8], deltas: &[(u64, u64)]) {
+        let m = sub_bucket(field);
+        debug_assert!(m >= self.last, "fields by sub-bucket");
+        self.last = m;
+        self.counts[m] += 1;
+        let mut f = Request {
+            bytes: std::mem::take(&mut self.fields),
+        };
+        f.arg(field);
+        self.fields = f.bytes;
         put_f64(&mut self.blob, deltas.len() as u64);
         for &(e, c) in deltas {
             put_f64(&mut self.blob, e);
@@ -211,7 +183,11 @@ impl BatchWriter {
     }
 
     /// The request for batch `seq`.
-    pub(crate) fn finish(mut self, names: &Names, shape: &Shape, seq: u64) -> Request {
+    pub(crate) fn finish(mut self, shape: &Shape, seq: u64) -> Request {
+        let mut counts = Vec::with_capacity(8 * SUB_BUCKETS);
+        for &c in &self.counts {
+            put_f64(&mut counts, c);
+        }
         self.req
             .num(seq)
             .num(shape.slices as u64)
@@ -220,8 +196,8 @@ impl BatchWriter {
             .num(shape.record_ttl_ms)
             .arg(&self.blob)
             .arg(shape.config_string().as_bytes())
-            .num(names.data.len() as u64)
-            .arg(b"1");
+            .arg(&counts);
+        self.req.bytes.extend_from_slice(&self.fields);
         self.req
     }
 }
@@ -393,20 +369,6 @@ impl HotReply<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn requests_are_resp_arrays_of_bulk_strings() {
-        let mut r = Request::new(3);
-        r.arg(b"GET").arg2(b"ns:w:", b"k").num(1207);
-        assert_eq!(
-            r.bytes,
-            b"*3\r\n$3\r\nGET\r\n$6\r\nns:w:k\r\n$4\r\n1207\r\n"
-        );
-        let mut d = Vec::new();
-        decimal(&mut d, 0);
-        decimal(&mut d, u64::MAX);
-        assert_eq!(d, b"018446744073709551615");
-    }
 
     #[test]
     fn the_script_hashes_are_stable() {

@@ -17,6 +17,7 @@
 //!   name `write_key` wrote: the pending buffer, the cut and the encoding
 //!   run none of its code (`pending.rs`).
 
+use crate::bucket::escape;
 use crate::health::bump;
 use crate::key::RedisKey;
 use crate::node::{Inner, Outbox};
@@ -65,6 +66,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
                 name.clear();
                 k.write_key(&mut name);
                 let g = self.groups.of(&name);
+                escape(&mut name);
                 st.pending[g].stage(k, &name, start.as_nanos() / slice_nanos, c)
             }));
             match staged {
@@ -109,8 +111,8 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
         let names = &self.names[g];
         let mut w = BatchWriter::new(&self.flush_lua.sha, names, order.len());
         for n in order {
-            w.key(names, n, &entries[n].deltas.slices);
+            w.key(n, &entries[n].deltas.slices);
         }
-        w.finish(names, &self.shape, seq)
+        w.finish(&self.shape, seq)
     }
 }

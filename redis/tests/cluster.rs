@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use stripecount_redis::{ClusterError, ClusterWindows, LinkState};
+use support::buckets::stored_ring;
 use support::{flush_ok, RedisServer, Rng};
 
 fn node(url: &str, ns: &str) -> ClusterWindows<String> {
@@ -158,10 +159,17 @@ fn redis_holds_no_slice_older_than_the_window() {
     let mut conn = redis.conn();
     n.add("k", 1);
     n.flush().unwrap();
-    // The key expires when its only slice (the current one) leaves the
-    // window: in (9, 10] slices of 60 s.
-    let ttl: i64 = redis::cmd("PTTL").arg("exp:w:k").query(&mut conn).unwrap();
-    assert!(ttl > 540_000 && ttl <= 600_000, "ttl {ttl}");
+    // The key's bucket expires when the newest slice its generation can
+    // hold leaves the window (generations of 5 slices of 60 s): after
+    // the key's own slice did, within a generation.
+    let st = stored_ring(&mut conn, "exp", "k").expect("k is stored");
+    let newest = f64::from_le_bytes(st.ring[8..16].try_into().unwrap()) as i64;
+    assert_eq!(st.generation, newest / 5);
+    let at: i64 = redis::cmd("PEXPIRETIME")
+        .arg(&st.bucket)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(at, ((st.generation + 1) * 5 - 1 + 10) * 60_000);
     // A count stamped 1000 s ago is older than the window of the node's
     // newest slice: refused by the local add (as any `KeyedWindows` add
     // older than the ring), so nothing is held or sent. (Counts that age
@@ -172,11 +180,7 @@ fn redis_holds_no_slice_older_than_the_window() {
     let r = n.flush().unwrap();
     assert_eq!(r.batches, 0);
     assert_eq!(n.stats().dropped_old, 0);
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg("exp:w:old")
-        .query(&mut conn)
-        .unwrap();
-    assert_eq!(exists, 0);
+    assert!(stored_ring(&mut conn, "exp", "old").is_none());
 }
 
 #[test]

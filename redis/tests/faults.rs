@@ -11,6 +11,7 @@ use std::time::Duration;
 use stripecount::clock::ManualClock;
 use stripecount::{Clock, Timestamp};
 use stripecount_redis::{ClusterError, ClusterWindows, LinkState, WallClock};
+use support::buckets::stored_ring;
 use support::proxy::{Fault, Proxy};
 use support::{flush_ok, wait_until, RedisServer, Rng, Skewed};
 
@@ -432,10 +433,7 @@ fn a_node_whose_clock_is_5s_off_files_counts_in_the_same_slices() {
             // margin does not cover the nodes' estimates; try again.
             continue;
         }
-        let v: Vec<u8> = redis::cmd("GET")
-            .arg(format!("skew:w:{key}"))
-            .query(&mut conn)
-            .unwrap();
+        let v = stored_ring(&mut conn, "skew", &key).expect("stored").ring;
         let words: Vec<f64> = v
             .chunks_exact(8)
             .map(|w| f64::from_le_bytes(w.try_into().unwrap()))

@@ -46,7 +46,8 @@ fn cut_one_batch(redis: &RedisServer, proxy: &Proxy, attempt: u64, drop_reply: b
     }
     let total: u64 = reference.values().sum();
     let i = attempt % KEYS;
-    let pattern = format!(":w:k{i}\r\n").into_bytes();
+    // The key's field, a bulk string of the batch's request.
+    let pattern = format!("\r\nk{i}\r\n").into_bytes();
     let fired = proxy.fired();
     proxy.arm(if drop_reply {
         Fault::DropReply(pattern)

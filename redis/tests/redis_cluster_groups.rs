@@ -150,13 +150,13 @@ fn an_idle_group_costs_no_round_trip_and_a_busy_one_only_its_batch() {
     reset();
     flush_ok(&n);
     // Redis counts the commands a script calls too: each batch's script
-    // makes three `GET`s (the config, the node's record, the hot version)
-    // and one `TIME`; beyond them, one probe.
+    // makes four `GET`s (the config, the node's record, the slots'
+    // generations, the hot version) and one `TIME`; beyond them, one probe.
     let batches = calls("evalsha");
     assert_eq!(batches, GROUPS as u64);
     assert_eq!(
         (calls("get"), calls("time")),
-        (3 * batches + 1, batches + 1)
+        (4 * batches + 1, batches + 1)
     );
     for k in keys.iter().step_by(37) {
         assert_eq!(n.fresh_sum(k.as_str()).unwrap(), 2, "{k}");

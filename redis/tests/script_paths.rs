@@ -5,7 +5,7 @@
 //! adds: `fast` has no hot detection and `fast_hot` a threshold never
 //! reached (the fast path applies to both); `general` has a threshold of 1,
 //! so every key with a count is hot and the general path always runs.
-//! After every round, every key's stored bytes and absolute expiry are the
+//! After every round, every key's stored bytes and its bucket's expiry are the
 //! same in `fast` and `fast_hot`, and in `general` but for the ring's first
 //! 8 bytes (its hot horizon, 0 in the others); every sum is the
 //! reference's.
@@ -15,6 +15,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 use stripecount_redis::ClusterWindows;
+use support::buckets::stored_ring;
 use support::{flush_ok, RedisServer, Rng};
 
 const SLICES: u64 = 10;
@@ -40,11 +41,18 @@ fn node(redis: &RedisServer, ns: &str, threshold: Option<u64>) -> ClusterWindows
     b.build().unwrap()
 }
 
+/// A key's stored ring and its bucket's expiry (Unix ms).
 fn stored(conn: &mut redis::Connection, ns: &str, key: &str) -> (Option<Vec<u8>>, i64) {
-    let k = format!("{ns}:w:{key}");
-    let v: Option<Vec<u8>> = redis::cmd("GET").arg(&k).query(conn).unwrap();
-    let at: i64 = redis::cmd("PEXPIRETIME").arg(&k).query(conn).unwrap();
-    (v, at)
+    match stored_ring(conn, ns, key) {
+        Some(s) => {
+            let at: i64 = redis::cmd("PEXPIRETIME")
+                .arg(&s.bucket)
+                .query(conn)
+                .unwrap();
+            (Some(s.ring), at)
+        }
+        None => (None, -2),
+    }
 }
 
 #[test]

@@ -4,12 +4,17 @@
 //! with the same requests: N keys with one (key, slice) delta each, in
 //! batches of 1024 keys, flushed again at every iteration (Redis updates
 //! existing rings: the steady state, where the script's fast path runs).
+//! The baseline keeps a ring a Redis string with an expiry of its own and
+//! writes each with a command; the current one keeps them in bucket
+//! hashes (`src/bucket.rs`), a few commands a bucket.
 //! `ring1`: every ring holds one slice; `ring5`: five (the deltas go to the
-//! newest); `_hot`: hot detection on, with a threshold no key reaches. Each batch is one `EVALSHA` round trip and its reply read,
+//! newest); `_hot`: hot detection on, with a threshold no key reaches.
+//! Each batch is one `EVALSHA` round trip and its reply read,
 //! with no node around it (no take, no encoding, no cache). After each
 //! point, the bench prints the script's time per key-delta in Redis's
 //! `INFO commandstats`.
 
+use super::support::buckets::{bucket, sub_bucket, SLOTS, SUB_BUCKETS};
 use criterion::{Criterion, Throughput};
 use std::time::{Duration, Instant};
 
@@ -24,6 +29,8 @@ struct Target<'a> {
     sha: &'a str,
     ns: &'a str,
     thr: u64,
+    /// The baseline's layout (one Redis key a ring).
+    baseline: bool,
 }
 
 /// The `EVALSHA` of batch `seq` of keys `keys`, one delta each into epoch `e`.
@@ -37,16 +44,50 @@ fn batch(to: &Target, seq: u64, keys: std::ops::Range<u64>, e: u64) -> redis::Cm
     let ttl = SLICES * SLICE_MS + SLICE_MS + 300_000;
     let ns = to.ns;
     let mut c = redis::cmd("EVALSHA");
-    c.arg(to.sha).arg(5 + keys.end - keys.start);
-    for k in ["n:bench", "cfg", "hot", "hotv", "hotver"] {
-        c.arg(format!("{ns}:{k}"));
+    c.arg(to.sha);
+    let fixed = ["n:bench", "cfg", "hot", "hotv", "hotver"];
+    if to.baseline {
+        // One key a ring: the keys are the script's keys.
+        c.arg(5 + keys.end - keys.start);
+        for k in fixed {
+            c.arg(format!("{ns}:{k}"));
+        }
+        for k in keys {
+            c.arg(format!("{ns}:w:{k}"));
+        }
+        c.arg(seq).arg(SLICES).arg(SLICE_MS).arg(to.thr).arg(ttl);
+        c.arg(blob).arg(format!("{SLICES}:{SLICE_MS}"));
+        c.arg(ns.len() + 3).arg("1");
+    } else {
+        // Rings in bucket hashes: the names go by sub-bucket.
+        let mut names: Vec<Vec<u8>> = keys.map(|k| k.to_string().into_bytes()).collect();
+        names.sort_by_key(|n| sub_bucket(n));
+        let mut counts = [0u64; SUB_BUCKETS];
+        for n in &names {
+            counts[sub_bucket(n)] += 1;
+        }
+        c.arg(6 + SLOTS * SUB_BUCKETS);
+        for k in fixed {
+            c.arg(format!("{ns}:{k}"));
+        }
+        c.arg(format!("{ns}:bg"));
+        for r in 0..SLOTS {
+            for m in 0..SUB_BUCKETS {
+                c.arg(bucket(ns, r, m));
+            }
+        }
+        c.arg(seq).arg(SLICES).arg(SLICE_MS).arg(to.thr).arg(ttl);
+        c.arg(blob)
+            .arg(format!("{SLICES}:{SLICE_MS}:b{SUB_BUCKETS}"));
+        let cb: Vec<u8> = counts
+            .iter()
+            .flat_map(|&c| (c as f64).to_le_bytes())
+            .collect();
+        c.arg(cb);
+        for n in names {
+            c.arg(n);
+        }
     }
-    for k in keys {
-        c.arg(format!("{ns}:w:{k}"));
-    }
-    c.arg(seq).arg(SLICES).arg(SLICE_MS).arg(to.thr).arg(ttl);
-    c.arg(blob).arg(format!("{SLICES}:{SLICE_MS}"));
-    c.arg(ns.len() + 3).arg("1");
     c
 }
 
@@ -90,6 +131,7 @@ pub fn script(c: &mut Criterion, redis: &super::support::RedisServer) {
                     sha: &sha,
                     ns: &ns,
                     thr,
+                    baseline: name == "baseline",
                 };
                 let mut seq = 0u64;
                 // The rings, `ring` slices each, the newest now.

@@ -106,45 +106,26 @@ end
 -- pieces).
 local out, no = {}, 0
 
--- The steady state without hot detection: one delta into the newest
--- slice of a ring with no slice to drop. Only the last count changes and
+-- The steady state: one delta into the newest slice of a ring with no
+-- slice to drop and, with hot detection on, of a key that was not hot
+-- (its horizon is 0) and stays below the threshold (else the general
+-- path decides its horizon and crossing). Only the last count changes and
 -- the expiry stays: `SETRANGE` writes the new count's 8 bytes in place
 -- (in Redis cheaper than a `SET ... KEEPTTL` of the whole value, which
 -- makes a new value object and frees the old; the general path below does
 -- the same as this, at the price of decoding and re-encoding the whole
 -- ring). The key exists: `MGET` read it, and no key expires while a
 -- script runs (Redis freezes a script's clock), so `SETRANGE` never makes
--- a key without an expiry. `loff[len]`: the offset of the last count of a
--- ring of `len` bytes, as a string (Redis would format a number argument
--- at each call); `lhead[len]`: the reply's header of such a ring.
+-- a key without an expiry. It runs inline in the loop below, with the
+-- library functions in locals and a ring of one slice (the most common)
+-- read by one `unpack`: a Lua function call a key costs measurably here.
+-- `loff[len]`: the offset of the last count of a ring of `len` bytes, as
+-- a string (Redis would format a number argument at each call);
+-- `lhead[len]`: the reply's header of such a ring.
 local lhead, loff = {}, {}
-local function fast(i, v, p)
-  local e = d[p]
-  if e > cur then e = cur end
-  local lv = #v
-  local oe, ne, nc
-  if lv == 24 then
-    oe, nc = struct.unpack('<dd', v, 9)
-    ne = oe
-  else
-    oe = struct.unpack('<d', v, 9)
-    ne, nc = struct.unpack('<dd', v, lv - 15)
-  end
-  if oe <= floor or e ~= ne then return false end
-  local off = loff[lv]
-  if not off then
-    off = tostring(lv - 8)
-    loff[lv] = off
-    lhead[lv] = head((lv - 8) / 16)
-  end
-  local last = struct.pack('<d', nc + d[p + 1])
-  redis.call('SETRANGE', KEYS[5 + i], off, last)
-  out[no + 1] = lhead[lv]
-  out[no + 2] = string.sub(v, 1, lv - 8)
-  out[no + 3] = last
-  no = no + 3
-  return true
-end
+local unpk, pk, sub, rcall = struct.unpack, struct.pack, string.sub, redis.call
+local head1 = head(1)
+local steady = not replay
 
 -- A key's ring is handled as one flat table x = { until, e1, c1, ... }
 -- with its q slices in increasing epoch order (see src/ring.rs).
@@ -158,7 +139,55 @@ for base = 0, n - 1, CHUNK do
   for i = base + 1, last_i do
     local k = KEYS[5 + i]
     local v = vals[i - base]
-    if replay then
+    local lv = v and #v or 0
+    local done = false
+    if steady and lv >= 24 and (uni or ms[i] == 1) then
+      local p = uni and 3 * i - 1 or offs[i]
+      local e = d[p]
+      if e > cur then e = cur end
+      if lv == 24 then
+        local u, oe, oc = unpk('<ddd', v)
+        local nc = oc + d[p + 1]
+        if oe > floor and e == oe and (thr == 0 or u == 0 and nc < thr) then
+          local last = pk('<d', nc)
+          rcall('SETRANGE', k, '16', last)
+          out[no + 1] = head1
+          out[no + 2] = sub(v, 1, 16)
+          out[no + 3] = last
+          no = no + 3
+          done = true
+        end
+      else
+        local oe = unpk('<d', v, 9)
+        local ne, nc = unpk('<dd', v, lv - 15)
+        local ok = oe > floor and e == ne
+        if ok and thr > 0 then
+          local q = (lv - 8) / 16
+          local x = { unpk(fmt(1 + 2 * q), v) }
+          local sum = d[p + 1]
+          for z = 1, q do sum = sum + x[2 * z + 1] end
+          ok = x[1] == 0 and sum < thr
+        end
+        if ok then
+          local off = loff[lv]
+          if not off then
+            off = tostring(lv - 8)
+            loff[lv] = off
+            lhead[lv] = head((lv - 8) / 16)
+          end
+          local last = pk('<d', nc + d[p + 1])
+          rcall('SETRANGE', k, off, last)
+          out[no + 1] = lhead[lv]
+          out[no + 2] = sub(v, 1, lv - 8)
+          out[no + 3] = last
+          no = no + 3
+          done = true
+        end
+      end
+    end
+    if done then
+      -- The steady state, done.
+    elseif replay then
       -- Answer with the ring as it is (the node ignores stale slices).
       if v then
         out[no + 1] = head((#v - 8) / 16)
@@ -168,8 +197,6 @@ for base = 0, n - 1, CHUNK do
         out[no + 2] = head(0)
       end
       no = no + 2
-    elseif thr == 0 and v and #v >= 24 and (uni or ms[i] == 1) and fast(i, v, uni and 3 * i - 1 or offs[i]) then
-      -- The steady state, done.
     else
       local x, q, oldmax
       if v then

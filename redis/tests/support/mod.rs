@@ -2,6 +2,7 @@
 //! proxy to put between nodes and it. Never a mock of Redis.
 #![allow(dead_code)] // each test binary uses its own part
 
+pub mod buckets;
 pub mod cluster;
 pub mod flaky;
 pub mod proxy;

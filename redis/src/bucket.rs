@@ -1,0 +1,147 @@
+//! Where Redis keeps the rings: in bucket hashes, one field a key, so that
+//! the flush script reads and writes a batch's rings with a few commands a
+//! bucket rather than one command a key, and no key needs an expiry of its
+//! own.
+//!
+//! # The layout
+//! - A key's ring (`ring.rs`) is the field named after the key (the bytes
+//!   `write_key` wrote, escaped: below) of bucket `ns:b:<r>:<m>`:
+//!   - `m` = [`sub_bucket`] of the field, one of [`SUB_BUCKETS`] (it
+//!     bounds one hash's size, so that freeing an expired bucket stays
+//!     short);
+//!   - `r` = the *slot* of the generation of the ring's newest slice:
+//!     generation `g = newest / G` with `G = ceil(slices / 2)`
+//!     ([`generation_len`]), slot `g % SLOTS`.
+//! - `ns:bg`: the generation each slot holds (`SLOTS` doubles, -1: none).
+//!   A slot is given to a new generation only once its old one is older
+//!   than the window: `G >= slices / 2` makes every generation `SLOTS = 4`
+//!   back dead, so the script then deletes the slot's buckets (`UNLINK`,
+//!   freed off the main thread) and writes the new generation there.
+//! - A bucket expires (`PEXPIREAT`) when the newest slice its generation
+//!   can hold leaves the window, `((g + 1) G - 1 + slices) * slice_ms`, so
+//!   an abandoned namespace disappears by itself; `ns:bg` with its newest
+//!   bucket.
+//!
+//! # Invariants
+//! - A key has at most one ring among the live slots (those whose
+//!   generation may hold a slice of the window): the script looks a key up
+//!   in every live slot before it writes, and moves a ring whose newest
+//!   slice enters a new generation (`HSET` in the new slot, `HDEL` in the
+//!   old, in the same script). A ring left in a slot that died is never
+//!   read again: all of its slices are older than the window.
+//! - Every bucket holds the field [`MARKER`] with a value longer than
+//!   Redis's `hash-max-listpack-value` (64 bytes by default), so buckets
+//!   are hash tables from their first write: a listpack finds a field by a
+//!   linear scan, which made a batch of a few hundred keys a bucket cost
+//!   several times more. No key's field is [`MARKER`]: a name starting with
+//!   byte `0xff` gets one more in front ([`escape`]).
+
+use crate::script::{Names, Request};
+
+/// Bucket slots: consecutive generations rotate through them.
+pub(crate) const SLOTS: usize = 4;
+
+/// Sub-buckets a slot: a key's is fixed by its name.
+pub(crate) const SUB_BUCKETS: usize = 16;
+
+/// The field of every bucket that no key's field can be (see [`escape`]).
+#[cfg(test)]
+pub(crate) const MARKER: &[u8] = b"\xff";
+
+/// Slices a generation: half the window, rounded up.
+#[cfg(test)]
+pub(crate) fn generation_len(slices: usize) -> u64 {
+    (slices as u64).div_ceil(2)
+}
+
+/// The field of the key written `name`: `name` itself, unless it starts
+/// with `0xff` (then `0xff` and `name`), so that no field is [`MARKER`].
+pub(crate) fn escape(name: &mut Vec<u8>) {
+    if name.first() == Some(&0xff) {
+        name.insert(0, 0xff);
+    }
+}
+
+/// The key name of a field ([`escape`] undone).
+pub(crate) fn unescape(field: &[u8]) -> &[u8] {
+    match field {
+        [0xff, rest @ ..] if !rest.is_empty() => rest,
+        _ => field,
+    }
+}
+
+/// The sub-bucket of a field: FNV-1a (32 bits) of its bytes, modulo
+/// [`SUB_BUCKETS`]. Every node computes the same one.
+pub(crate) fn sub_bucket(field: &[u8]) -> usize {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in field {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    (h % SUB_BUCKETS as u32) as usize
+}
+
+/// The names of a namespace's buckets: slot `r`'s sub-bucket `m` at
+/// `r * SUB_BUCKETS + m`, after `prefix` (`ns:` or `ns:{tag}:`).
+pub(crate) fn bucket_names(prefix: &str) -> Vec<Vec<u8>> {
+    (0..SLOTS)
+        .flat_map(|r| (0..SUB_BUCKETS).map(move |m| format!("{prefix}b:{r}:{m}").into_bytes()))
+        .collect()
+}
+
+/// The `EVALSHA` of the read of one key's ring (`ring_read.lua`).
+pub(crate) fn ring_read_request(sha: &str, names: &Names, field: &[u8]) -> Request {
+    let m = sub_bucket(field);
+    let mut r = Request::new(3 + 2 + SLOTS + 1);
+    r.arg(b"EVALSHA")
+        .arg(sha.as_bytes())
+        .num(2 + SLOTS as u64)
+        .arg(&names.cfg)
+        .arg(&names.gens);
+    for slot in 0..SLOTS {
+        r.arg(&names.buckets[slot * SUB_BUCKETS + m]);
+    }
+    r.arg(field);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_keeps_every_name_apart_from_the_marker() {
+        for name in [&b""[..], b"a", b"\xff", b"\xff\xff", b"\xffa", b"a\xff"] {
+            let mut f = name.to_vec();
+            escape(&mut f);
+            assert_ne!(f, MARKER, "{name:?}");
+            assert_eq!(unescape(&f), name, "{name:?}");
+        }
+        let mut f = b"k1".to_vec();
+        escape(&mut f);
+        assert_eq!(f, b"k1");
+    }
+
+    #[test]
+    fn sub_buckets_are_fixed_and_spread() {
+        // FNV-1a of "a" is 0xe40c292c.
+        assert_eq!(sub_bucket(b"a"), 0xe40c_292c % 16);
+        let mut seen = [0usize; SUB_BUCKETS];
+        for i in 0..16_000 {
+            seen[sub_bucket(i.to_string().as_bytes())] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
+    }
+
+    #[test]
+    fn a_generation_is_half_the_window_and_slots_outlast_it() {
+        for s in 1..100usize {
+            let g = generation_len(s);
+            assert!(2 * g >= s as u64);
+            // A generation SLOTS back is dead once the next one begins:
+            // its newest slice plus the window ends by then.
+            assert!(s as u64 - 1 <= (SLOTS as u64 - 1) * g);
+        }
+        assert_eq!(bucket_names("ns:").len(), SLOTS * SUB_BUCKETS);
+        assert_eq!(bucket_names("ns:")[SUB_BUCKETS + 2], b"ns:b:1:2");
+    }
+}
