@@ -13,13 +13,15 @@
 //!     generation `g = newest / G` with `G = ceil(slices / 2)`
 //!     ([`generation_len`]), slot `g % SLOTS`.
 //! - `ns:bg`: the generation each slot holds (`SLOTS` doubles, -1: none).
-//!   A slot is given to a new generation only once its old one is older
-//!   than the window: `G >= slices / 2` makes every generation `SLOTS = 4`
-//!   back dead, so the script then deletes the slot's buckets (`UNLINK`,
-//!   freed off the main thread) and writes the new generation there.
-//! - A bucket expires (`PEXPIREAT`) when the newest slice its generation
-//!   can hold leaves the window, `((g + 1) G - 1 + slices) * slice_ms`, so
-//!   an abandoned namespace disappears by itself; `ns:bg` with its newest
+//!   Once a slot's generation is older than the window (its newest
+//!   possible slice left it), the next applied batch deletes the slot's
+//!   buckets (`UNLINK`: a big hash is freed off Redis's main thread) and
+//!   frees the slot. `G >= slices / 2` makes the generation `SLOTS = 4`
+//!   back dead by the time a generation begins, so the slot a new
+//!   generation needs is free.
+//! - A bucket expires (`PEXPIREAT`) a generation later than that,
+//!   `((g + 2) G - 1 + slices) * slice_ms`, so that a namespace no node
+//!   flushes to any more disappears by itself; `ns:bg` with its newest
 //!   bucket.
 //!
 //! # Invariants

@@ -123,24 +123,40 @@ do
     if g ~= gcur and gens[r + 1] == g then look[#look + 1] = r end
   end
 end
-local function expiry(g) return ((g + 1) * G - 1 + S) * slice_ms end
+-- A bucket of generation g expires a generation after the newest slice g
+-- can hold left the window: before then a flush deletes it (`clear`, freed
+-- off Redis's main thread), and expiry is left for namespaces no node
+-- flushes to any more.
+local function expiry(g) return ((g + 2) * G - 1 + S) * slice_ms end
 local MARKER, PAD = '\255', string.rep('-', 72)
--- Whether generation g can be written in its slot: the slot holds it, or
--- holds a generation older than the window, whose buckets are then
--- deleted and the slot given to g. A slot holding a later generation (a
--- server clock that stepped back by more than a window) takes nothing.
 local gens_changed = false
+-- Deletes slot r's buckets and frees the slot.
+local function clear(r)
+  local ks = {}
+  for m = 0, M - 1 do ks[m + 1] = KEYS[7 + r * M + m] end
+  redis.call('UNLINK', unpack(ks))
+  gens[r + 1] = -1
+  gens_changed = true
+end
+-- Whether generation g can be written in its slot: the slot holds it, or
+-- holds none (a generation older than the window is cleared below), and
+-- is then given to g. A slot holding a later generation (a server clock
+-- that stepped back by more than a window) takes nothing.
 local function writable(g)
   local r = g % R
   local h = gens[r + 1]
   if h == g then return true end
-  if h > g or h >= glive then return false end
-  local ks = {}
-  for m = 0, M - 1 do ks[m + 1] = KEYS[7 + r * M + m] end
-  redis.call('UNLINK', unpack(ks))
+  if h >= 0 then return false end
   gens[r + 1] = g
   gens_changed = true
   return true
+end
+if not replay then
+  -- The slots whose generation left the window, cleared.
+  for r = 0, R - 1 do
+    local h = gens[r + 1]
+    if h >= 0 and h < glive then clear(r) end
+  end
 end
 
 local fmts = {}
@@ -418,8 +434,7 @@ for m = 0, M - 1 do
       local bk = KEYS[7 + r * M + m]
       if rcall('HSET', bk, unpack(st)) > 0 then
         -- New fields: the bucket may be new. Its marker makes it a hash
-        -- table (src/bucket.rs); it expires when the newest slice its
-        -- generation can hold leaves the window.
+        -- table (src/bucket.rs); its expiry is its generation's.
         rcall('HSET', bk, MARKER, PAD)
         rcall('PEXPIREAT', bk, expiry(gens[r + 1]))
       end
@@ -437,7 +452,11 @@ if gens_changed then
   for r = 1, R do
     if gens[r] > newest then newest = gens[r] end
   end
-  redis.call('SET', KEYS[6], struct.pack('<dddd', unpack(gens)), 'PXAT', expiry(newest))
+  if newest < 0 then
+    redis.call('DEL', KEYS[6])
+  else
+    redis.call('SET', KEYS[6], struct.pack('<dddd', unpack(gens)), 'PXAT', expiry(newest))
+  end
 end
 
 local hotblob

@@ -209,8 +209,9 @@
 //!
 //! `ns:b:<slot>:<sub-bucket>` the buckets, hashes with one field a key
 //! (named by its bytes): its slices in the window and its hot horizon
-//! (`ring.rs`); a bucket expires when the newest slice it can hold leaves
-//! the window, so no key has an expiry of its own (`bucket.rs`); `ns:bg`
+//! (`ring.rs`); a flush deletes a bucket once the newest slice it can hold
+//! left the window, and its expiry cleans up after a namespace no node
+//! flushes to, so no key has an expiry of its own (`bucket.rs`); `ns:bg`
 //! which generation of slices each slot holds; `ns:n:<node id>` a node's
 //! last applied batch; `ns:cfg` the window shape and layout every node
 //! must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set;

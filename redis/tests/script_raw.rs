@@ -113,9 +113,10 @@ fn run_counted(
 /// Slices a generation.
 const G: u64 = SLICES / 2;
 
-/// When a bucket of generation `g` expires (Unix ms).
+/// When a bucket of generation `g` expires (Unix ms): a generation after
+/// its newest slice left the window.
 fn expiry(g: u64) -> u64 {
-    ((g + 1) * G - 1 + SLICES) * SLICE_MS
+    ((g + 2) * G - 1 + SLICES) * SLICE_MS
 }
 
 /// Stores `ring` as key `key`'s in the slot of its newest slice's
@@ -339,29 +340,35 @@ fn a_malformed_batch_is_refused_before_any_write() {
 }
 
 #[test]
-fn a_slot_is_given_to_a_new_generation_only_once_its_own_is_dead() {
+fn a_slot_is_cleared_once_its_generation_is_dead_and_given_to_a_new_one() {
     let redis = RedisServer::start();
     let mut conn = redis.conn();
     for attempt in 0..5 {
         let ns = format!("slots{attempt}");
         let cur = epoch(&mut conn);
         let gc = cur / G;
-        // The current generation's slot holds one four back (dead: its
-        // newest slice left the window before this generation began),
-        // with a ring; the previous generation's slot holds a later one
-        // (a server whose clock stepped back by more than a window).
+        // The current generation's slot holds one four back and the next
+        // one's one three back (both dead: their newest slices left the
+        // window before this generation began), each with a ring; the
+        // previous generation's slot holds a later one (a server whose
+        // clock stepped back by more than a window).
         let mut gens = [-1i64; SLOTS];
-        let (rc, rp) = (gc as usize % SLOTS, (gc - 1) as usize % SLOTS);
+        let slot = |g: u64| g as usize % SLOTS;
+        let (rc, rn, rp) = (slot(gc), slot(gc + 1), slot(gc - 1));
         gens[rc] = gc as i64 - 4;
+        gens[rn] = gc as i64 - 3;
         gens[rp] = gc as i64 + 3;
         set_generations(&mut conn, &ns, &gens);
         let stale = bucket(&ns, rc, sub_bucket(b"stale"));
-        redis::cmd("HSET")
-            .arg(&stale)
-            .arg("stale")
-            .arg(pack(&[0, (gc - 4) * G, 9]))
-            .exec(&mut conn)
-            .unwrap();
+        let idle = bucket(&ns, rn, sub_bucket(b"idle"));
+        for (b, k, g) in [(&stale, "stale", gc - 4), (&idle, "idle", gc - 3)] {
+            redis::cmd("HSET")
+                .arg(b)
+                .arg(k)
+                .arg(pack(&[0, g * G, 9]))
+                .exec(&mut conn)
+                .unwrap();
+        }
         // "late" (sub-bucket 1): 3 into a slice of the previous
         // generation, still in the window; "fresh" (15): 1 now.
         let reply = run(
@@ -380,14 +387,18 @@ fn a_slot_is_given_to_a_new_generation_only_once_its_own_is_dead() {
         // No slot takes "late": its count is dropped, and reported.
         assert_eq!(a[3], Value::Int(3));
         assert!(stored_ring(&mut conn, &ns, "late").is_none());
-        // "fresh" took the current generation's slot, whose buckets went.
+        // Both dead slots were cleared; "fresh" took the current
+        // generation's.
         let s = stored_ring(&mut conn, &ns, "fresh").expect("fresh is stored");
         assert_eq!(s.generation, gc as i64);
         assert_eq!(unpack(&s.ring), vec![0, cur, 1]);
-        let exists: bool = redis::cmd("EXISTS").arg(&stale).query(&mut conn).unwrap();
-        assert!(!exists, "{stale} was not deleted");
+        for b in [&stale, &idle] {
+            let exists: bool = redis::cmd("EXISTS").arg(b).query(&mut conn).unwrap();
+            assert!(!exists, "{b} was not deleted");
+        }
         let mut want = gens;
         want[rc] = gc as i64;
+        want[rn] = -1;
         assert_eq!(support::buckets::generations(&mut conn, &ns), want);
         // The slots' generations last as long as the latest one's buckets.
         let at: i64 = redis::cmd("PEXPIRETIME")
