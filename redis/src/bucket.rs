@@ -6,9 +6,13 @@
 //! # The layout
 //! - A key's ring (`ring.rs`) is the field named after the key (the bytes
 //!   `write_key` wrote, escaped: below) of bucket `ns:b:<r>:<m>`:
-//!   - `m` = [`sub_bucket`] of the field, one of [`SUB_BUCKETS`] (it
-//!     bounds one hash's size, so that freeing an expired bucket stays
-//!     short);
+//!   - `m` = [`sub_bucket`] of the field, one of `M` = [`sub_buckets`]:
+//!     16 on a single instance, `ceil(16 / groups)` a group on a Redis
+//!     Cluster (whose groups already divide the keys). They bound one
+//!     hash's size; more of them would cost a batch more commands (a
+//!     bucket's keys take one `HMGET` and one `HSET` whatever their
+//!     number: a cluster's batch of 1,000 keys over 16 groups, cut into 16
+//!     sub-buckets each, took 20% longer than in one string a key);
 //!   - `r` = the *slot* of the generation of the ring's newest slice:
 //!     generation `g = newest / G` with `G = ceil(slices / 2)`
 //!     ([`generation_len`]), slot `g % SLOTS`.
@@ -43,8 +47,14 @@ use crate::script::{Names, Request};
 /// Bucket slots: consecutive generations rotate through them.
 pub(crate) const SLOTS: usize = 4;
 
-/// Sub-buckets a slot: a key's is fixed by its name.
-pub(crate) const SUB_BUCKETS: usize = 16;
+/// Sub-buckets a slot on a single instance, and over all the groups of a
+/// Redis Cluster.
+const SUB_BUCKETS: usize = 16;
+
+/// Sub-buckets a slot of each of `groups` groups.
+pub(crate) fn sub_buckets(groups: usize) -> usize {
+    SUB_BUCKETS.div_ceil(groups.max(1))
+}
 
 /// The field of every bucket that no key's field can be (see [`escape`]).
 #[cfg(test)]
@@ -72,27 +82,28 @@ pub(crate) fn unescape(field: &[u8]) -> &[u8] {
     }
 }
 
-/// The sub-bucket of a field: FNV-1a (32 bits) of its bytes, modulo
-/// [`SUB_BUCKETS`]. Every node computes the same one.
-pub(crate) fn sub_bucket(field: &[u8]) -> usize {
+/// The sub-bucket of a field: FNV-1a (32 bits) of its bytes, modulo `m`
+/// (the namespace's [`sub_buckets`]). Every node computes the same one.
+pub(crate) fn sub_bucket(field: &[u8], m: usize) -> usize {
     let mut h: u32 = 0x811c_9dc5;
     for &b in field {
         h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
     }
-    (h % SUB_BUCKETS as u32) as usize
+    (h % m as u32) as usize
 }
 
-/// The names of a namespace's buckets: slot `r`'s sub-bucket `m` at
-/// `r * SUB_BUCKETS + m`, after `prefix` (`ns:` or `ns:{tag}:`).
-pub(crate) fn bucket_names(prefix: &str) -> Vec<Vec<u8>> {
+/// The names of a namespace's buckets, `m` sub-buckets a slot: slot `r`'s
+/// sub-bucket `s` at `r * m + s`, after `prefix` (`ns:` or `ns:{tag}:`).
+pub(crate) fn bucket_names(prefix: &str, m: usize) -> Vec<Vec<u8>> {
     (0..SLOTS)
-        .flat_map(|r| (0..SUB_BUCKETS).map(move |m| format!("{prefix}b:{r}:{m}").into_bytes()))
+        .flat_map(|r| (0..m).map(move |s| format!("{prefix}b:{r}:{s}").into_bytes()))
         .collect()
 }
 
 /// The `EVALSHA` of the read of one key's ring (`ring_read.lua`).
 pub(crate) fn ring_read_request(sha: &str, names: &Names, field: &[u8]) -> Request {
-    let m = sub_bucket(field);
+    let n = names.buckets.len() / SLOTS;
+    let m = sub_bucket(field, n);
     let mut r = Request::new(3 + 2 + SLOTS + 1);
     r.arg(b"EVALSHA")
         .arg(sha.as_bytes())
@@ -100,7 +111,7 @@ pub(crate) fn ring_read_request(sha: &str, names: &Names, field: &[u8]) -> Reque
         .arg(&names.cfg)
         .arg(&names.gens);
     for slot in 0..SLOTS {
-        r.arg(&names.buckets[slot * SUB_BUCKETS + m]);
+        r.arg(&names.buckets[slot * n + m]);
     }
     r.arg(field);
     r
@@ -126,12 +137,17 @@ mod tests {
     #[test]
     fn sub_buckets_are_fixed_and_spread() {
         // FNV-1a of "a" is 0xe40c292c.
-        assert_eq!(sub_bucket(b"a"), 0xe40c_292c % 16);
+        assert_eq!(sub_bucket(b"a", 16), 0xe40c_292c % 16);
+        assert_eq!(sub_bucket(b"a", 3), 0xe40c_292c % 3);
         let mut seen = [0usize; SUB_BUCKETS];
         for i in 0..16_000 {
-            seen[sub_bucket(i.to_string().as_bytes())] += 1;
+            seen[sub_bucket(i.to_string().as_bytes(), SUB_BUCKETS)] += 1;
         }
         assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
+        assert_eq!(
+            [1, 2, 3, 16, 17, 1000].map(sub_buckets),
+            [16, 8, 6, 1, 1, 1]
+        );
     }
 
     #[test]
@@ -143,7 +159,8 @@ mod tests {
             // its newest slice plus the window ends by then.
             assert!(s as u64 - 1 <= (SLOTS as u64 - 1) * g);
         }
-        assert_eq!(bucket_names("ns:").len(), SLOTS * SUB_BUCKETS);
-        assert_eq!(bucket_names("ns:")[SUB_BUCKETS + 2], b"ns:b:1:2");
+        assert_eq!(bucket_names("ns:", 16).len(), SLOTS * 16);
+        assert_eq!(bucket_names("ns:", 16)[16 + 2], b"ns:b:1:2");
+        assert_eq!(bucket_names("ns:{t}:", 1)[3], b"ns:{t}:b:3:0");
     }
 }

@@ -37,6 +37,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let node_id = format!("{:032x}", rand::random::<u128>());
         let groups = b.cluster.groups();
         let n_groups = groups.len();
+        let sub_buckets = crate::bucket::sub_buckets(n_groups);
         let (flush_lua, hot_lua, ring_lua) =
             (Lua::new(FLUSH), Lua::new(HOT_READ), Lua::new(RING_READ));
         let senders = (0..groups.len())
@@ -65,9 +66,10 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
                 threshold: b.hot_threshold.unwrap_or(0),
                 record_ttl_ms: window_ms + slice_ms + 300_000,
                 cluster_groups: b.cluster.config_groups(),
+                sub_buckets,
             },
             names: (0..groups.len())
-                .map(|g| Names::new(&b.namespace, groups.tag(g), &node_id))
+                .map(|g| Names::new(&b.namespace, groups.tag(g), &node_id, sub_buckets))
                 .collect(),
             groups,
             durability: b.cluster.durability,

@@ -204,13 +204,15 @@ impl<K: Clone> Pending<K> {
         !self.inflight.is_empty()
     }
 
-    /// Cuts the next batch from `staged` (at most `max` keys) unless
-    /// [`MAX_IN_FLIGHT`] are in flight or nothing is staged; `encode(order,
-    /// entries, seq)` builds its request (it must not panic: the batch is
-    /// then lost). Returns the new batch's sequence, key order and request.
+    /// Cuts the next batch from `staged` (at most `max` keys, ordered by
+    /// their sub-bucket of `sub_buckets`) unless [`MAX_IN_FLIGHT`] are in
+    /// flight or nothing is staged; `encode(order, entries, seq)` builds its
+    /// request (it must not panic: the batch is then lost). Returns the new
+    /// batch's sequence, key order and request.
     pub(crate) fn cut<R>(
         &mut self,
         max: usize,
+        sub_buckets: usize,
         encode: impl FnOnce(&[Name], &HashMap<Name, Entry<K>>, u64) -> R,
     ) -> Option<(u64, Vec<Name>, R)> {
         if self.inflight.len() >= MAX_IN_FLIGHT || self.staged.is_empty() {
@@ -227,7 +229,7 @@ impl<K: Clone> Pending<K> {
         };
         // By sub-bucket: the script takes a bucket's keys together.
         let mut order: Vec<Name> = entries.keys().cloned().collect();
-        order.sort_by_cached_key(|n| sub_bucket(n));
+        order.sort_by_cached_key(|n| sub_bucket(n, sub_buckets));
         let seq = self.next_seq;
         self.next_seq += 1;
         let request = encode(&order, &entries, seq);
@@ -292,7 +294,9 @@ mod tests {
         }
         assert_eq!(p.sum(&name(3), 0, 1), 1);
         let (seq, order, ()) = p
-            .cut(3, |o, d, s| assert_eq!((o.len(), d.len(), s), (3, 3, 1)))
+            .cut(3, 16, |o, d, s| {
+                assert_eq!((o.len(), d.len(), s), (3, 3, 1))
+            })
             .unwrap();
         assert_eq!((seq, order.len()), (1, 3));
         // In flight: counted by reads; a second batch may be cut.
@@ -300,21 +304,21 @@ mod tests {
         assert_eq!(sum(&p), 5);
         assert!(p.in_flight());
         assert!(p.stage(&0, &name(0), 1, 1)); // a key may be in a batch and staged
-        let (seq, _, ()) = p.cut(5, |_, _, _| ()).unwrap();
+        let (seq, _, ()) = p.cut(5, 16, |_, _, _| ()).unwrap();
         assert_eq!(seq, 2);
         assert_eq!(sum(&p), 6);
         assert_eq!(p.counts(), 6);
         assert_eq!(p.staged_keys(), 0);
         // Two in flight: no third.
         assert!(p.stage(&9, &name(9), 1, 1));
-        assert!(p.cut(3, |_, _, _| unreachable!()).is_none());
+        assert!(p.cut(3, 16, |_, _, _| unreachable!()).is_none());
         // Acknowledged oldest first only.
         assert!(p.acknowledge(2).is_none());
         let b = p.acknowledge(1).unwrap();
         assert_eq!((b.key_deltas, b.counts), (3, 3));
         assert_eq!(p.counts(), 4); // batch 2 and key 9
         assert!(p.acknowledge(1).is_none());
-        let (seq, order, ()) = p.cut(3, |_, _, _| ()).unwrap();
+        let (seq, order, ()) = p.cut(3, 16, |_, _, _| ()).unwrap();
         assert_eq!((seq, order.len()), (3, 1));
         assert_eq!(p.acknowledge(2).unwrap().counts, 3);
         assert_eq!(p.acknowledge(3).unwrap().counts, 1);
@@ -364,7 +368,7 @@ mod tests {
                 assert!(p.stage(&Touchy(k), &name(k), round + 1, 1));
             }
             p.prune(round, round + 1);
-            while let Some((seq, _, ())) = p.cut(7, |_, _, _| ()) {
+            while let Some((seq, _, ())) = p.cut(7, 16, |_, _, _| ()) {
                 let _ = p.sum(&name(3), 0, 9);
                 assert_eq!(p.acknowledge(seq).unwrap().seq, seq);
             }

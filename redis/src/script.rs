@@ -39,7 +39,7 @@
 //! key's field, score: the hot version of its last change) and `ns:hotver`
 //! the hot version (bumped by each batch that changes the hot set).
 
-use crate::bucket::{bucket_names, sub_bucket, SUB_BUCKETS};
+use crate::bucket::{bucket_names, sub_bucket, SLOTS};
 use crate::error::ClusterError;
 pub(crate) use crate::resp::Request;
 use crate::ring::{put_f64, Ring};
@@ -71,7 +71,7 @@ impl Lua {
 /// The Redis key names of one namespace.
 #[derive(Debug, Clone)]
 pub(crate) struct Names {
-    /// The buckets, slot `r`'s sub-bucket `m` at `r * SUB_BUCKETS + m`.
+    /// The buckets, slot `r`'s sub-bucket `m` at `r * sub_buckets + m`.
     pub(crate) buckets: Vec<Vec<u8>>,
     /// The slots' generations.
     pub(crate) gens: Vec<u8>,
@@ -86,14 +86,14 @@ impl Names {
     /// The names of a namespace on a single instance (`tag` `None`: the
     /// layout above) or of one group of it on a cluster (`ns:{tag}:b:0:0`
     /// and so on: every name of the group in the tag's slot; `group.rs`).
-    pub(crate) fn new(ns: &str, tag: Option<&str>, node_id: &str) -> Names {
+    pub(crate) fn new(ns: &str, tag: Option<&str>, node_id: &str, sub_buckets: usize) -> Names {
         let pre = match tag {
             Some(t) => format!("{ns}:{{{t}}}"),
             None => ns.to_owned(),
         };
         let k = |s: &str| format!("{pre}:{s}").into_bytes();
         Names {
-            buckets: bucket_names(&format!("{pre}:")),
+            buckets: bucket_names(&format!("{pre}:"), sub_buckets),
             gens: k("bg"),
             record: k(&format!("n:{node_id}")),
             cfg: k("cfg"),
@@ -114,6 +114,8 @@ pub(crate) struct Shape {
     pub(crate) record_ttl_ms: u64,
     /// Groups on a cluster (`group.rs`), 0 on a single instance.
     pub(crate) cluster_groups: usize,
+    /// Sub-buckets a bucket slot (`bucket.rs`).
+    pub(crate) sub_buckets: usize,
 }
 
 impl Shape {
@@ -121,8 +123,8 @@ impl Shape {
     pub(crate) fn config_string(&self) -> String {
         let (s, ms) = (self.slices, self.slice_ms);
         match self.cluster_groups {
-            0 => format!("{s}:{ms}:b{SUB_BUCKETS}"),
-            g => format!("{s}:{ms}:b{SUB_BUCKETS}:g{g}"),
+            0 => format!("{s}:{ms}:b{}", self.sub_buckets),
+            g => format!("{s}:{ms}:b{}:g{g}", self.sub_buckets),
         }
     }
 }
@@ -134,7 +136,7 @@ pub(crate) struct BatchWriter {
     req: Request,
     blob: Vec<u8>,
     fields: Vec<u8>,
-    counts: [u64; SUB_BUCKETS],
+    counts: Vec<u64>,
     last: usize,
 }
 
@@ -158,7 +160,7 @@ impl BatchWriter {
             req,
             blob: Vec::with_capacity(n * 24),
             fields: Vec::with_capacity(n * 16),
-            counts: [0; SUB_BUCKETS],
+            counts: vec![0; names.buckets.len() / SLOTS],
             last: 0,
         }
     }
@@ -166,7 +168,7 @@ impl BatchWriter {
     /// One key (its field) and its deltas (`n` calls in all, in batch
     /// order: by sub-bucket).
     pub(crate) fn key(&mut self, field: &[u8], deltas: &[(u64, u64)]) {
-        let m = sub_bucket(field);
+        let m = sub_bucket(field, self.counts.len());
         debug_assert!(m >= self.last, "fields by sub-bucket");
         self.last = m;
         self.counts[m] += 1;
@@ -184,7 +186,7 @@ impl BatchWriter {
 
     /// The request for batch `seq`.
     pub(crate) fn finish(mut self, shape: &Shape, seq: u64) -> Request {
-        let mut counts = Vec::with_capacity(8 * SUB_BUCKETS);
+        let mut counts = Vec::with_capacity(8 * self.counts.len());
         for &c in &self.counts {
             put_f64(&mut counts, c);
         }

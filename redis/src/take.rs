@@ -32,8 +32,11 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
     /// Cuts the next batch from the pending buffer and encodes it, unless
     /// nothing is staged or two batches are in flight.
     pub(crate) fn cut(&self, g: usize) -> Option<Outbox> {
-        let (seq, order, request) = write(&self.state).pending[g]
-            .cut(self.max_batch_keys, |o, d, seq| self.encode(g, o, d, seq))?;
+        let (seq, order, request) = write(&self.state).pending[g].cut(
+            self.max_batch_keys,
+            self.shape.sub_buckets,
+            |o, d, seq| self.encode(g, o, d, seq),
+        )?;
         Some(Outbox {
             seq,
             order,

@@ -6,6 +6,7 @@ mod support;
 
 use std::time::Duration;
 use stripecount_redis::{ClusterWindows, LinkState};
+use support::buckets::fields;
 use support::cluster::RedisCluster;
 use support::flush_ok;
 
@@ -73,14 +74,15 @@ fn a_flush_does_not_wait_on_one_master_to_send_to_the_others() {
     flush_ok(&n); // every group's link now points at its master
     let first = first_range_master(&c);
     let others: Vec<usize> = (0..3).filter(|&i| i != first).collect();
-    let before: Vec<u64> = others.iter().map(|&i| c.dbsize(i)).collect();
+    let held = |i: usize| fields(&mut c.conn(i), "paused:*:b:*");
+    let before: Vec<u64> = others.iter().map(|&i| held(i)).collect();
     add(600, 1200);
     // Unpaused on every way out (else the flush would wait 300 s).
     let paused = Paused::new(&c, first);
     std::thread::scope(|sc| {
         let flush = sc.spawn(|| n.flush());
         support::wait_until(120, "the other masters to receive their batches", || {
-            others.iter().zip(&before).all(|(&i, &b)| c.dbsize(i) > b)
+            others.iter().zip(&before).all(|(&i, &b)| held(i) > b)
         });
         assert!(!flush.is_finished(), "the flush waits on the paused master");
         drop(paused);
