@@ -203,6 +203,14 @@
 //! end, and the nodes' records start over, which the sequence protocol
 //! accepts). With `appendfsync always` nothing is forgotten.
 //!
+//! Redis must not evict these keys (`maxmemory-policy noeviction`, the
+//! default: a full server then refuses a batch before it runs, and the
+//! node holds it). Every key of a namespace has an expiry, so a
+//! `volatile-*` policy may evict them too: an evicted bucket loses its
+//! keys' counts, an evicted `ns:bg` lets the next batches write over the
+//! rings of the window, and an evicted node record lets a resent batch
+//! apply twice.
+//!
 //! # Redis keys of a namespace `ns`
 //! On a Redis Cluster `ns:` is `ns:{t}:` with `t` the key's group's tag
 //! (`group.rs`), and each group has its own `cfg`, record and hot set.

@@ -96,7 +96,6 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             ));
         };
         let (cfg, ring) = match vs.as_slice() {
-            [c] => (c, &Value::Nil),
             [c, r] => (c, r),
             _ => {
                 return Err(ClusterError::Protocol(
