@@ -182,6 +182,29 @@ end
 -- `out[no + 1 ..]` (its ring's header, then its ring in one or more
 -- pieces).
 local out, no = {}, 0
+-- A ring answered as Redis holds it (none: an empty ring).
+local function as_is(v)
+  if v then
+    out[no + 1] = head((#v - 8) / 16)
+    out[no + 2] = v
+  else
+    out[no + 1] = head(0)
+    out[no + 2] = head(0)
+  end
+  no = no + 2
+end
+-- Appends `a` (and `b`) to `t[r]`, a list made on first use: a slot's
+-- writes or deletions in a bucket. (The steady state below does the same
+-- inline.)
+local function put(t, r, a, b)
+  local l = t[r]
+  if not l then
+    l = {}
+    t[r] = l
+  end
+  l[#l + 1] = a
+  if b then l[#l + 1] = b end
+end
 
 -- The steady state: one delta into the newest slice of a ring with no
 -- slice to drop and, with hot detection on, of a key that was not hot
@@ -302,14 +325,7 @@ for m = 0, M - 1 do
         -- The steady state, done.
       elseif replay then
         -- Answer with the ring as it is (the node ignores stale slices).
-        if v then
-          out[no + 1] = head((#v - 8) / 16)
-          out[no + 2] = v
-        else
-          out[no + 1] = head(0)
-          out[no + 2] = head(0)
-        end
-        no = no + 2
+        as_is(v)
       else
         local x, q
         if v then
@@ -370,14 +386,7 @@ for m = 0, M - 1 do
           -- No slot takes it: the ring stays as it was, the batch's counts
           -- of it are dropped.
           dropped = dropped + added
-          if v then
-            out[no + 1] = head((#v - 8) / 16)
-            out[no + 2] = v
-          else
-            out[no + 1] = head(0)
-            out[no + 2] = head(0)
-          end
-          no = no + 2
+          as_is(v)
         else
           if thr > 0 then
             local until_e = x[1]
@@ -407,23 +416,8 @@ for m = 0, M - 1 do
           end
           local nv = struct.pack(fmt(1 + 2 * q), unpack(x, 1, 1 + 2 * q))
           local from = where[j]
-          if from and from ~= to then
-            local dl = dels[from]
-            if not dl then
-              dl = {}
-              dels[from] = dl
-            end
-            dl[#dl + 1] = name
-          end
-          if to then
-            local st = sets[to]
-            if not st then
-              st = {}
-              sets[to] = st
-            end
-            st[#st + 1] = name
-            st[#st + 1] = nv
-          end
+          if from and from ~= to then put(dels, from, name) end
+          if to then put(sets, to, name, nv) end
           out[no + 1] = head(q)
           out[no + 2] = nv
           no = no + 2

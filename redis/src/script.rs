@@ -135,7 +135,7 @@ impl Shape {
 pub(crate) struct BatchWriter {
     req: Request,
     blob: Vec<u8>,
-    fields: Vec<u8>,
+    fields: Request,
     counts: Vec<u64>,
     last: usize,
 }
@@ -159,7 +159,9 @@ impl BatchWriter {
         BatchWriter {
             req,
             blob: Vec::with_capacity(n * 24),
-            fields: Vec::with_capacity(n * 16),
+            fields: Request {
+                bytes: Vec::with_capacity(n * 16),
+            },
             counts: vec![0; names.buckets.len() / SLOTS],
             last: 0,
         }
@@ -172,11 +174,7 @@ impl BatchWriter {
         debug_assert!(m >= self.last, "fields by sub-bucket");
         self.last = m;
         self.counts[m] += 1;
-        let mut f = Request {
-            bytes: std::mem::take(&mut self.fields),
-        };
-        f.arg(field);
-        self.fields = f.bytes;
+        self.fields.arg(field);
         put_f64(&mut self.blob, deltas.len() as u64);
         for &(e, c) in deltas {
             put_f64(&mut self.blob, e);
@@ -199,7 +197,7 @@ impl BatchWriter {
             .arg(&self.blob)
             .arg(shape.config_string().as_bytes())
             .arg(&counts);
-        self.req.bytes.extend_from_slice(&self.fields);
+        self.req.then(&self.fields);
         self.req
     }
 }

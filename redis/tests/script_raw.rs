@@ -361,6 +361,8 @@ fn a_slot_is_cleared_once_its_generation_is_dead_and_given_to_a_new_one() {
         set_generations(&mut conn, &ns, &gens);
         let stale = bucket(&ns, rc, sub_bucket(b"stale"));
         let idle = bucket(&ns, rn, sub_bucket(b"idle"));
+        // Written without `plant`'s expiry: the batch, not an expiry, must
+        // delete them (the stale generation's is already past).
         for (b, k, g) in [(&stale, "stale", gc - 4), (&idle, "idle", gc - 3)] {
             redis::cmd("HSET")
                 .arg(b)
