@@ -44,6 +44,7 @@
 //!   a bucket and 2.5x with 256. No key's field is [`MARKER`]: a name starting with
 //!   byte `0xff` gets one more in front ([`escape`]).
 
+use crate::key::RedisKey;
 use crate::script::{Names, Request};
 
 /// Bucket slots: consecutive generations rotate through them.
@@ -70,10 +71,18 @@ pub(crate) fn generation_len(slices: usize) -> u64 {
 
 /// The field of the key written `name`: `name` itself, unless it starts
 /// with `0xff` (then `0xff` and `name`), so that no field is [`MARKER`].
-pub(crate) fn escape(name: &mut Vec<u8>) {
+fn escape(name: &mut Vec<u8>) {
     if name.first() == Some(&0xff) {
         name.insert(0, 0xff);
     }
+}
+
+/// Writes the field of `key` into `out` (cleared first): the bytes
+/// `write_key` writes, [`escape`]d. Runs the key's own code.
+pub(crate) fn write_field<K: RedisKey>(key: &K, out: &mut Vec<u8>) {
+    out.clear();
+    key.write_key(out);
+    escape(out);
 }
 
 /// The key name of a field ([`escape`] undone).

@@ -8,7 +8,7 @@
 //! the ring it reads holds the counts that batch carried, or the batch is
 //! still counted as pending: never both, never neither.
 
-use crate::bucket::{escape, ring_read_request};
+use crate::bucket::{ring_read_request, write_field};
 use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
@@ -86,8 +86,7 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             s.stash.append(&mut report.crossings);
         }
         let mut field = Vec::new();
-        k.write_key(&mut field);
-        escape(&mut field);
+        write_field(k, &mut field);
         let req = ring_read_request(&self.ring_lua.sha, &self.names[s.group], &field);
         let v = s.link.eval(&self.ring_lua, &req.bytes)?;
         let Value::Array(vs) = v else {

@@ -10,7 +10,7 @@
 //! nodes flushed after this node's last flush of the key are not included
 //! until its next flush of the key, or a [`fresh_sum`](ClusterWindows::fresh_sum).
 
-use crate::bucket::escape;
+use crate::bucket::write_field;
 use crate::error::ClusterError;
 use crate::key::RedisKey;
 use crate::node::ClusterWindows;
@@ -71,8 +71,7 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
             0
         } else {
             let mut name = Vec::new();
-            key.to_key().write_key(&mut name);
-            escape(&mut name);
+            write_field(&key.to_key(), &mut name);
             st.pending
                 .iter()
                 .fold(0u64, |s, p| s.saturating_add(p.sum(&name, floor, e)))

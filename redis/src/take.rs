@@ -17,7 +17,7 @@
 //!   name `write_key` wrote: the pending buffer, the cut and the encoding
 //!   run none of its code (`pending.rs`).
 
-use crate::bucket::escape;
+use crate::bucket::{unescape, write_field};
 use crate::health::bump;
 use crate::key::RedisKey;
 use crate::node::{Inner, Outbox};
@@ -66,10 +66,8 @@ impl<K: RedisKey, C: Clock> Inner<K, C> {
             // buffer) runs here: a key whose code panics is not staged and
             // its count is dropped, counted; the take goes on.
             let staged = catch_unwind(AssertUnwindSafe(|| {
-                name.clear();
-                k.write_key(&mut name);
-                let g = self.groups.of(&name);
-                escape(&mut name);
+                write_field(k, &mut name);
+                let g = self.groups.of(unescape(&name));
                 st.pending[g].stage(k, &name, start.as_nanos() / slice_nanos, c)
             }));
             match staged {
