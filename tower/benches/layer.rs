@@ -5,11 +5,16 @@
 //! - `inner_alone`: building the request and calling the inner service
 //!   (a ready response), polled to completion: the floor.
 //! - `limiter_direct`: `decide` with the key as `&str`.
+//! - `limiter_refused`: `decide` refused, turned into the layer's
+//!   [`Verdict`] (what the layer reads of a refusal: the retry time).
+//! - `global_refused`: the same with a direct `RateLimiter` (the
+//!   [`Global`] key's limiter).
 //! - `layer_granted`: the request through the layer (a `Header` key,
 //!   borrowed), granted.
 //! - `layer_granted_fields`: the same with `fields_on_grant(true)`
 //!   (`RateLimit` and `RateLimit-Policy` formatted on every response).
 //! - `layer_refused`: refused, with the 429 built and its three fields.
+//! - `layer_refused_global`: the same with a `RateLimiter` behind the layer.
 //!
 //! The layer's overhead is `layer_granted - inner_alone`, compared with
 //! `limiter_direct`. Run:
@@ -24,8 +29,8 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use stripecount::{KeyedLimiter, Quota};
-use stripecount_tower::{Header, KeyedRateLimitLayer};
+use stripecount::{KeyedLimiter, Quota, RateLimiter};
+use stripecount_tower::{Global, Header, KeyedRateLimitLayer, Verdict};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -104,8 +109,24 @@ fn bench(c: &mut Criterion) {
 
     let full = Arc::new(KeyedLimiter::<String>::new(Quota::per_hour(1).slices(60)).unwrap());
     assert!(full.try_acquire("k-0042", 1));
+    g.bench_function("limiter_refused", |b| {
+        b.iter(|| black_box(Verdict::from(full.decide(black_box("k-0042"), 1))))
+    });
+    let global = Arc::new(RateLimiter::new(Quota::per_hour(1).slices(60)).unwrap());
+    assert!(global.try_acquire(1));
+    g.bench_function("global_refused", |b| {
+        b.iter(|| black_box(Verdict::from(global.decide(black_box(1)))))
+    });
     let mut svc = KeyedRateLimitLayer::new(full, Header::new(key)).layer(Hello);
     g.bench_function("layer_refused", |b| {
+        b.iter(|| {
+            let r = once(&mut svc);
+            debug_assert_eq!(r.status(), 429);
+            black_box(r)
+        })
+    });
+    let mut svc = KeyedRateLimitLayer::new(global, Global).layer(Hello);
+    g.bench_function("layer_refused_global", |b| {
         b.iter(|| {
             let r = once(&mut svc);
             debug_assert_eq!(r.status(), 429);

@@ -1,0 +1,135 @@
+//! Refusals of one shared limiter in the steady state, one thread: the
+//! contention report's refusing quota (1000 permits a second, in 10 slices
+//! of 100 ms), spent at the start of every window, then refused until the
+//! window has moved on. Time advances 1 ms every 4096 requests and is passed
+//! to the `_at` methods (governor reads a fake clock advanced with it), so
+//! a run is the same instructions every time: the harness for
+//! `valgrind --tool=callgrind --toggle-collect='refusal_steady::timed*'`
+//! (scripts/callgrind-limiter.sh, BENCHMARKS.md). Prints ns per request.
+//!
+//! ```sh
+//! cargo run --release --example refusal_steady -- rd 20000000 8000000
+//! ```
+//! Modes: `rt`: `RateLimiter::try_acquire_at`; `rd`: `RateLimiter::decide_at`,
+//! the verdict read; `rdt`: the same, and the retry time read as a refusal's
+//! response does (`Retry-After`); `md`, `mdt`: `MultiLimiter::decide_at` (the
+//! same quota and 60 000 a minute in 60 slices), as `rd` and `rdt`; `kd`,
+//! `kdt`: `KeyedLimiter::decide_at` on one key; `gv`: governor's direct
+//! limiter's `check` (GCRA, 1000 a second), whose refusal carries the
+//! earliest time it would allow (`NotUntil`, read lazily).
+use governor::clock::FakeRelativeClock;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+use stripecount::clock::ManualClock;
+use stripecount::{KeyedLimiter, MultiLimiter, Quota, RateLimiter, Timestamp};
+
+const LIMIT: u64 = 1000;
+const START: u64 = 1_000_000_000;
+const OPS_PER_MS: u64 = 4096;
+
+fn now_of(i: u64) -> Timestamp {
+    Timestamp::from_nanos(START + (i / OPS_PER_MS) * 1_000_000)
+}
+
+/// `ops` requests from op `from` on; `tick(i)` is called when op `i` is
+/// the first of a new millisecond.
+#[inline(always)]
+fn requests(from: u64, ops: u64, tick: &impl Fn(u64), req: &impl Fn(Timestamp) -> bool) -> u64 {
+    let mut granted = 0;
+    for i in from..from + ops {
+        if i % OPS_PER_MS == 0 {
+            tick(i);
+        }
+        granted += u64::from(req(now_of(i)));
+    }
+    granted
+}
+
+/// [`requests`], the untimed warm-up (not counted by callgrind).
+#[inline(never)]
+fn warm_up(ops: u64, tick: &impl Fn(u64), req: &impl Fn(Timestamp) -> bool) -> u64 {
+    requests(0, ops, tick, req)
+}
+
+/// [`requests`], timed (and counted by callgrind).
+#[inline(never)]
+fn timed(from: u64, ops: u64, tick: &impl Fn(u64), req: &impl Fn(Timestamp) -> bool) -> u64 {
+    requests(from, ops, tick, req)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let which = args.get(1).map(|s| s.as_str()).unwrap_or("rd");
+    let modes = ["rt", "rd", "rdt", "md", "mdt", "kd", "kdt", "gv"];
+    assert!(modes.contains(&which), "{}", modes.join(" | "));
+    let ops: u64 = args.get(2).map_or(20_000_000, |s| s.parse().unwrap());
+    let warm: u64 = args.get(3).map_or(8_000_000, |s| s.parse().unwrap());
+    let quota = Quota::per(LIMIT, Duration::from_secs(1)).slices(10);
+    let per_minute = Quota::per(60 * LIMIT, Duration::from_secs(60)).slices(60);
+    // Whether to read the retry time of a refusal, as a response does.
+    let read_retry = which.ends_with('t');
+    let retry = |d: stripecount::Decision| {
+        if read_retry && !d.is_granted() {
+            black_box(d.retry_after());
+        }
+        d.is_granted()
+    };
+    macro_rules! run {
+        ($tick:expr, $req:expr) => {{
+            let (tick, req) = ($tick, $req);
+            warm_up(warm, &tick, &req);
+            let t = Instant::now();
+            let granted = timed(warm, ops, &tick, &req);
+            let el = t.elapsed();
+            println!(
+                "{which}: {:.2} ns/request, {granted} of {ops} granted",
+                el.as_nanos() as f64 / ops as f64
+            );
+        }};
+    }
+    let no_tick = |_: u64| {};
+    match which {
+        "rt" | "rd" | "rdt" => {
+            let l = RateLimiter::builder(quota)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            if which == "rt" {
+                run!(no_tick, |now| l.try_acquire_at(black_box(now), 1))
+            } else {
+                run!(no_tick, |now| retry(l.decide_at(black_box(now), 1)))
+            }
+        }
+        "md" | "mdt" => {
+            let l = MultiLimiter::builder([quota, per_minute])
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            run!(no_tick, |now| retry(l.decide_at(black_box(now), 1)))
+        }
+        "kd" | "kdt" => {
+            let l = KeyedLimiter::<u64, _>::builder(quota)
+                .clock(ManualClock::new())
+                .build()
+                .unwrap();
+            run!(no_tick, |now| retry(l.decide_at(&black_box(7), now, 1)))
+        }
+        "gv" => {
+            let clock = FakeRelativeClock::default();
+            let per_second = NonZeroU32::new(LIMIT as u32).unwrap();
+            let l = governor::RateLimiter::direct_with_clock(
+                governor::Quota::per_second(per_second),
+                clock.clone(),
+            );
+            // The fake clock moves with the ops' time (1 ms a tick).
+            let tick = |i: u64| {
+                if i > 0 {
+                    clock.advance(Duration::from_millis(1));
+                }
+            };
+            run!(tick, |_| l.check().is_ok())
+        }
+        _ => unreachable!(),
+    }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Instructions and branch mispredicts per request of one shared limiter
+# refusing, counted by callgrind (repeatable on a noisy machine: the same
+# binary and arguments give the same counts), over the timed loop of
+# examples/refusal_steady.rs only (its warm-up is not counted).
+#
+#   bash scripts/callgrind-limiter.sh [modes...]
+#
+# Modes are refusal_steady's (rt rd rdt md mdt kd kdt gv; default: rt rd rdt
+# gv). OPS and WARM set the timed and untimed requests (default 2M after 8M:
+# the limit is spent at the start of every second, 4M requests, so the
+# timed requests fall in a window that holds it). BIN runs another build of
+# refusal_steady (e.g. an older commit's, to compare).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OPS=${OPS:-2000000}
+WARM=${WARM:-8000000}
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --example refusal_steady >/dev/null
+    BIN=target/release/examples/refusal_steady
+fi
+modes=("$@")
+[ ${#modes[@]} -gt 0 ] || modes=(rt rd rdt gv)
+out=$(mktemp -d)
+printf '%-6s %14s %12s\n' mode instr/op mispred/op
+for m in "${modes[@]}"; do
+    valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$out/$m" \
+        --toggle-collect='refusal_steady::timed*' "$BIN" "$m" "$OPS" "$WARM" >/dev/null 2>&1
+    # The totals line: Ir (%) Bc (%) Bcm (%) Bi (%) Bim, "." for none.
+    callgrind_annotate "$out/$m" 2>/dev/null | awk -v ops="$OPS" -v m="$m" '
+        /PROGRAM TOTALS/ {
+            gsub(",", "", $0); ir = $1; bcm = $5; bim = ($9 == ".") ? 0 : $9;
+            printf "%-6s %14.1f %12.3f\n", m, ir / ops, (bcm + bim) / ops; exit
+        }'
+done
+rm -rf "$out"
