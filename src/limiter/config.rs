@@ -21,14 +21,21 @@
 //! counts exact permits (`shift = 0`) and clamps each limit to
 //! `MAX_EXACT_LIMIT` units (see [`Config::budget`]).
 
+pub use super::quota::MAX_LIMITS;
 use super::quota::Quota;
-use super::state::MAX_EPOCH;
 use crate::error::ConfigError;
+use crate::pack::Tag;
 use crate::window::slice_nanos;
 use std::time::Duration;
 
-/// The most limits one multi-limit state enforces at once.
-pub const MAX_LIMITS: usize = 8;
+/// The largest epoch of time: bit 63 of a state's `epoch` word is its
+/// seal flag (`state.rs`), and [`Config::epoch_of`] clamps to one below
+/// the largest unflagged value, reserved for no time.
+pub(crate) const MAX_EPOCH: u64 = (1 << 63) - 2;
+
+/// The bits an inline history's counts share (`inline.rs`): a word less
+/// its mark bit and its tag.
+pub(crate) const INLINE_COUNT_BITS: u32 = 64 - 1 - Tag::BITS;
 
 /// The largest budget in units: `used` is 47 bits and its all-ones value is
 /// reserved (it marks a state awaiting a copy, see `lifecycle.rs`).
@@ -191,7 +198,7 @@ impl Config {
         // they fit (`inline.rs`); the word is a pointer, so 64-bit only.
         let inline_width = match lens {
             &[(_, slices)] if slices >= 2 && usize::BITS >= 64 => {
-                let w = super::inline::COUNT_BITS / (slices - 1).min(64) as u32;
+                let w = INLINE_COUNT_BITS / (slices - 1).min(64) as u32;
                 // Under loom, counts of 2 spill: the models reach the spill.
                 if cfg!(loom) {
                     w.min(1)

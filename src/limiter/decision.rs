@@ -1,7 +1,6 @@
-//! What a limiter tells its caller: [`Denied`] (why a request was refused)
-//! and [`Decision`] (the verdict with everything an HTTP service needs for
-//! `Retry-After` and the IETF `RateLimit` headers), computed from the state
-//! the verdict was taken on, without a second lookup.
+//! What a limiter tells its caller: [`Decision`], the verdict with everything
+//! an HTTP service needs for `Retry-After` and the IETF `RateLimit` headers,
+//! computed from the state the verdict was taken on, without a second lookup.
 //!
 //! # How the fields are computed
 //! - A **grant** reports from the values its CAS was decided on: the
@@ -17,39 +16,10 @@
 //!   the fewest permits left; `retry_after` is when *every* limit has room.
 
 use super::config::{Config, MAX_LIMITS};
+use super::denied::Denied;
 use super::snapshot::Snapshot;
 use super::state::{AdmissionState, Grant, Refused};
-use std::fmt;
 use std::time::Duration;
-
-/// Why a request was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Denied {
-    /// The request asks for more permits than the limit: it can never be
-    /// granted (`n > limit`).
-    ExceedsLimit,
-    /// The window has no room for the request now; it may fit later (see
-    /// `retry_after_at`).
-    Exhausted,
-    /// A per-key limiter holds its maximum number of keys, none of them
-    /// idle, and refuses keys it cannot track (see the builder's
-    /// [`max_keys`](crate::limiter::KeyedLimiterBuilder::max_keys)): an
-    /// overload of the limiter, not of the key's quota.
-    TooManyKeys,
-}
-
-impl fmt::Display for Denied {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Denied::ExceedsLimit => write!(f, "the request asks for more permits than the limit"),
-            Denied::Exhausted => write!(f, "the window has no room for the request now"),
-            Denied::TooManyKeys => write!(f, "the limiter cannot track more keys now"),
-        }
-    }
-}
-
-impl std::error::Error for Denied {}
 
 /// A limiter's decision on one request, with what a caller needs to tell
 /// its own client (see the limiters' `decide` and `peek`).
@@ -217,7 +187,7 @@ pub(crate) fn judged(
     now: u64,
     n: u64,
     limits: &[u64],
-    verdict: Option<(super::Denied, usize)>,
+    verdict: Option<(Denied, usize)>,
 ) -> Decision {
     let j = cfg.epoch_of(now).max(snap.epoch);
     let mut left = [0u64; MAX_LIMITS];
@@ -261,8 +231,8 @@ pub(crate) fn judged(
             Err(reason)
         }
         None => match fits[i] {
-            None => Err(super::Denied::ExceedsLimit),
-            Some(at) if at > j => Err(super::Denied::Exhausted),
+            None => Err(Denied::ExceedsLimit),
+            Some(at) if at > j => Err(Denied::Exhausted),
             Some(_) => Ok(j),
         },
     };

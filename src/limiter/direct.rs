@@ -19,9 +19,9 @@
 
 use super::config::{Config, MAX_LIMITS};
 use super::decision::Decision;
+use super::denied::Denied;
 use super::quota::Quota;
 use super::state::{AdmissionState, Refused};
-use super::Denied;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::sync::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;

@@ -49,7 +49,7 @@
 //!    word, ABA only after 2^16 epochs, the bound of every tag in
 //!    `state.rs`).
 
-use super::config::{Config, Level};
+use super::config::{Config, Level, INLINE_COUNT_BITS};
 use super::history::{Block, Cell};
 use crate::pack::{Tag, TagCount, Value};
 use crate::sync::Ordering;
@@ -61,7 +61,8 @@ const TAG_SHIFT: u32 = 1;
 /// Where the first count field starts.
 const COUNTS_SHIFT: u32 = TAG_SHIFT + Tag::BITS;
 /// The bits all count fields share.
-pub(crate) const COUNT_BITS: u32 = 64 - COUNTS_SHIFT;
+const COUNT_BITS: u32 = 64 - COUNTS_SHIFT;
+const _: () = assert!(COUNT_BITS == INLINE_COUNT_BITS);
 
 // A block pointer has bit 0 clear.
 const _: () = assert!(std::mem::align_of::<Cell>() >= 2);

@@ -101,6 +101,7 @@
 mod builder;
 mod config;
 mod decision;
+mod denied;
 mod direct;
 mod help;
 mod history;
@@ -120,12 +121,12 @@ mod wait;
 mod tests;
 
 pub use builder::RateLimiterBuilder;
-pub use config::MAX_LIMITS;
-pub use decision::{Decision, Denied};
+pub use decision::Decision;
+pub use denied::Denied;
 pub use direct::{Limiter, Multi, One, Shape};
 pub use keyed::{FloodPolicy, KeyedLimiter, KeyedLimiterBuilder};
 pub use multi::MultiLimiter;
-pub use quota::Quota;
+pub use quota::{Quota, MAX_LIMITS};
 pub use rate::RateLimiter;
 pub use wait::Jitter;
 

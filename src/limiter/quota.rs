@@ -24,10 +24,12 @@
 //! Why slices at all: an exact span check needs every grant's time (memory
 //! grows with the limit); slices keep a fixed history per key.
 
-use super::config::MAX_LIMITS;
 use crate::error::ConfigError;
 use crate::window::slice_nanos;
 use std::time::Duration;
+
+/// The most limits (quotas) one limiter enforces at once.
+pub const MAX_LIMITS: usize = 8;
 
 /// A limit of permits per window, the window cut into slices, validated
 /// when a limiter is built from it.

@@ -65,19 +65,20 @@
 //! through 2^16 epochs and comes back to the identical 64 bits could
 //! succeed with a stale decision (the bound of [`crate::slice`]).
 
+pub(crate) use super::config::MAX_EPOCH;
 use super::config::{Config, MAX_BUDGET, MAX_LIMITS};
+use super::denied::Denied;
 use super::help::{Help, Take};
 use super::history::{Block, Cell};
 use super::inline::History;
-use super::Denied;
 use crate::pack::{Admission, AtomicWord, Tag, TagCount, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 
 /// Bit 63 of `epoch`: the state is sealed for good (see `lifecycle.rs`).
+/// Every epoch of time ([`MAX_EPOCH`] and below) has it clear, and
+/// [`PENDING_EPOCH`] is above them even when unflagged.
 pub(crate) const FLAG: u64 = 1 << 63;
-/// The largest epoch of time (flagged epochs are above it, and so is
-/// [`PENDING_EPOCH`] even when flagged).
-pub(crate) const MAX_EPOCH: u64 = FLAG - 2;
+const _: () = assert!(MAX_EPOCH == FLAG - 2);
 /// `epoch` of a state waiting to be filled by a copy.
 pub(crate) const PENDING_EPOCH: u64 = u64::MAX;
 

@@ -53,7 +53,8 @@
 //! draw in `[0, interval)` is Lemire's multiply and shift (`x * span >>
 //! 64`): its bias is below `span / 2^64`, under a nanosecond.
 
-use super::decision::{Decision, Denied};
+use super::decision::Decision;
+use super::denied::Denied;
 use super::direct::{Limiter, Shape};
 use super::keyed::KeyedLimiter;
 use crate::clock::Clock;
