@@ -18,7 +18,8 @@
 use super::config::{Config, MAX_LIMITS};
 use super::denied::Denied;
 use super::snapshot::Snapshot;
-use super::state::{AdmissionState, Grant, Refused};
+use super::grant::Grant;
+use super::state::{AdmissionState, Refused};
 use std::time::Duration;
 
 /// A limiter's decision on one request, with what a caller needs to tell

@@ -103,6 +103,7 @@ mod config;
 mod decision;
 mod denied;
 mod direct;
+mod grant;
 mod help;
 mod history;
 mod inline;
