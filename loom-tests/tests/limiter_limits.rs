@@ -101,7 +101,7 @@ fn two_limits_across_both_boundaries() {
 }
 
 /// A state starts *quiet* (nothing recorded, no history block:
-/// `src/limiter/inline.rs`). Its first roll has nothing to record and moves
+/// `src/limiter/history.rs`). Its first roll has nothing to record and moves
 /// the quiet word; the next closes a slice with permits and writes the
 /// state's first block, already describing the new slice. Both rolls race
 /// a request. Exactly two of the three requests fit the fast limit, and the

@@ -83,7 +83,7 @@ pub struct Config {
 }
 
 /// Words of a multi-limit history block before the levels': its length and
-/// `at` (see `history.rs`). A single-limit block has only its length.
+/// `at` (see `block.rs`). A single-limit block has only its length.
 pub(crate) const BLOCK_HEADER: usize = 2;
 /// Words of each level of a multi-limit block before its slice ring:
 /// `frozen` and `open`. A single-limit block's level has only `frozen`.
@@ -175,7 +175,7 @@ impl Config {
     /// `lens[i]` = (slice nanoseconds, slices) of level `i`.
     fn build(finest: u64, shift: u32, lens: &[(u64, u64)]) -> Config {
         let mut levels = [Level::default(); MAX_LIMITS];
-        // One limit needs neither `at` nor `open` (see `history.rs`): its
+        // One limit needs neither `at` nor `open` (see `block.rs`): its
         // block is the length, `frozen` and the ring (12 words for 10
         // slices, not 14).
         let (header, level_header) = if lens.len() == 1 {
@@ -264,7 +264,7 @@ impl Config {
         self.len == 1 && self.levels[0].slices == 1
     }
 
-    /// Words in a history block (see `history.rs`).
+    /// Words in a history block (see `block.rs`).
     #[inline]
     pub(crate) fn block_words(&self) -> usize {
         self.block_words

@@ -24,7 +24,7 @@
 use super::config::{Config, MAX_BUDGET, MAX_LIMITS};
 use super::denied::Denied;
 use super::help::{Help, Take};
-use super::inline::History;
+use super::history::History;
 use super::state::{holds, key, AdmissionState, Refused};
 use crate::pack::{Admission, Tag, TagCount};
 use crate::sync::Ordering;

@@ -1,234 +1,161 @@
-//! The out-of-line part of an admission state: the *history block*, one
-//! allocation of [`Config::block_words`] words behind the state's `block`
-//! pointer.
+//! The history of an admission state: what its `block` word holds, and how
+//! that moves as the state rolls. The counts live in one of two forms below
+//! this file: packed in the word itself (`inline.rs`), or in a block behind
+//! it (`block.rs`).
 //!
-//! # Layout
-//! - word 0: the block's length in words (written once, read by `free`,
-//!   which has no [`Config`]);
-//! - word 1: `at`, the full finest epoch that the levels' `frozen` and
-//!   `open` words describe (multi-limit states only; see `roll.rs`);
-//! - then for each level `i`, from [`Level::base`]: `frozen` (`tag | P`:
-//!   the final counts of the level's window before the current slice),
-//!   `open` (`tag | count`: the level's current slice before the current
-//!   finest slice; always 0 for the fold level; multi-limit states only),
-//!   and, from [`Level::ring`], the ring of `S_i` slice words
-//!   `tag(k) | count(k)`, slot `k mod S_i`: the final count of level slice
-//!   `k`.
+//! # The `block` word
+//! One word, three readings ([`History`]):
+//! - **null**: no history yet; every recorded count is 0, at any epoch.
+//! - **inline** (bit 0 set): the counts themselves (`inline.rs`), tagged
+//!   with the epoch `E` they describe.
+//! - **a block pointer** (bit 0 clear: blocks are word-aligned), as in
+//!   `block.rs`.
 //!
-//! A single-limit block is therefore `[length, frozen, ring]`: `S + 2`
-//! words (96 bytes for 10 slices; `at` and `open` would be two words no
-//! one reads).
+//! A multi-limit state reads bit 0 differently: `E << 1 | 1` is *quiet*, no
+//! count recorded in any level yet, at the full epoch `E` (a level's window
+//! can span more than 2^16 finest slices, so a tag would not do). A state
+//! starts quiet; a roll with nothing to record moves the word to `T`'s
+//! quiet value, and the first roll with a count writes a fresh block that
+//! already describes `T` (`block::alloc_levels`), as the single-limit
+//! spill does. So a key seen in one slice of a multi-limit keyed limiter
+//! allocates nothing either.
 //!
-//! `frozen` and `open` are tagged with the finest epoch they describe,
-//! ring words with their own level's slice number; a ring word whose tag is
-//! not `tag(k)` counts 0 for `k`.
+//! # Moves (the roll, `roll.rs`)
+//! null -> inline -> ... -> inline -> block, never back: a roll from null
+//! with a zero count writes nothing; any other roll from null or inline
+//! writes, by one CAS from the value it read, the history of its new epoch
+//! `T`: inline if every count fits its field, else (*spill*) a fresh block
+//! already describing `T` (`block::alloc_rolled`). The new value is a
+//! function of the sealed state word and of the value read, so every helper
+//! computes the same one; the CAS succeeds only for the first, and a
+//! loser's block is freed unshared.
 //!
-//! # Life
-//! A single-limit state starts with no block: its `block` word holds the
-//! history inline while every count fits (`inline.rs`), and the roll whose
-//! counts first do not fit *spills* it into a fresh block that already
-//! describes the roll's new epoch ([`alloc_rolled`]), installed by one CAS
-//! (losers free theirs). With no inline width (48 or more slices) that is
-//! the first roll that records a non-zero count. A multi-limit state starts
-//! *quiet* (its `block` word holds its full epoch, `inline.rs`) and gets a
-//! block from the first roll with a count ([`alloc_levels`]); on a 32-bit
-//! target it gets one at construction. A block is never replaced or freed
-//! while its state lives; [`free`] runs from the state's `Drop`.
+//! # Invariants
+//! 1. While a state holds `E` unsealed, its `block` word is null, inline
+//!    tagged `E`, quiet at `E`, or a block whose `frozen` (and `at`, with
+//!    several limits) describe `E`.
+//! 2. The word never returns to null, a quiet word only moves to later
+//!    epochs, and a block is never replaced: a helper that read null, an
+//!    inline word tagged `E` or a quiet word at `E`, and whose CAS from it
+//!    succeeds, is the first writer of the roll from `E` (for an inline
+//!    word, ABA only after 2^16 epochs, the bound of every tag in
+//!    `state.rs`).
 
-use super::config::{Config, Level, BLOCK_HEADER};
-use crate::pack::{AtomicWord, Tag, TagCount, Word};
+use super::block::{Block, Cell};
+use super::config::{Config, Level};
+use super::inline::{Inline, MARK};
+use crate::pack::{Tag, TagCount};
 use crate::sync::Ordering;
 
-/// A block's words, as the state's pointer holds them.
-pub(crate) type Cell = AtomicWord<TagCount>;
+// A block pointer has bit 0 clear.
+const _: () = assert!(std::mem::align_of::<Cell>() >= 2);
 
-/// A view of a live block.
-#[derive(Clone, Copy)]
-pub(crate) struct Block<'a> {
-    words: &'a [Cell],
+/// The inline word `w` as the `block` word holds it: an address no one
+/// dereferences (bit 0 set), never a pointer to memory.
+#[inline]
+pub(crate) fn inline_ptr(w: Inline) -> *mut Cell {
+    // (`ptr::without_provenance_mut` says the same, from Rust 1.84; the
+    // crate's MSRV is 1.80.)
+    w.bits() as usize as *mut Cell
 }
 
-impl<'a> Block<'a> {
-    /// The block behind `ptr` (non-null, from [`alloc`] or [`clone_of`] with
-    /// the same `cfg`), or `None` for null.
+/// The `block` word of a multi-limit state with nothing recorded at full
+/// epoch `e` (`e <= MAX_EPOCH < 2^63`, so `e << 1` does not overflow).
+#[inline]
+pub(crate) fn quiet(e: u64) -> *mut Cell {
+    (e << 1 | MARK) as usize as *mut Cell
+}
+
+/// The `block` word of a fresh state at `epoch`: no history (null) for one
+/// limit; quiet at `epoch` for several (module docs), or, where a pointer
+/// cannot hold an epoch (32-bit targets), a fresh block.
+pub(crate) fn first_history(cfg: &Config, epoch: u64) -> *mut Cell {
+    if cfg.len() == 1 {
+        std::ptr::null_mut()
+    } else if usize::BITS >= 64 {
+        quiet(epoch)
+    } else {
+        super::block::alloc(cfg, epoch, Tag::of(epoch))
+    }
+}
+
+/// What a `block` word holds (module docs).
+#[derive(Clone, Copy)]
+pub(crate) enum History<'a> {
+    /// No history: every count is 0.
+    Empty,
+    /// The counts, inline (single-limit states).
+    Inline(Inline),
+    /// No count recorded yet in any level, at this full epoch `E`
+    /// (multi-limit states, module docs).
+    Quiet(u64),
+    /// A history block.
+    Block(Block<'a>),
+}
+
+impl<'a> History<'a> {
+    /// Reads a `block` word.
     ///
     /// # Safety
-    /// `ptr` must be null or a block of `cfg.block_words()` words that stays
-    /// allocated for `'a` (blocks live as long as their state: the caller
-    /// borrows the state for `'a`).
+    /// As [`Block::at`]: `raw` is the `block` word of a state of `cfg`
+    /// borrowed for `'a`.
     #[inline]
-    pub(crate) unsafe fn at(ptr: *mut Cell, cfg: &Config) -> Option<Block<'a>> {
-        if ptr.is_null() {
-            return None;
-        }
-        // SAFETY: by the caller's contract `ptr` points to `block_words`
-        // initialized cells that outlive `'a`; cells are only ever shared.
-        let words = unsafe { std::slice::from_raw_parts(ptr, cfg.block_words()) };
-        debug_assert_eq!(words[0].load(Ordering::Relaxed).raw(), words.len() as u64);
-        Some(Block { words })
-    }
-
-    /// The full epoch the levels' `frozen` and `open` words describe
-    /// (multi-limit blocks only).
-    #[inline]
-    pub(crate) fn at_word(&self) -> &'a Cell {
-        &self.words[1]
-    }
-
-    /// Level `lv`'s `frozen` word.
-    #[inline]
-    pub(crate) fn frozen(&self, lv: Level) -> &'a Cell {
-        &self.words[lv.base]
-    }
-
-    /// Level `lv`'s `open` word (multi-limit blocks only).
-    #[inline]
-    pub(crate) fn open(&self, lv: Level) -> &'a Cell {
-        debug_assert_eq!(lv.ring, lv.base + 2);
-        &self.words[lv.base + 1]
-    }
-
-    /// The ring slot of level `lv`'s slice `k`.
-    #[inline]
-    pub(crate) fn slot(&self, lv: Level, k: u64) -> &'a Cell {
-        &self.words[lv.ring + (k % lv.slices) as usize]
-    }
-
-    /// The recorded final count of level `lv`'s slice `k` (0 if its slot
-    /// holds another slice).
-    #[inline]
-    pub(crate) fn recorded(&self, lv: Level, k: u64) -> u64 {
-        let w = self.slot(lv, k).load(Ordering::Acquire);
-        if TagCount::TAG.get(w) == Tag::of(k) {
-            TagCount::COUNT.get(w)
+    pub(crate) unsafe fn of(raw: *mut Cell, cfg: &Config) -> History<'a> {
+        let bits = raw as usize as u64;
+        if bits & MARK != 0 {
+            if cfg.len() > 1 {
+                History::Quiet(bits >> 1)
+            } else {
+                History::Inline(Inline::from_bits(bits))
+            }
         } else {
-            0
+            // SAFETY: not inline, so null or a block of `cfg` (caller).
+            match unsafe { Block::at(raw, cfg) } {
+                None => History::Empty,
+                Some(b) => History::Block(b),
+            }
         }
     }
 
-    /// The sum of the recorded counts of level `lv`'s slices `lo..hi`.
+    /// Whether `raw` is a block pointer (which its state's `Drop` frees).
+    #[inline]
+    pub(crate) fn is_block(raw: *mut Cell) -> bool {
+        !raw.is_null() && raw as usize as u64 & MARK == 0
+    }
+
+    /// The final count of level `lv`'s slice `k`, as seen from finest epoch
+    /// `e` (`k < e`; the history describes `e`; an inline history is
+    /// single-limit only, so its level is level 0).
+    #[inline]
+    pub(crate) fn recorded(&self, cfg: &Config, lv: Level, e: u64, k: u64) -> u64 {
+        match self {
+            History::Empty | History::Quiet(_) => 0,
+            History::Inline(w) => w.count(cfg.inline_width(), e - k),
+            History::Block(b) => b.recorded(lv, k),
+        }
+    }
+
+    /// The fold level's `P(t)` if this history already describes finest
+    /// epoch `t` (another helper wrote the roll into `t`), else `None`.
     ///
-    /// Walks the ring from one remainder rather than taking `k % S` per
-    /// slice: a roll sums the slices leaving a window (up to `S - 1` for a
-    /// level of several limits), and a 64-bit division costs tens of cycles
-    /// where the rest of a slice's step costs a few.
-    pub(crate) fn recorded_sum(&self, lv: Level, lo: u64, hi: u64) -> u64 {
-        if lo >= hi {
-            return 0;
-        }
-        let n = lv.slices as usize;
-        let ring = &self.words[lv.ring..lv.ring + n];
-        let mut i = (lo % lv.slices) as usize;
-        let mut sum = 0u64;
-        for k in lo..hi {
-            let w = ring[i].load(Ordering::Acquire);
-            if TagCount::TAG.get(w) == Tag::of(k) {
-                sum = sum.saturating_add(TagCount::COUNT.get(w));
+    /// The checks are an early exit, not what keeps a stale helper out: a
+    /// history that has moved past `t` was followed by the unseal into `t`,
+    /// so the helper's own unseal CAS, from the sealed word it read, fails
+    /// whatever value it carries (no loom model catches the tag check
+    /// dropped, rightly).
+    pub(crate) fn p_at(&self, cfg: &Config, t: u64) -> Option<u64> {
+        match self {
+            History::Inline(w) => (w.tag() == Tag::of(t)).then(|| w.sum(cfg.inline_width())),
+            History::Quiet(at) => (*at == t).then_some(0),
+            History::Block(b) => {
+                // `at` is unused with one limit; the tag then says it all.
+                if cfg.len() > 1 && b.at_word().load(Ordering::Acquire).raw() != t {
+                    return None;
+                }
+                let f = b.frozen(cfg.level(cfg.fold())).load(Ordering::Acquire);
+                (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
             }
-            i += 1;
-            if i == n {
-                i = 0;
-            }
-        }
-        sum
-    }
-}
-
-/// A fresh block: `at` as given (multi-limit blocks; a single-limit block
-/// has none), every `frozen` and `open` word `tag | 0`, every ring word
-/// count 0.
-pub(crate) fn alloc(cfg: &Config, at: u64, tag: Tag) -> *mut Cell {
-    let zero = TagCount::word(tag, 0);
-    let mut words: Vec<Cell> = (0..cfg.block_words()).map(|_| Cell::new(zero)).collect();
-    words[0] = Cell::new(Word::from_raw(cfg.block_words() as u64));
-    if cfg.len() > 1 {
-        debug_assert!(cfg.block_words() >= BLOCK_HEADER);
-        words[1] = Cell::new(Word::from_raw(at));
-    }
-    Box::into_raw(words.into_boxed_slice()).cast::<Cell>()
-}
-
-/// A fresh single-limit block describing epoch `t` (module docs of
-/// `inline.rs`, the spill): `frozen = tag(t) | p`, the ring word of slice
-/// `t - j` = `count(j)` for `1 <= j < S` (`p` is their sum), every other
-/// word `tag(t) | 0`.
-pub(crate) fn alloc_rolled(cfg: &Config, t: u64, p: u64, count: impl Fn(u64) -> u64) -> *mut Cell {
-    debug_assert_eq!(cfg.len(), 1);
-    let lv = cfg.level(0);
-    let ptr = alloc(cfg, 0, Tag::of(t));
-    // SAFETY: `ptr` is a block of `cfg` that only this thread holds.
-    let b = unsafe { Block::at(ptr, cfg) }.expect("non-null");
-    b.frozen(lv).store(
-        TagCount::word(Tag::of(t), p.min(TagCount::COUNT.max())),
-        Ordering::Relaxed,
-    );
-    for j in 1..lv.slices.min(t + 1) {
-        let k = t - j;
-        b.slot(lv, k).store(
-            TagCount::word(Tag::of(k), count(j).min(TagCount::COUNT.max())),
-            Ordering::Relaxed,
-        );
-    }
-    ptr
-}
-
-/// A fresh multi-limit block describing finest epoch `t`, for a state that
-/// was quiet at `e < t` (nothing recorded in any level: `inline.rs`) and
-/// whose finest slice `e` closed with `cur`. Per level, with `e_i`, `t_i`
-/// its slices of `e` and `t`: if `t_i = e_i` the level's slice goes on
-/// (`open = cur`); else slice `e_i` is recorded with `cur` if still in the
-/// window and `open = 0`; `frozen` = the recorded slices plus `open` (as
-/// `roll.rs` computes them). Returns the block and the fold level's `frozen`.
-pub(crate) fn alloc_levels(cfg: &Config, e: u64, t: u64, cur: u64) -> (*mut Cell, u64) {
-    debug_assert!(cfg.len() > 1 && e < t);
-    let ptr = alloc(cfg, t, Tag::of(t));
-    // SAFETY: `ptr` is a block of `cfg` that only this thread holds.
-    let b = unsafe { Block::at(ptr, cfg) }.expect("non-null");
-    let cur = cur.min(TagCount::COUNT.max());
-    let mut fold = 0;
-    for (i, lv) in cfg.levels().iter().enumerate() {
-        let (ei, ti) = (lv.index(e), lv.index(t));
-        let (open, frozen) = if ti == ei {
-            (cur, cur)
-        } else if ti - ei < lv.slices {
-            b.slot(*lv, ei)
-                .store(TagCount::word(Tag::of(ei), cur), Ordering::Relaxed);
-            (0, cur)
-        } else {
-            (0, 0)
-        };
-        b.open(*lv)
-            .store(TagCount::word(Tag::of(t), open), Ordering::Relaxed);
-        b.frozen(*lv)
-            .store(TagCount::word(Tag::of(t), frozen), Ordering::Relaxed);
-        if i == cfg.fold() {
-            fold = frozen;
+            History::Empty => None,
         }
     }
-    (ptr, fold)
-}
-
-/// A new block holding the words of `src` (a block no one writes any more:
-/// that of a sealed state).
-pub(crate) fn clone_of(src: Block<'_>) -> *mut Cell {
-    let words: Box<[Cell]> = src
-        .words
-        .iter()
-        .map(|w| Cell::new(w.load(Ordering::Acquire)))
-        .collect();
-    Box::into_raw(words).cast::<Cell>()
-}
-
-/// Frees a block.
-///
-/// # Safety
-/// `ptr` came from [`alloc`] or [`clone_of`], is not freed yet, and no one
-/// will read it again.
-pub(crate) unsafe fn free(ptr: *mut Cell) {
-    // SAFETY: `ptr` is a live block (caller's contract), whose word 0 is its
-    // length, as allocated.
-    let len = unsafe { (*ptr).load(Ordering::Acquire).raw() } as usize;
-    // SAFETY: `ptr` and `len` are exactly the boxed slice `alloc` or
-    // `clone_of` leaked, and it is freed once.
-    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
 }

@@ -1,61 +1,33 @@
-//! The *inline history*: a single-limit state's recorded slice counts held
-//! in its `block` word itself, so that a key whose slices count little (the
-//! cold keys of skewed traffic, most keys) has no history block, and its
-//! roll touches only the state's own words.
+//! The *inline history*: a single-limit state's recorded slice counts
+//! packed in its `block` word (`history.rs` says when the word holds them),
+//! so that a key whose slices count little (the cold keys of skewed
+//! traffic, most keys) has no history block, and its roll touches only the
+//! state's own words.
 //!
-//! # The `block` word
-//! One word, three readings ([`History`]):
-//! - **null**: no history yet; every recorded count is 0, at any epoch.
-//! - **inline** (bit 0 set): `counts:47 | tag:16 | 1`. The tag is that of
-//!   the epoch `E` the word describes; count field `j` (`1 <= j < S`,
-//!   `width` bits from bit `17 + (j - 1) width`) is the final count of slice
-//!   `E - j`. Their sum is `P(E)`, the `frozen` of a block.
-//! - **a block pointer** (bit 0 clear: blocks are word-aligned), as in
-//!   `history.rs`.
+//! # The word
+//! `counts:47 | tag:16 | 1`. Bit 0 ([`MARK`]) tells it from a block pointer
+//! (blocks are word-aligned). The tag is that of the epoch `E` the word
+//! describes; count field `j` (`1 <= j < S`, `width` bits from bit `17 +
+//! (j - 1) width`) is the final count of slice `E - j`. Their sum is
+//! `P(E)`, the `frozen` of a block.
 //!
-//! A multi-limit state reads bit 0 differently: `E << 1 | 1` is *quiet*, no
-//! count recorded in any level yet, at the full epoch `E` (a level's window
-//! can span more than 2^16 finest slices, so a tag would not do). A state
-//! starts quiet; a roll with nothing to record moves the word to `T`'s
-//! quiet value, and the first roll with a count writes a fresh block that
-//! already describes `T` (`history::alloc_levels`), as the single-limit
-//! spill does. So a key seen in one slice of a multi-limit keyed limiter
-//! allocates nothing either.
-//!
-//! `width = 47 / (S - 1)` ([`Config::inline_width`]): 5 bits (counts up to
+//! `width = 47 / (S - 1)` (`Config::inline_width`): 5 bits (counts up to
 //! 31) for 10 slices, 47 bits (never full) for 2. A single-limit state of 48
 //! or more slices, a multi-limit state and any state on a 32-bit target have
 //! width 0: no inline history. Under loom the width is at most 1, so the
 //! models reach the spill with counts of 2.
 //!
-//! # Moves (the roll, `roll.rs`)
-//! null -> inline -> ... -> inline -> block, never back: a roll from null
-//! with a zero count writes nothing; any other roll from null or inline
-//! writes, by one CAS from the value it read, the history of its new epoch
-//! `T`: inline if every count fits its field, else (*spill*) a fresh block
-//! already describing `T` (`history::alloc_rolled`). The new value is a
-//! function of the sealed state word and of the value read, so every helper
-//! computes the same one; the CAS succeeds only for the first, and a
-//! loser's block is freed unshared.
-//!
-//! # Invariants
-//! 1. While a state holds `E` unsealed, its `block` word is null, inline
-//!    tagged `E`, quiet at `E`, or a block whose `frozen` (and `at`, with
-//!    several limits) describe `E`.
-//! 2. The word never returns to null, a quiet word only moves to later
-//!    epochs, and a block is never replaced: a helper that read null, an
-//!    inline word tagged `E` or a quiet word at `E`, and whose CAS from it
-//!    succeeds, is the first writer of the roll from `E` (for an inline
-//!    word, ABA only after 2^16 epochs, the bound of every tag in
-//!    `state.rs`).
+//! # Arithmetic
+//! Every operation is a function of the word alone (no load, no loop over
+//! the fields: see [`SumPlan`]): a field, the sum of all or some of them,
+//! and the word of a later epoch ([`Inline::rolled`], the roll), or `None`
+//! when a count does not fit its field (the roll then *spills* to a block).
 
-use super::config::{Config, Level, INLINE_COUNT_BITS};
-use super::history::{Block, Cell};
-use crate::pack::{Tag, TagCount, Value};
-use crate::sync::Ordering;
+use super::config::INLINE_COUNT_BITS;
+use crate::pack::{Tag, Value};
 
 /// Bit 0: an inline history (a block pointer has it clear).
-const MARK: u64 = 1;
+pub(crate) const MARK: u64 = 1;
 /// Where the tag starts.
 const TAG_SHIFT: u32 = 1;
 /// Where the first count field starts.
@@ -63,9 +35,6 @@ const COUNTS_SHIFT: u32 = TAG_SHIFT + Tag::BITS;
 /// The bits all count fields share.
 const COUNT_BITS: u32 = 64 - COUNTS_SHIFT;
 const _: () = assert!(COUNT_BITS == INLINE_COUNT_BITS);
-
-// A block pointer has bit 0 clear.
-const _: () = assert!(std::mem::align_of::<Cell>() >= 2);
 
 /// `bits` low ones (`bits <= 47`).
 #[inline(always)]
@@ -222,114 +191,17 @@ impl Inline {
         Some(fresh(counts))
     }
 
-    /// The word as the `block` pointer holds it: an address no one
-    /// dereferences (bit 0 set), never a pointer to memory.
+    /// The word's bits (bit 0 set: `history.rs` reads it as inline).
     #[inline]
-    pub(crate) fn to_ptr(self) -> *mut Cell {
-        // (`ptr::without_provenance_mut` says the same, from Rust 1.84; the
-        // crate's MSRV is 1.80.)
-        self.0 as usize as *mut Cell
+    pub(crate) fn bits(self) -> u64 {
+        self.0
     }
-}
 
-/// The `block` word of a multi-limit state with nothing recorded at full
-/// epoch `e` (`e <= MAX_EPOCH < 2^63`, so `e << 1` does not overflow).
-#[inline]
-pub(crate) fn quiet(e: u64) -> *mut Cell {
-    (e << 1 | MARK) as usize as *mut Cell
-}
-
-/// The `block` word of a fresh state at `epoch`: no history (null) for one
-/// limit; quiet at `epoch` for several (`inline.rs`), or, where a pointer
-/// cannot hold an epoch (32-bit targets), a fresh block.
-pub(crate) fn first_history(cfg: &Config, epoch: u64) -> *mut Cell {
-    if cfg.len() == 1 {
-        std::ptr::null_mut()
-    } else if usize::BITS >= 64 {
-        quiet(epoch)
-    } else {
-        super::history::alloc(cfg, epoch, Tag::of(epoch))
-    }
-}
-
-/// What a `block` word holds (module docs).
-#[derive(Clone, Copy)]
-pub(crate) enum History<'a> {
-    /// No history: every count is 0.
-    Empty,
-    /// The counts, inline (single-limit states).
-    Inline(Inline),
-    /// No count recorded yet in any level, at this full epoch `E`
-    /// (multi-limit states, module docs).
-    Quiet(u64),
-    /// A history block.
-    Block(Block<'a>),
-}
-
-impl<'a> History<'a> {
-    /// Reads a `block` word.
-    ///
-    /// # Safety
-    /// As [`Block::at`]: `raw` is the `block` word of a state of `cfg`
-    /// borrowed for `'a`.
+    /// The inline word whose bits are `bits` (bit 0 set).
     #[inline]
-    pub(crate) unsafe fn of(raw: *mut Cell, cfg: &Config) -> History<'a> {
-        let bits = raw as usize as u64;
-        if bits & MARK != 0 {
-            if cfg.len() > 1 {
-                History::Quiet(bits >> 1)
-            } else {
-                History::Inline(Inline(bits))
-            }
-        } else {
-            // SAFETY: not inline, so null or a block of `cfg` (caller).
-            match unsafe { Block::at(raw, cfg) } {
-                None => History::Empty,
-                Some(b) => History::Block(b),
-            }
-        }
-    }
-
-    /// Whether `raw` is a block pointer (which its state's `Drop` frees).
-    #[inline]
-    pub(crate) fn is_block(raw: *mut Cell) -> bool {
-        !raw.is_null() && raw as usize as u64 & MARK == 0
-    }
-
-    /// The final count of level `lv`'s slice `k`, as seen from finest epoch
-    /// `e` (`k < e`; the history describes `e`; an inline history is
-    /// single-limit only, so its level is level 0).
-    #[inline]
-    pub(crate) fn recorded(&self, cfg: &Config, lv: Level, e: u64, k: u64) -> u64 {
-        match self {
-            History::Empty | History::Quiet(_) => 0,
-            History::Inline(w) => w.count(cfg.inline_width(), e - k),
-            History::Block(b) => b.recorded(lv, k),
-        }
-    }
-
-    /// The fold level's `P(t)` if this history already describes finest
-    /// epoch `t` (another helper wrote the roll into `t`), else `None`.
-    ///
-    /// The checks are an early exit, not what keeps a stale helper out: a
-    /// history that has moved past `t` was followed by the unseal into `t`,
-    /// so the helper's own unseal CAS, from the sealed word it read, fails
-    /// whatever value it carries (no loom model catches the tag check
-    /// dropped, rightly).
-    pub(crate) fn p_at(&self, cfg: &Config, t: u64) -> Option<u64> {
-        match self {
-            History::Inline(w) => (w.tag() == Tag::of(t)).then(|| w.sum(cfg.inline_width())),
-            History::Quiet(at) => (*at == t).then_some(0),
-            History::Block(b) => {
-                // `at` is unused with one limit; the tag then says it all.
-                if cfg.len() > 1 && b.at_word().load(Ordering::Acquire).raw() != t {
-                    return None;
-                }
-                let f = b.frozen(cfg.level(cfg.fold())).load(Ordering::Acquire);
-                (TagCount::TAG.get(f) == Tag::of(t)).then(|| TagCount::COUNT.get(f))
-            }
-            History::Empty => None,
-        }
+    pub(crate) fn from_bits(bits: u64) -> Inline {
+        debug_assert!(bits & MARK != 0);
+        Inline(bits)
     }
 }
 
@@ -388,7 +260,7 @@ mod tests {
                     let head: u64 = list.iter().take(k as usize).sum();
                     assert_eq!(w.sum_to(width, k), head, "S {slices} to {k}");
                 }
-                assert!(!History::is_block(w.to_ptr()));
+                assert_eq!(w.bits() & MARK, MARK);
             }
         }
     }

@@ -19,25 +19,25 @@
 //! phase), so it needs no `cur`.
 //!
 //! # Quiet
-//! A state starts *quiet* (`inline.rs`): nothing recorded in any level, its
+//! A state starts *quiet* (`history.rs`): nothing recorded in any level, its
 //! full epoch in the `block` word, no block. Its roll writes, by one CAS
 //! from the word it read, quiet at `T` if slice `E` counted nothing, else a
-//! fresh block that already describes `T` (`history::alloc_levels`): what
+//! fresh block that already describes `T` (`block::alloc_levels`): what
 //! the phases above would write over a block of zeros. Every helper
 //! computes the same word from the sealed state and the quiet word; the word
 //! never goes back to quiet once a block is in, so a stale helper's CAS
 //! fails (a newer quiet word is after `T`: left alone).
 
 use super::config::{Config, Level};
-use super::history::{self, Block, Cell};
-use super::inline::{self, History};
+use super::block::{self, Block, Cell};
+use super::history::{self, History};
 use super::state::AdmissionState;
 use crate::pack::{Admission, Tag, TagCount, Word};
 use crate::sync::Ordering;
 
 impl AdmissionState {
     /// The roll of a multi-limit state that is quiet at `e` (nothing
-    /// recorded, `inline.rs`): quiet at `t` if the closing slice counted
+    /// recorded, `history.rs`): quiet at `t` if the closing slice counted
     /// nothing, else a fresh block describing `t`; one CAS from the word read.
     fn roll_quiet(
         &self,
@@ -59,9 +59,9 @@ impl AdmissionState {
         // Nothing recorded: `P_fold(E) = 0`, `used` is slice `E`'s count.
         let cur = Admission::USED.get(s);
         let (new, p) = if cur == 0 {
-            (inline::quiet(t), 0)
+            (history::quiet(t), 0)
         } else {
-            history::alloc_levels(cfg, e, t, cur)
+            block::alloc_levels(cfg, e, t, cur)
         };
         self.install(cfg, raw, new, p, t)
     }

@@ -69,8 +69,8 @@
 
 use super::config::{Config, MAX_BUDGET};
 use super::help::Take;
-use super::history;
-use super::inline::History;
+use super::block;
+use super::history::{self, History};
 use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, AtomicWord, Tag, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
@@ -160,10 +160,10 @@ impl AdmissionState {
         // 1. The history: an inline word is copied as it is, a block cloned.
         let copy = match self.history(cfg) {
             History::Empty => None,
-            History::Inline(w) => Some(w.to_ptr()),
-            History::Quiet(e) => Some(super::inline::quiet(e)),
+            History::Inline(w) => Some(history::inline_ptr(w)),
+            History::Quiet(e) => Some(history::quiet(e)),
             History::Block(src) if dest.block.load(Ordering::Acquire).is_null() => {
-                Some(history::clone_of(src))
+                Some(block::clone_of(src))
             }
             History::Block(_) => None, // a copier before us installed it
         };
@@ -180,7 +180,7 @@ impl AdmissionState {
                 && History::is_block(copy)
             {
                 // SAFETY: `copy` is a clone that was never shared.
-                unsafe { history::free(copy) };
+                unsafe { block::free(copy) };
             }
         }
         // 2. The state word, unsealed.
@@ -203,7 +203,7 @@ impl AdmissionState {
         debug_assert!(self.block.load(Ordering::Relaxed).is_null());
         let epoch = epoch.min(super::state::MAX_EPOCH);
         self.block
-            .store(super::inline::first_history(cfg, epoch), Ordering::Relaxed);
+            .store(history::first_history(cfg, epoch), Ordering::Relaxed);
         let fresh = Admission::word(Tag::of(epoch), false, 0);
         self.state.store(fresh, Ordering::Relaxed);
         self.epoch.store(epoch, Ordering::Relaxed);
@@ -271,7 +271,7 @@ impl Drop for AdmissionState {
         if History::is_block(ptr) {
             // SAFETY: the block is this state's, allocated by `history`, and
             // `&mut self` means no one else reads it any more.
-            unsafe { history::free(ptr) };
+            unsafe { block::free(ptr) };
         }
     }
 }

@@ -98,6 +98,7 @@
 // marks a sealed state): only 1 ns slices of a clock past 292 years reach
 // it, and all later times share that last epoch.
 
+mod block;
 mod builder;
 mod config;
 mod decision;

@@ -64,8 +64,9 @@
 //! So every helper reads the same `R`, whenever it reads it.
 
 use super::config::{Config, Level};
-use super::history::{self, Block, Cell};
-use super::inline::{History, Inline};
+use super::block::{self, Block, Cell};
+use super::history::{self, History};
+use super::inline::Inline;
 use super::state::AdmissionState;
 use crate::pack::{Admission, Tag, TagCount, Word};
 use crate::sync::Ordering;
@@ -101,7 +102,7 @@ impl AdmissionState {
 
     /// The roll from a null or inline `block` word `raw` (counts `old`,
     /// for `E`): writes `T`'s history inline, or spills it into a fresh
-    /// block (`inline.rs`), by one CAS from `raw`.
+    /// block (`history.rs`), by one CAS from `raw`.
     fn roll_small(
         &self,
         cfg: &Config,
@@ -127,9 +128,9 @@ impl AdmissionState {
             // docs): one short sum, not the whole word's.
             Some(w) if d < slices => {
                 let out = old.sum_from(width, slices - d);
-                (w.to_ptr(), p_e + count - out)
+                (history::inline_ptr(w), p_e + count - out)
             }
-            Some(w) => (w.to_ptr(), 0),
+            Some(w) => (history::inline_ptr(w), 0),
             None => {
                 // Spill: slice `T - j` counted `count` at `j = d`, the old
                 // field `j - d` past it, 0 before (or everywhere, `d >= S`).
@@ -140,7 +141,7 @@ impl AdmissionState {
                 };
                 let at = |j: u64| if d < slices { at(j) } else { 0 };
                 let p = (1..slices).map(at).fold(0u64, u64::saturating_add);
-                (history::alloc_rolled(cfg, t, p, at), p)
+                (block::alloc_rolled(cfg, t, p, at), p)
             }
         };
         self.install(cfg, raw, new, p, t)
@@ -149,7 +150,7 @@ impl AdmissionState {
     /// Writes the history of the roll into `t` (`new`, the fold level's
     /// `P(t)` = `p`) over the null, inline or quiet word `raw` it was
     /// computed from, by one CAS. The first writer of the roll wins
-    /// (invariant 2 of `inline.rs`); a loser frees its block unshared and
+    /// (invariant 2 of `history.rs`); a loser frees its block unshared and
     /// takes `P(t)` from what the winner wrote, or `None` if the state
     /// moved on.
     pub(super) fn install(
@@ -168,7 +169,7 @@ impl AdmissionState {
             Err(actual) => {
                 if History::is_block(new) {
                     // SAFETY: `new` was never shared.
-                    unsafe { history::free(new) };
+                    unsafe { block::free(new) };
                 }
                 // SAFETY: as `history()`: the state's own word.
                 unsafe { History::of(actual, cfg) }.p_at(cfg, t)

@@ -22,7 +22,7 @@
 
 use super::config::{Config, Level, MAX_LIMITS};
 use super::help::Take;
-use super::inline::History;
+use super::history::History;
 use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, Tag, TagCount};
 use crate::sync::Ordering;
@@ -75,7 +75,7 @@ impl AdmissionState {
         let tagged = |w| (TagCount::TAG.get(w) == Tag::of(e)).then(|| TagCount::COUNT.get(w));
         let cur = match history {
             History::Empty => used,
-            // Nothing recorded in any level at `e` (`inline.rs`), or a roll
+            // Nothing recorded in any level at `e` (`history.rs`), or a roll
             // began.
             History::Quiet(at) => {
                 if at != e {
@@ -83,7 +83,7 @@ impl AdmissionState {
                 }
                 used
             }
-            // Inline tagged `e`, or a roll began (invariant 1 of `inline.rs`).
+            // Inline tagged `e`, or a roll began (invariant 1 of `history.rs`).
             History::Inline(w) => {
                 if w.tag() != Tag::of(e) {
                     return None;

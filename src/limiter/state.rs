@@ -20,7 +20,8 @@
 //!   the fold level's whole window at that epoch (its frozen part plus the
 //!   current slice). A grant is one CAS `used -> used + units`.
 //! - `block`: null, the history held inline while its counts are small
-//!   (`inline.rs`), or a pointer to the history block (`history.rs`).
+//!   (`inline.rs`), or a pointer to the history block (`block.rs`); its
+//!   readings and moves are in `history.rs`.
 //!
 //! # Invariants
 //! 1. `epoch` only increases, and moves from `E` only when the state holds
@@ -54,8 +55,8 @@
 pub(crate) use super::config::MAX_EPOCH;
 use super::config::Config;
 use super::denied::Denied;
-use super::history::{Block, Cell};
-use super::inline::History;
+use super::block::{Block, Cell};
+use super::history::History;
 use crate::pack::{Admission, AtomicWord, Tag, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 
@@ -109,18 +110,18 @@ const _: () = assert!(Admission::SEALED.end() == Admission::TAG.shift());
 
 impl AdmissionState {
     /// A state at `epoch` (clamped to [`MAX_EPOCH`]) with nothing granted
-    /// and no history (`inline.rs`).
+    /// and no history (`history.rs`).
     pub fn new(cfg: &Config, epoch: u64) -> AdmissionState {
         let epoch = epoch.min(MAX_EPOCH);
         AdmissionState {
             epoch: AtomicU64::new(epoch),
             state: AtomicWord::new(Admission::word(Tag::of(epoch), false, 0)),
-            block: AtomicPtr::new(super::inline::first_history(cfg, epoch)),
+            block: AtomicPtr::new(super::history::first_history(cfg, epoch)),
         }
     }
 
     /// What the `block` word holds: nothing, an inline history or a block
-    /// (`inline.rs`).
+    /// (`history.rs`).
     #[inline]
     pub(super) fn history<'a>(&'a self, cfg: &Config) -> History<'a> {
         // SAFETY: the `block` word is null, inline, or a block of `cfg`
