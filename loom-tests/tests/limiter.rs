@@ -99,7 +99,7 @@ fn sliding_skipped_slice_and_frozen_sum() {
 
 /// Two helpers race one roll that skips a slice while a counted slice leaves
 /// the window. The roll computes `P(T)` as `P(E) + count(e)` minus the
-/// slices leaving the window (`roll.rs`), so every helper must read the same
+/// slices leaving the window (`src/limiter/roll_one.rs`), so every helper must read the same
 /// leaving counts even while another is settling the skipped slice, whose
 /// ring slot is the leaving slice's. (Caught: settling a skipped slice by
 /// writing its zero over the leaving slice's count; a late helper then

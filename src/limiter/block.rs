@@ -6,7 +6,7 @@
 //! - word 0: the block's length in words (written once, read by `free`,
 //!   which has no [`Config`]);
 //! - word 1: `at`, the full finest epoch that the levels' `frozen` and
-//!   `open` words describe (multi-limit states only; see `roll.rs`);
+//!   `open` words describe (multi-limit states only; see `roll_levels.rs`);
 //! - then for each level `i`, from [`Level::base`]: `frozen` (`tag | P`:
 //!   the final counts of the level's window before the current slice),
 //!   `open` (`tag | count`: the level's current slice before the current
@@ -178,7 +178,7 @@ pub(crate) fn alloc_rolled(cfg: &Config, t: u64, p: u64, count: impl Fn(u64) -> 
 /// its slices of `e` and `t`: if `t_i = e_i` the level's slice goes on
 /// (`open = cur`); else slice `e_i` is recorded with `cur` if still in the
 /// window and `open = 0`; `frozen` = the recorded slices plus `open` (as
-/// `roll.rs` computes them). Returns the block and the fold level's `frozen`.
+/// `roll_levels.rs` computes them). Returns the block and the fold level's `frozen`.
 pub(crate) fn alloc_levels(cfg: &Config, e: u64, t: u64, cur: u64) -> (*mut Cell, u64) {
     debug_assert!(cfg.len() > 1 && e < t);
     let ptr = alloc(cfg, t, Tag::of(t));

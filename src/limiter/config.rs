@@ -21,8 +21,8 @@
 //! counts exact permits (`shift = 0`) and clamps each limit to
 //! `MAX_EXACT_LIMIT` units (see [`Config::budget`]).
 
-pub use super::quota::MAX_LIMITS;
 use super::quota::Quota;
+pub use super::quota::MAX_LIMITS;
 use crate::error::ConfigError;
 use crate::pack::Tag;
 use crate::window::slice_nanos;

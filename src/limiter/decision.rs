@@ -17,8 +17,8 @@
 
 use super::config::{Config, MAX_LIMITS};
 use super::denied::Denied;
-use super::snapshot::Snapshot;
 use super::grant::Grant;
+use super::snapshot::Snapshot;
 use super::state::{AdmissionState, Refused};
 use std::time::Duration;
 

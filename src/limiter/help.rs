@@ -158,4 +158,14 @@ impl AdmissionState {
         }
         Help::Retry
     }
+
+    /// Step 3 of the roll into `t` from the sealed word `s`; returns the
+    /// fold level's `P(t)`, or `None` if the snapshot proved stale.
+    fn roll(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {
+        if cfg.len() == 1 {
+            self.roll_one(cfg, t, s)
+        } else {
+            self.roll_levels(cfg, t, s)
+        }
+    }
 }

@@ -67,9 +67,9 @@
 //! `src/limiter/keyed/slot.rs` is the owner that drives all of these: the
 //! per-key limiter's map slots.
 
+use super::block;
 use super::config::{Config, MAX_BUDGET};
 use super::help::Take;
-use super::block;
 use super::history::{self, History};
 use super::state::{holds, key, AdmissionState, FLAG, PENDING_EPOCH};
 use crate::pack::{Admission, AtomicWord, Tag, Word};

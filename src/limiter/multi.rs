@@ -9,7 +9,7 @@
 //! reads each level's frozen sum, checks them all, and takes its permits
 //! with the one CAS on the shared admission word, so it is granted by every
 //! limit at the same instant or by none. The rolls keep each level's
-//! history at its own slice length (`roll.rs`).
+//! history at its own slice length (`roll_levels.rs`).
 
 use super::builder::RateLimiterBuilder;
 use super::direct::{Limiter, Multi};

@@ -52,10 +52,10 @@
 //! through 2^16 epochs and comes back to the identical 64 bits could
 //! succeed with a stale decision (the bound of [`crate::slice`]).
 
-pub(crate) use super::config::MAX_EPOCH;
-use super::config::Config;
-use super::denied::Denied;
 use super::block::{Block, Cell};
+use super::config::Config;
+pub(crate) use super::config::MAX_EPOCH;
+use super::denied::Denied;
 use super::history::History;
 use crate::pack::{Admission, AtomicWord, Tag, Word};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};

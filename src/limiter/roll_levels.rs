@@ -1,5 +1,5 @@
-//! The roll of a state with several limits (`roll.rs` has the protocol
-//! and the single-limit case).
+//! The roll of a state with several limits (`roll.rs` has the protocol,
+//! `roll_one.rs` the single-limit case).
 //!
 //! # Several limits
 //! A level's window can span far more than 2^16 finest slices, so the tag
@@ -28,8 +28,8 @@
 //! never goes back to quiet once a block is in, so a stale helper's CAS
 //! fails (a newer quiet word is after `T`: left alone).
 
-use super::config::{Config, Level};
 use super::block::{self, Block, Cell};
+use super::config::{Config, Level};
 use super::history::{self, History};
 use super::state::AdmissionState;
 use crate::pack::{Admission, Tag, TagCount, Word};
