@@ -108,6 +108,7 @@ mod grant;
 mod help;
 mod history;
 mod inline;
+mod jitter;
 mod keyed;
 mod lifecycle;
 mod multi;
@@ -127,11 +128,11 @@ pub use builder::RateLimiterBuilder;
 pub use decision::Decision;
 pub use denied::Denied;
 pub use direct::{Limiter, Multi, One, Shape};
+pub use jitter::Jitter;
 pub use keyed::{FloodPolicy, KeyedLimiter, KeyedLimiterBuilder};
 pub use multi::MultiLimiter;
 pub use quota::{Quota, MAX_LIMITS};
 pub use rate::RateLimiter;
-pub use wait::Jitter;
 
 // The per-key state and its configuration, for an owner that keeps states
 // in its own table (the per-key limiter) and for the loom hook in `lib.rs`.
