@@ -16,7 +16,10 @@
 //! same quota and 60 000 a minute in 60 slices), as `rd` and `rdt`; `kd`,
 //! `kdt`: `KeyedLimiter::decide_at` on one key; `gv`: governor's direct
 //! limiter's `check` (GCRA, 1000 a second), whose refusal carries the
-//! earliest time it would allow (`NotUntil`, read lazily).
+//! earliest time it would allow (`NotUntil`, read lazily). `LIMIT=n` sets
+//! the permits a second (default 1000): with `LIMIT=1`, as the criterion
+//! rows, every slice's count fits the inline history, where 1000 needs a
+//! block.
 use governor::clock::FakeRelativeClock;
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -24,7 +27,6 @@ use std::time::{Duration, Instant};
 use stripecount::clock::ManualClock;
 use stripecount::{KeyedLimiter, MultiLimiter, Quota, RateLimiter, Timestamp};
 
-const LIMIT: u64 = 1000;
 const START: u64 = 1_000_000_000;
 const OPS_PER_MS: u64 = 4096;
 
@@ -58,6 +60,53 @@ fn timed(from: u64, ops: u64, tick: &impl Fn(u64), req: &impl Fn(Timestamp) -> b
     requests(from, ops, tick, req)
 }
 
+// Every request is a call of one of these, never inlined into the loop, so
+// that what a build inlines into the loop (which varies with unrelated code)
+// does not move the counts.
+
+type Direct = RateLimiter<ManualClock>;
+type Governor = governor::RateLimiter<
+    governor::state::NotKeyed,
+    governor::state::InMemoryState,
+    FakeRelativeClock,
+    governor::middleware::NoOpMiddleware<governor::nanos::Nanos>,
+>;
+
+#[inline(never)]
+fn try_acquire(l: &Direct, now: Timestamp) -> bool {
+    l.try_acquire_at(now, 1)
+}
+
+#[inline(never)]
+fn decide(l: &Direct, now: Timestamp, retry: bool) -> bool {
+    verdict(&l.decide_at(now, 1), retry)
+}
+
+#[inline(never)]
+fn decide_multi(l: &MultiLimiter<ManualClock>, now: Timestamp, retry: bool) -> bool {
+    verdict(&l.decide_at(now, 1), retry)
+}
+
+#[inline(never)]
+fn decide_keyed(l: &KeyedLimiter<u64, ManualClock>, now: Timestamp, retry: bool) -> bool {
+    verdict(&l.decide_at(&7, now, 1), retry)
+}
+
+#[inline(never)]
+fn check(l: &Governor) -> bool {
+    l.check().is_ok()
+}
+
+/// Whether `d` granted; with `retry`, a refusal's retry time is read, as a
+/// response's `Retry-After` does.
+#[inline(always)]
+fn verdict(d: &stripecount::Decision, retry: bool) -> bool {
+    if retry && !d.is_granted() {
+        black_box(d.retry_after());
+    }
+    d.is_granted()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let which = args.get(1).map(|s| s.as_str()).unwrap_or("rd");
@@ -65,16 +114,11 @@ fn main() {
     assert!(modes.contains(&which), "{}", modes.join(" | "));
     let ops: u64 = args.get(2).map_or(20_000_000, |s| s.parse().unwrap());
     let warm: u64 = args.get(3).map_or(8_000_000, |s| s.parse().unwrap());
-    let quota = Quota::per(LIMIT, Duration::from_secs(1)).slices(10);
-    let per_minute = Quota::per(60 * LIMIT, Duration::from_secs(60)).slices(60);
+    let limit: u64 = std::env::var("LIMIT").map_or(1000, |v| v.parse().unwrap());
+    let quota = Quota::per(limit, Duration::from_secs(1)).slices(10);
+    let per_minute = Quota::per(60 * limit, Duration::from_secs(60)).slices(60);
     // Whether to read the retry time of a refusal, as a response does.
-    let read_retry = which.ends_with('t');
-    let retry = |d: stripecount::Decision| {
-        if read_retry && !d.is_granted() {
-            black_box(d.retry_after());
-        }
-        d.is_granted()
-    };
+    let retry = which.ends_with('t');
     macro_rules! run {
         ($tick:expr, $req:expr) => {{
             let (tick, req) = ($tick, $req);
@@ -96,9 +140,9 @@ fn main() {
                 .build()
                 .unwrap();
             if which == "rt" {
-                run!(no_tick, |now| l.try_acquire_at(black_box(now), 1))
+                run!(no_tick, |now| try_acquire(&l, now))
             } else {
-                run!(no_tick, |now| retry(l.decide_at(black_box(now), 1)))
+                run!(no_tick, |now| decide(&l, now, retry))
             }
         }
         "md" | "mdt" => {
@@ -106,19 +150,19 @@ fn main() {
                 .clock(ManualClock::new())
                 .build()
                 .unwrap();
-            run!(no_tick, |now| retry(l.decide_at(black_box(now), 1)))
+            run!(no_tick, |now| decide_multi(&l, now, retry))
         }
         "kd" | "kdt" => {
             let l = KeyedLimiter::<u64, _>::builder(quota)
                 .clock(ManualClock::new())
                 .build()
                 .unwrap();
-            run!(no_tick, |now| retry(l.decide_at(&black_box(7), now, 1)))
+            run!(no_tick, |now| decide_keyed(&l, now, retry))
         }
         "gv" => {
             let clock = FakeRelativeClock::default();
-            let per_second = NonZeroU32::new(LIMIT as u32).unwrap();
-            let l = governor::RateLimiter::direct_with_clock(
+            let per_second = NonZeroU32::new(limit as u32).unwrap();
+            let l: Governor = governor::RateLimiter::direct_with_clock(
                 governor::Quota::per_second(per_second),
                 clock.clone(),
             );
@@ -128,7 +172,7 @@ fn main() {
                     clock.advance(Duration::from_millis(1));
                 }
             };
-            run!(tick, |_| l.check().is_ok())
+            run!(tick, |_| check(&l))
         }
         _ => unreachable!(),
     }

@@ -10,7 +10,9 @@
 # gv). OPS and WARM set the timed and untimed requests (default 2M after 8M:
 # the limit is spent at the start of every second, 4M requests, so the
 # timed requests fall in a window that holds it). BIN runs another build of
-# refusal_steady (e.g. an older commit's, to compare).
+# refusal_steady (e.g. an older commit's, to compare). LIMIT is passed on (the
+# permits a second: 1000 by default, which needs a history block; 1 keeps
+# every count inline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OPS=${OPS:-2000000}

@@ -44,7 +44,7 @@
 #
 # Flags: isolation stays on (no test needs the host: Instant is Miri's own
 # clock). -Zmiri-permissive-provenance: the library tags pointers through
-# integer casts (src/keyed/entry.rs, src/limiter/inline.rs,
+# integer casts (src/keyed/entry.rs, src/limiter/history.rs,
 # src/multi/window.rs), which Miri accepts with a warning and checks with
 # less precision; the flag only silences that warning, printed once per
 # cast per test binary.

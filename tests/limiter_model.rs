@@ -1,8 +1,8 @@
 //! The strict limiters against reference models over many random
 //! sequential runs: one limit (`RateLimiter`, sliding and with a quota of
 //! one slice, a fixed window: grants and refusals, `available`,
-//! `retry_after`, limit changes, time going back and tag wraps) and several
-//! (`MultiLimiter`).
+//! `retry_after`, a refusal's retry time when decided and read late, limit
+//! changes, time going back and tag wraps) and several (`MultiLimiter`).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -106,6 +106,7 @@ fn random_sequential_runs_match_the_reference() {
             grants: Vec::new(),
         };
         let mut now = 0u64;
+        let mut refusals = Vec::new();
         for step in 0..300 {
             now = match rng.random_range(0..20) {
                 0 => now.saturating_sub(rng.random_range(0..3 * slice * slices)), // backwards
@@ -154,11 +155,15 @@ fn random_sequential_runs_match_the_reference() {
                 }
                 _ => {
                     let want = model.acquire(now, n);
-                    assert_eq!(
-                        verdict(sliding.decide_at(ts(now), n)),
-                        want,
-                        "acquire {ctx}"
-                    );
+                    let d = sliding.decide_at(ts(now), n);
+                    assert_eq!(verdict(d), want, "acquire {ctx}");
+                    if want.is_err() {
+                        // A refusal's retry time, as the model says now, and
+                        // again after the limiter has moved on.
+                        let retry = model.retry_after(now, n);
+                        assert_eq!(d.retry_after(), retry, "refusal's retry {ctx}");
+                        refusals.push((d, retry, ctx.clone()));
+                    }
                     if fixed {
                         assert_eq!(
                             verdict(fixed_lim.decide_at(ts(now), n)),
@@ -168,6 +173,9 @@ fn random_sequential_runs_match_the_reference() {
                     }
                 }
             }
+        }
+        for (d, retry, ctx) in refusals {
+            assert_eq!(d.retry_after(), retry, "refusal's retry read late: {ctx}");
         }
     }
 }

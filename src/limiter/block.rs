@@ -94,18 +94,6 @@ impl<'a> Block<'a> {
         &self.words[lv.ring + (k % lv.slices) as usize]
     }
 
-    /// The recorded final count of level `lv`'s slice `k` (0 if its slot
-    /// holds another slice).
-    #[inline]
-    pub(crate) fn recorded(&self, lv: Level, k: u64) -> u64 {
-        let w = self.slot(lv, k).load(Ordering::Acquire);
-        if TagCount::TAG.get(w) == Tag::of(k) {
-            TagCount::COUNT.get(w)
-        } else {
-            0
-        }
-    }
-
     /// The sum of the recorded counts of level `lv`'s slices `lo..hi`.
     ///
     /// Walks the ring from one remainder rather than taking `k % S` per
@@ -131,6 +119,73 @@ impl<'a> Block<'a> {
             }
         }
         sum
+    }
+
+    /// The first of level `lv`'s slices `lo..hi` (at most `S` of them),
+    /// oldest first, whose recorded count `c` is not zero and passes
+    /// `f(k, c)`. `slot`: the ring slot of `lo` (`lo mod S`), from the
+    /// caller, so that the walk takes no division.
+    #[inline(always)]
+    pub(crate) fn find(
+        &self,
+        lv: Level,
+        lo: u64,
+        hi: u64,
+        slot: usize,
+        mut f: impl FnMut(u64, u64) -> bool,
+    ) -> Option<u64> {
+        if lo >= hi {
+            return None;
+        }
+        let n = lv.slices as usize;
+        let ring = &self.words[lv.ring..lv.ring + n];
+        debug_assert_eq!(slot as u64, lo % lv.slices);
+        let mut i = slot;
+        for k in lo..hi {
+            let w = ring[i].load(Ordering::Acquire);
+            if TagCount::TAG.get(w) == Tag::of(k) {
+                let c = TagCount::COUNT.get(w);
+                if c > 0 && f(k, c) {
+                    return Some(k);
+                }
+            }
+            i += 1;
+            if i == n {
+                i = 0;
+            }
+        }
+        None
+    }
+
+    /// [`find`](Self::find), newest first; `slot`: the ring slot of
+    /// `hi - 1`.
+    #[inline(always)]
+    pub(crate) fn rfind(
+        &self,
+        lv: Level,
+        lo: u64,
+        hi: u64,
+        slot: usize,
+        mut f: impl FnMut(u64, u64) -> bool,
+    ) -> Option<u64> {
+        if lo >= hi {
+            return None;
+        }
+        let n = lv.slices as usize;
+        let ring = &self.words[lv.ring..lv.ring + n];
+        debug_assert_eq!(slot as u64, (hi - 1) % lv.slices);
+        let mut i = slot;
+        for k in (lo..hi).rev() {
+            let w = ring[i].load(Ordering::Acquire);
+            if TagCount::TAG.get(w) == Tag::of(k) {
+                let c = TagCount::COUNT.get(w);
+                if c > 0 && f(k, c) {
+                    return Some(k);
+                }
+            }
+            i = if i == 0 { n - 1 } else { i - 1 };
+        }
+        None
     }
 }
 

@@ -27,6 +27,7 @@ use crate::error::ConfigError;
 use crate::pack::Tag;
 use crate::window::slice_nanos;
 use std::time::Duration;
+use strength_reduce::StrengthReducedU64;
 
 /// The largest epoch of time: bit 63 of a state's `epoch` word is its
 /// seal flag (`state.rs`), and [`Config::epoch_of`] clamps to one below
@@ -80,6 +81,9 @@ pub struct Config {
     block_words: usize,
     /// Bits per count of the inline history (`inline.rs`); 0: none.
     inline_width: u32,
+    /// The fold level's slices, as a divisor: its ring slot of a slice
+    /// without a division (a single-limit refusal's walk, `decide.rs`).
+    fold_slices: StrengthReducedU64,
 }
 
 /// Words of a multi-limit history block before the levels': its length and
@@ -216,6 +220,7 @@ impl Config {
             levels,
             block_words: next,
             inline_width,
+            fold_slices: StrengthReducedU64::new(levels[fold].slices.max(1)),
         }
     }
 
@@ -268,6 +273,13 @@ impl Config {
     #[inline]
     pub(crate) fn block_words(&self) -> usize {
         self.block_words
+    }
+
+    /// The fold level's ring slot of its slice `k` (`k mod S`), by a
+    /// multiply.
+    #[inline]
+    pub(crate) fn fold_slot(&self, k: u64) -> usize {
+        (k % self.fold_slices) as usize
     }
 
     /// Bits per count of the inline history (`inline.rs`); 0 when states of

@@ -1,25 +1,17 @@
 //! What a limiter tells its caller: [`Decision`], the verdict with everything
 //! an HTTP service needs for `Retry-After` and the IETF `RateLimit` headers,
-//! computed from the state the verdict was taken on, without a second lookup.
+//! from the state the verdict was taken on, without a second lookup.
 //!
-//! # How the fields are computed
-//! - A **grant** reports from the values its CAS was decided on: the
-//!   remaining permits after it, and the full reset (when the slice it was
-//!   counted in leaves the window). No extra read.
-//! - A **refusal** and a **peek** report from a snapshot of the state (taken
-//!   right after the refusal, so a window that rolled meanwhile is seen as
-//!   it is now): the remaining permits, when the request would first fit
-//!   if nothing else were granted, and when the window is empty.
-//! - With several limits, `limit`, `remaining` and `reset_after` describe
-//!   one limit, [`Decision::limit_index`]: the one that refused (the one
-//!   that would hold the request longest), or after a grant the one with
-//!   the fewest permits left; `retry_after` is when *every* limit has room.
+//! The verdict, the limit and the permits left are fields; the retry and
+//! reset times are [`Times`] (`times.rs`): computed when decided, or, for
+//! most refusals, kept as the values they follow from and computed when
+//! read. Either way they are the answer true at the decision. Two decisions
+//! are equal when every method answers the same. How each value is taken
+//! is in `decide.rs`.
 
-use super::config::{Config, MAX_LIMITS};
 use super::denied::Denied;
-use super::grant::Grant;
-use super::snapshot::Snapshot;
-use super::state::{AdmissionState, Refused};
+use super::times::Times;
+use std::fmt;
 use std::time::Duration;
 
 /// A limiter's decision on one request, with what a caller needs to tell
@@ -44,37 +36,78 @@ use std::time::Duration;
 /// assert_eq!(d.retry_after(), Some(Duration::from_secs(2))); // the first 2 expire
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// A refusal's [`retry_after`](Self::retry_after) and
+/// [`reset_after`](Self::reset_after) are computed when they are called (a
+/// few dozen instructions, no read of the limiter), from the values the
+/// refusal was decided on: the answer is the one true at the decision, and
+/// a caller that only wants the verdict pays for no more than the verdict.
+#[derive(Clone, Copy)]
 pub struct Decision {
-    verdict: Result<u64, Denied>,
+    /// The slice a grant was counted in (0 for a refusal).
+    slice: u64,
     limit: u64,
     remaining: u64,
-    retry_after: Option<Duration>,
-    reset_after: Duration,
-    limit_index: usize,
+    /// `SEALED | limit_index << 8 | verdict` (`verdict`: 0 for a grant,
+    /// else [`code`] of the reason).
+    code: u64,
+    times: Times,
+}
+
+/// [`Decision::code`]: a state that could not decide (sealed or pending):
+/// the caller looks its key up again.
+const SEALED: u64 = 1 << 16;
+
+/// A refusal's reason as a verdict code (1 and up; 0 is a grant).
+#[inline]
+fn code(reason: Denied) -> u64 {
+    match reason {
+        Denied::ExceedsLimit => 1,
+        Denied::Exhausted => 2,
+        Denied::TooManyKeys => 3,
+    }
+}
+
+/// The reason of verdict code `c` (1 and up).
+#[inline]
+fn reason(c: u64) -> Denied {
+    match c {
+        1 => Denied::ExceedsLimit,
+        3 => Denied::TooManyKeys,
+        _ => Denied::Exhausted,
+    }
 }
 
 impl Decision {
     /// Whether the request was (for a peek: would be) granted.
     pub fn is_granted(&self) -> bool {
-        self.verdict.is_ok()
+        self.code & 0xff == 0
     }
 
     /// Why it was refused, if it was.
     pub fn denied(&self) -> Option<Denied> {
-        self.verdict.err()
+        self.verdict().err()
     }
 
     /// The verdict as a `Result`: `Err` says why it was refused.
     pub fn result(&self) -> Result<(), Denied> {
-        self.verdict.map(|_| ())
+        self.verdict().map(|_| ())
+    }
+
+    /// `Ok(slice)` for a grant, else why not.
+    #[inline]
+    fn verdict(&self) -> Result<u64, Denied> {
+        match self.code & 0xff {
+            0 => Ok(self.slice),
+            c => Err(reason(c)),
+        }
     }
 
     /// Tests and loom models only: the slice (`time / slice length`) a
     /// granted request was counted in.
     #[doc(hidden)]
     pub fn __slice(&self) -> Option<u64> {
-        self.verdict.ok()
+        self.verdict().ok()
     }
 
     /// The limit (permits per window) the request was judged against.
@@ -94,34 +127,70 @@ impl Decision {
     /// (a per-key limiter refusing a key it cannot track,
     /// [`Denied::TooManyKeys`]).
     pub fn retry_after(&self) -> Option<Duration> {
-        self.retry_after
+        self.times.retry()
     }
 
     /// How long until the window holds no permit (the limit is fully
     /// available again), if nothing else is granted.
     pub fn reset_after(&self) -> Duration {
-        self.reset_after
+        self.times.reset()
     }
 
     /// Which limit `limit`, `remaining` and `reset_after` describe (0 for a
     /// single-limit limiter; see the module docs for several).
     pub fn limit_index(&self) -> usize {
-        self.limit_index
+        (self.code >> 8 & 0xff) as usize
     }
 }
 
 impl Decision {
+    /// A decision: `verdict` (`Ok(slice)` for a grant), on limit
+    /// `limit_index` (`limit`), with `remaining` permits left and `times`.
+    #[inline]
+    pub(crate) fn new(
+        verdict: Result<u64, Denied>,
+        limit: u64,
+        remaining: u64,
+        limit_index: usize,
+        times: Times,
+    ) -> Decision {
+        debug_assert!(limit_index < super::MAX_LIMITS);
+        let (slice, c) = match verdict {
+            Ok(slice) => (slice, 0),
+            Err(why) => (0, code(why)),
+        };
+        Decision {
+            slice,
+            limit,
+            remaining,
+            code: (limit_index as u64) << 8 | c,
+            times,
+        }
+    }
+
     /// A refusal for a state that cannot decide (sealed or pending; never a
     /// direct limiter's).
     pub(crate) fn unavailable(limit: u64) -> Decision {
+        let times = Times::known(None, 0);
+        Decision::new(Err(Denied::Exhausted), limit, 0, 0, times)
+    }
+
+    /// [`unavailable`](Self::unavailable), marked as the answer of a state
+    /// sealed or pending (see [`is_sealed`](Self::is_sealed)).
+    #[cold]
+    pub(crate) fn sealed(limit: u64) -> Decision {
+        let d = Decision::unavailable(limit);
         Decision {
-            verdict: Err(Denied::Exhausted),
-            limit,
-            remaining: 0,
-            retry_after: None,
-            reset_after: Duration::ZERO,
-            limit_index: 0,
+            code: d.code | SEALED,
+            ..d
         }
+    }
+
+    /// Whether this is the answer of a state that could not decide: the
+    /// key's owner looks it up again.
+    #[inline]
+    pub(crate) fn is_sealed(&self) -> bool {
+        self.code & SEALED != 0
     }
 
     /// The decision on a key a per-key limiter cannot track (its map is
@@ -129,182 +198,40 @@ impl Decision {
     /// known retry time), or admitted without being counted (`epoch`: now's
     /// slice; the limit stays whole as far as anyone knows).
     pub(crate) fn untracked(admit: bool, epoch: u64, limit: u64, n: u64) -> Decision {
-        Decision {
-            verdict: if admit {
-                Ok(epoch)
-            } else {
-                Err(Denied::TooManyKeys)
-            },
-            limit,
-            remaining: if admit { limit.saturating_sub(n) } else { 0 },
-            retry_after: admit.then_some(Duration::ZERO),
-            reset_after: Duration::ZERO,
-            limit_index: 0,
-        }
-    }
-}
-
-/// The decision for a grant of `n > 0` permits, from the values it was
-/// decided on.
-#[inline]
-pub(crate) fn granted<const ONE: bool>(
-    cfg: &Config,
-    now: u64,
-    g: &Grant,
-    frozen: &[u64; MAX_LIMITS],
-    limits: &[u64],
-) -> Decision {
-    let left = |i: usize, used: u64| {
-        let raw = limits[i];
-        cfg.permits(cfg.budget(raw).saturating_sub(used), false, raw)
-    };
-    // The limit with the fewest permits left (the only one, usually).
-    let (mut i, mut remaining) = (cfg.fold(), left(cfg.fold(), g.used));
-    for c in (0..limits.len()).filter(|&c| !ONE && c != cfg.fold()) {
-        let l = left(c, frozen[c].saturating_add(g.cur));
-        if l < remaining || (l == remaining && c < i) {
-            (i, remaining) = (c, l);
-        }
-    }
-    // The slice the grant was counted in leaves the window `S` slices on.
-    let lv = cfg.level(i);
-    let slice = lv.index(g.epoch);
-    let reset = slice.saturating_add(lv.slices).saturating_mul(lv.ratio);
-    Decision {
-        verdict: Ok(g.epoch),
-        limit: limits[i],
-        remaining,
-        retry_after: Some(Duration::ZERO),
-        reset_after: Duration::from_nanos(cfg.nanos_until(reset, now)),
-        limit_index: i,
-    }
-}
-
-/// The decision for `n` permits judged on `snap` at `now`. `verdict`:
-/// the refusal already decided, or `None` for a peek (judged here).
-pub(crate) fn judged(
-    cfg: &Config,
-    snap: &Snapshot<'_>,
-    now: u64,
-    n: u64,
-    limits: &[u64],
-    verdict: Option<(Denied, usize)>,
-) -> Decision {
-    let j = cfg.epoch_of(now).max(snap.epoch);
-    let mut left = [0u64; MAX_LIMITS];
-    let mut fits = [Some(j); MAX_LIMITS];
-    let mut reset = [j; MAX_LIMITS];
-    for (i, &raw) in limits.iter().enumerate() {
-        let level = snap.level(cfg, i);
-        let budget = cfg.budget(raw);
-        let used = level.used_at(j);
-        left[i] = cfg.permits(budget.saturating_sub(used), used == 0, raw);
-        fits[i] = if n == 0 {
-            Some(j)
-        } else if n > raw {
-            None
+        let verdict = if admit {
+            Ok(epoch)
         } else {
-            match cfg.charge(n, budget) {
-                0 => None, // a lowered limit below one unit
-                units => level.fits_from(j, units, budget),
-            }
+            Err(Denied::TooManyKeys)
         };
-        reset[i] = level.empty_from(j);
-    }
-    let k = limits.len();
-    // The binding limit: the one that holds the request longest (never =
-    // `None` first), else the one with the fewest permits left.
-    let later = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (None, Some(_)) => true,
-        (Some(x), Some(y)) => x > y,
-        _ => false,
-    };
-    let mut i = 0;
-    for c in 1..k {
-        let worse = later(fits[c], fits[i]) || (fits[c] == fits[i] && left[c] < left[i]);
-        if worse {
-            i = c;
-        }
-    }
-    let verdict = match verdict {
-        Some((reason, level)) => {
-            i = level;
-            Err(reason)
-        }
-        None => match fits[i] {
-            None => Err(Denied::ExceedsLimit),
-            Some(at) if at > j => Err(Denied::Exhausted),
-            Some(_) => Ok(j),
-        },
-    };
-    let retry = (0..k).try_fold(j, |acc, c| fits[c].map(|at| acc.max(at)));
-    // From `now`, or zero for "at the epoch the request is judged at" (a
-    // request stamped before the state's newest epoch is judged there).
-    let after = |at: u64| match at > j {
-        true => Duration::from_nanos(cfg.nanos_until(at, now)),
-        false => Duration::ZERO,
-    };
-    Decision {
-        verdict,
-        limit: limits[i],
-        remaining: left[i],
-        retry_after: retry.map(after),
-        reset_after: after(reset[i]),
-        limit_index: i,
+        let remaining = if admit { limit.saturating_sub(n) } else { 0 };
+        let times = Times::known(admit.then_some(0), 0);
+        Decision::new(verdict, limit, remaining, 0, times)
     }
 }
 
-impl AdmissionState {
-    /// Takes `n` permits at `now` against `limits`, as
-    /// [`acquire`](Self::acquire), and returns the full [`Decision`].
-    /// `None`: the state is sealed or pending (look the key up again).
-    #[cfg_attr(not(any(test, loom)), allow(dead_code))] // tests and loom models
-    pub fn decide(&self, cfg: &Config, now: u64, n: u64, limits: &[u64]) -> Option<Decision> {
-        if cfg.len() == 1 {
-            self.decide_with::<true>(cfg, now, n, limits)
-        } else {
-            self.decide_with::<false>(cfg, now, n, limits)
-        }
+impl PartialEq for Decision {
+    /// Equal when every method answers the same (the times as computed).
+    fn eq(&self, other: &Decision) -> bool {
+        self.verdict() == other.verdict()
+            && self.limit == other.limit
+            && self.remaining == other.remaining
+            && self.limit_index() == other.limit_index()
+            && self.retry_after() == other.retry_after()
+            && self.reset_after() == other.reset_after()
     }
+}
 
-    /// [`decide`](Self::decide), specialized for one level (`ONE`) or not.
-    #[inline]
-    pub(crate) fn decide_with<const ONE: bool>(
-        &self,
-        cfg: &Config,
-        now: u64,
-        n: u64,
-        limits: &[u64],
-    ) -> Option<Decision> {
-        let mut frozen = [0; MAX_LIMITS];
-        match self.admit::<ONE>(cfg, now, n, limits, &mut frozen) {
-            Ok(g) if n > 0 => Some(granted::<ONE>(cfg, now, &g, &frozen, limits)),
-            Ok(_) => self.peek(cfg, now, 0, limits),
-            Err(Refused::Denied { reason, level }) => self.read(cfg, |snap| {
-                judged(cfg, snap, now, n, limits, Some((reason, level)))
-            }),
-            Err(Refused::Sealed) => None,
-        }
-    }
+impl Eq for Decision {}
 
-    /// Whether `n` permits would be granted at `now` against `limits`,
-    /// consuming nothing and not moving the state's time. `None`: the state
-    /// is pending.
-    pub fn peek(&self, cfg: &Config, now: u64, n: u64, limits: &[u64]) -> Option<Decision> {
-        self.read(cfg, |snap| judged(cfg, snap, now, n, limits, None))
-    }
-
-    /// The most permits one request could get at `now` (the smallest over
-    /// the limits; a limit in an empty window). `None`: the state is
-    /// pending.
-    pub fn available(&self, cfg: &Config, now: u64, limits: &[u64]) -> Option<u64> {
-        self.read(cfg, |snap| {
-            let j = cfg.epoch_of(now).max(snap.epoch);
-            let left = |(i, &raw): (usize, &u64)| {
-                let used = snap.level(cfg, i).used_at(j);
-                cfg.permits(cfg.budget(raw).saturating_sub(used), used == 0, raw)
-            };
-            limits.iter().enumerate().map(left).min().unwrap_or(0)
-        })
+impl fmt::Debug for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decision")
+            .field("verdict", &self.verdict())
+            .field("limit", &self.limit)
+            .field("remaining", &self.remaining)
+            .field("retry_after", &self.retry_after())
+            .field("reset_after", &self.reset_after())
+            .field("limit_index", &self.limit_index())
+            .finish()
     }
 }

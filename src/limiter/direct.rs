@@ -20,6 +20,7 @@
 use super::config::{Config, MAX_LIMITS};
 use super::decision::Decision;
 use super::denied::Denied;
+use super::memo;
 use super::quota::Quota;
 use super::state::{AdmissionState, Refused};
 use crate::clock::{Clock, MonotonicClock, Timestamp};
@@ -72,6 +73,9 @@ impl Shape for Multi {
 pub struct Limiter<S: Shape, C: Clock = MonotonicClock> {
     hot: CachePadded<Hot>,
     cfg: Config,
+    /// This limiter's identity, under which a thread remembers its last
+    /// refusal walk (`memo.rs`).
+    id: u64,
     quotas: [Quota; MAX_LIMITS],
     clock: C,
     _shape: PhantomData<S>,
@@ -95,6 +99,7 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
                 }),
             }),
             cfg,
+            id: memo::next_id(),
             quotas: Quota::array(quotas),
             clock,
             _shape: PhantomData,
@@ -162,13 +167,17 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
     /// [`decide`](Self::decide) at time `now`.
     pub fn decide_at(&self, now: Timestamp, n: u64) -> Decision {
         let now = now.as_nanos();
+        // A direct state is never sealed: every answer is the decision.
         self.with_limits(|l| {
-            let d = if S::ONE {
-                self.hot.state.decide_with::<true>(&self.cfg, now, n, l)
+            if S::ONE {
+                self.hot
+                    .state
+                    .decide_or_sealed::<true>(&self.cfg, now, n, l, Some(self.id))
             } else {
-                self.hot.state.decide_with::<false>(&self.cfg, now, n, l)
-            };
-            d.unwrap_or_else(|| Decision::unavailable(l[0]))
+                self.hot
+                    .state
+                    .decide_or_sealed::<false>(&self.cfg, now, n, l, Some(self.id))
+            }
         })
     }
 

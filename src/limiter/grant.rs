@@ -29,6 +29,20 @@ use super::state::{holds, key, AdmissionState, Refused};
 use crate::pack::{Admission, Tag, TagCount};
 use crate::sync::Ordering;
 
+/// What a refusal for want of room in the fold level's window was decided
+/// on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Short {
+    /// The epoch it was judged at: the request's own, or the state's newer
+    /// one (`now` is never past its slice).
+    pub(crate) epoch: u64,
+    /// That epoch's state word's `used`.
+    pub(crate) used: u64,
+    /// The request's units, and the budget they did not fit.
+    pub(crate) units: u64,
+    pub(crate) budget: u64,
+}
+
 /// A grant and the values it was decided on.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Grant {
@@ -47,9 +61,9 @@ impl AdmissionState {
     pub fn acquire(&self, cfg: &Config, now: u64, n: u64, limits: &[u64]) -> Result<u64, Refused> {
         let mut frozen = [0; MAX_LIMITS];
         if cfg.len() == 1 {
-            self.admit::<true>(cfg, now, n, limits, &mut frozen)
+            self.admit::<true>(cfg, now, n, limits, &mut frozen, &mut None)
         } else {
-            self.admit::<false>(cfg, now, n, limits, &mut frozen)
+            self.admit::<false>(cfg, now, n, limits, &mut frozen, &mut None)
         }
         .map(|g| g.epoch)
     }
@@ -61,13 +75,15 @@ impl AdmissionState {
     pub fn acquire_one(&self, cfg: &Config, now: u64, n: u64, limit: u64) -> Result<u64, Refused> {
         debug_assert_eq!(cfg.len(), 1);
         let mut frozen = [0; MAX_LIMITS];
-        self.admit::<true>(cfg, now, n, &[limit], &mut frozen)
+        self.admit::<true>(cfg, now, n, &[limit], &mut frozen, &mut None)
             .map(|g| g.epoch)
     }
 
     /// [`acquire`](Self::acquire), returning what the grant was decided on;
     /// the other levels' frozen sums go to `frozen` (with `ONE`, `cfg` has
-    /// one level and `frozen` is not written).
+    /// one level and `frozen` is not written). A refusal for want of room
+    /// in the fold level's window writes what it was decided on to
+    /// `refused`.
     #[inline(always)]
     pub(crate) fn admit<const ONE: bool>(
         &self,
@@ -76,6 +92,7 @@ impl AdmissionState {
         n: u64,
         limits: &[u64],
         frozen: &mut [u64; MAX_LIMITS],
+        refused: &mut Option<Short>,
     ) -> Result<Grant, Refused> {
         debug_assert_eq!(limits.len(), cfg.len());
         if n == 0 {
@@ -145,6 +162,12 @@ impl AdmissionState {
                     }
                 };
                 if used + units > budget {
+                    *refused = Some(Short {
+                        epoch: e,
+                        used,
+                        units,
+                        budget,
+                    });
                     return Err(denied(Denied::Exhausted, cfg.fold()));
                 }
                 match self.state.compare_exchange_weak(

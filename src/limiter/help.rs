@@ -159,6 +159,24 @@ impl AdmissionState {
         Help::Retry
     }
 
+    /// Seals the state word of epoch `e`, whose `epoch` is flagged: the
+    /// second step of sealing for good (`lifecycle.rs`), which any thread
+    /// that meets the flag helps.
+    pub(super) fn seal_word(&self, e: u64) {
+        let mut s = self.state.load(Ordering::Acquire);
+        while !Admission::SEALED.get(s) {
+            debug_assert_eq!(Admission::TAG.get(s), Tag::of(e));
+            let sealed = Admission::SEALED.set(s, true);
+            match self
+                .state
+                .compare_exchange(s, sealed, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
     /// Step 3 of the roll into `t` from the sealed word `s`; returns the
     /// fold level's `P(t)`, or `None` if the snapshot proved stale.
     fn roll(&self, cfg: &Config, t: u64, s: Word<Admission>) -> Option<u64> {

@@ -42,7 +42,7 @@
 //!    `state.rs`).
 
 use super::block::{Block, Cell};
-use super::config::{Config, Level};
+use super::config::Config;
 use super::inline::{Inline, MARK};
 use crate::pack::{Tag, TagCount};
 use crate::sync::Ordering;
@@ -121,18 +121,6 @@ impl<'a> History<'a> {
     #[inline]
     pub(crate) fn is_block(raw: *mut Cell) -> bool {
         !raw.is_null() && raw as usize as u64 & MARK == 0
-    }
-
-    /// The final count of level `lv`'s slice `k`, as seen from finest epoch
-    /// `e` (`k < e`; the history describes `e`; an inline history is
-    /// single-limit only, so its level is level 0).
-    #[inline]
-    pub(crate) fn recorded(&self, cfg: &Config, lv: Level, e: u64, k: u64) -> u64 {
-        match self {
-            History::Empty | History::Quiet(_) => 0,
-            History::Inline(w) => w.count(cfg.inline_width(), e - k),
-            History::Block(b) => b.recorded(lv, k),
-        }
     }
 
     /// The fold level's `P(t)` if this history already describes finest

@@ -103,22 +103,6 @@ impl AdmissionState {
         }
     }
 
-    /// Seals the state word of epoch `e`, whose `epoch` is flagged.
-    pub(super) fn seal_word(&self, e: u64) {
-        let mut s = self.state.load(Ordering::Acquire);
-        while !Admission::SEALED.get(s) {
-            debug_assert_eq!(Admission::TAG.get(s), Tag::of(e));
-            let sealed = Admission::SEALED.set(s, true);
-            match self
-                .state
-                .compare_exchange(s, sealed, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return,
-                Err(actual) => s = actual,
-            }
-        }
-    }
-
     /// Whether the state is sealed for good (and final).
     pub fn is_sealed(&self) -> bool {
         let e = self.epoch.load(Ordering::Acquire);

@@ -54,34 +54,40 @@
 
 // Design notes (for maintainers; not part of the public docs).
 //
-// # Files (each with its invariants at the top)
-// - `quota.rs`: [`Quota`], and what each choice of it guarantees;
-//   `builder.rs`: the direct limiters' builder.
-// - `config.rs`: `Config`, what every state of one limiter shares: the
-//   time grid, the windows of its limits (*levels*), the units.
-// - `state.rs`: `AdmissionState`, three atomics that can live inline in
-//   a table slot; the grant (hot path) and its invariants.
-// - `help.rs`: helping a state forward (advance the epoch, seal, roll,
-//   unseal), and the grant that rides the unseal.
-// - `roll.rs`: the roll's record step, the history of the new epoch (one
-//   limit); `levels.rs`: the same for several limits.
-// - `inline.rs`: the state's `block` word, which holds the history inline
-//   while its counts are small (or, with several limits, says none is
-//   recorded yet).
-// - `history.rs`: the history block, for the rest.
-// - `snapshot.rs`: consistent reads (available permits, when a request
-//   fits, when the window empties, idleness).
-// - `lifecycle.rs`: sealing for good, idleness and copying, for an owner
-//   that evicts and moves states (a per-key table), and how it must use
-//   them.
-// - `decision.rs`: [`Denied`] and [`Decision`].
-// - `direct.rs`: [`Limiter`], one state shared by every caller, and limits
-//   that change at run time; `rate.rs`, `multi.rs`: its two shapes.
-// - `wait.rs`: `until_ready` on every limiter (a loop of `decide` and a
-//   sleep: no protocol of its own), and [`Jitter`].
-// - `keyed/`: [`KeyedLimiter`], one state per key, inline in the slots of
-//   the per-key map (`crate::map`), with quotas per key and the
-//   eviction and move protocols wired to the map.
+// # Floors
+// Each file imports only files to its left on its floor or on the floors
+// below (and calls only their methods), so a reader can stop at any floor
+// and know everything under it. Invariants and orderings are at the top of
+// the file that owns them. From the bottom:
+// 1. What a limit is (values, no atomics): `quota.rs` ([`Quota`], what
+//    each choice of it guarantees), `denied.rs` ([`Denied`]), `config.rs`
+//    (`Config`: what every state of one limiter shares, the time grid, the
+//    windows of its limits or *levels*, the units); `jitter.rs`
+//    ([`Jitter`], which imports nothing here).
+// 2. What a state holds: `block.rs` (the history block), `inline.rs` (a
+//    history's counts packed in one word), `history.rs` (what the state's
+//    `block` word holds, and how the roll moves it), `state.rs`
+//    (`AdmissionState`: its three words, their invariants and orderings).
+// 3. What a window's counts say, from values alone: `view.rs` (one level's
+//    counts at an epoch: window totals, when a request fits, when the
+//    window empties), `times.rs` (a decision's retry and reset times, kept
+//    by value), `decision.rs` ([`Decision`]), `memo.rs` (a thread's last
+//    refusal walk of a direct limiter).
+// 4. Moving a state forward: `roll.rs` (the roll's protocol and its two
+//    writes), `roll_one.rs` and `roll_levels.rs` (one limit, several),
+//    `help.rs` (any thread moves a state along; the ride-along grant).
+// 5. Using a state: `grant.rs` (the hot path), `snapshot.rs` (consistent
+//    reads), `decide.rs` (decisions, peeks, availability: what a caller
+//    tells its client), `lifecycle.rs` (sealing for good, idleness and
+//    copying, for an owner that evicts and moves states, and how it must
+//    use them).
+// 6. The limiters: `direct.rs` ([`Limiter`], one state shared by every
+//    caller, and limits that change at run time), `builder.rs`, `rate.rs`
+//    and `multi.rs` (its two shapes), `keyed/` ([`KeyedLimiter`], one state
+//    per key, inline in the slots of the per-key map `crate::map`, with
+//    quotas per key and the eviction and move protocols wired to the map),
+//    `wait.rs` (`until_ready` on every limiter: a loop of `decide` and a
+//    sleep, no protocol of its own).
 //
 // # Widths and bounds
 // `used` has 47 bits and its all-ones value is reserved: limits up to
@@ -101,6 +107,7 @@
 mod block;
 mod builder;
 mod config;
+mod decide;
 mod decision;
 mod denied;
 mod direct;
@@ -111,6 +118,7 @@ mod inline;
 mod jitter;
 mod keyed;
 mod lifecycle;
+mod memo;
 mod multi;
 mod quota;
 mod rate;
@@ -119,6 +127,8 @@ mod roll_levels;
 mod roll_one;
 mod snapshot;
 mod state;
+mod times;
+mod view;
 mod wait;
 
 #[cfg(all(test, not(loom)))]

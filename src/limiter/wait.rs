@@ -41,9 +41,9 @@
 //!
 //! # No new atomic protocol
 //! Waiting only calls `decide`, whose protocol is documented and model
-//! checked where it lives (`state.rs`, `keyed/acquire.rs`); the jitter's
-//! generator is a per-thread `Cell`, shared with no other thread. So there
-//! is no loom model of this file.
+//! checked where it lives (`grant.rs`, `decide.rs`, `keyed/acquire.rs`);
+//! the jitter's generator is a per-thread `Cell`, shared with no other
+//! thread. So there is no loom model of this file.
 
 use super::decision::Decision;
 use super::denied::Denied;

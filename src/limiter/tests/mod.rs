@@ -3,131 +3,16 @@
 //! one or several levels, times that jump, go backwards and wrap the tag
 //! space, and states sealed and copied along the way.
 
+mod model;
+
 use super::config::{Config, MAX_BUDGET};
 use super::state::{AdmissionState, Refused};
 use super::{Decision, Denied};
 use crate::sized;
+use model::Model;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
-
-/// The reference: every grant as `(finest epoch, permits)`, each request
-/// judged at the newest epoch, against the limits passed with it.
-struct Model {
-    /// `(ratio, slices)` per level.
-    levels: Vec<(u64, u64)>,
-    slice: u64,
-    newest: u64,
-    grants: Vec<(u64, u64)>,
-}
-
-impl Model {
-    /// Level `i`'s window total at finest epoch `j` (at or after every
-    /// grant so far).
-    fn used(&self, i: usize, j: u64) -> u64 {
-        let (r, s) = self.levels[i];
-        let ji = j / r;
-        self.grants
-            .iter()
-            .filter(|(g, _)| g / r <= ji && ji - g / r < s)
-            .map(|(_, n)| n)
-            .sum()
-    }
-
-    fn judge_at(&self, now: u64) -> u64 {
-        (now / self.slice).max(self.newest)
-    }
-
-    fn acquire(&mut self, now: u64, n: u64, limits: &[u64]) -> Result<u64, Vec<(Denied, usize)>> {
-        let j = self.judge_at(now);
-        if n == 0 {
-            return Ok(j);
-        }
-        let over: Vec<_> = (0..limits.len()).filter(|&i| n > limits[i]).collect();
-        if !over.is_empty() {
-            return Err(over
-                .into_iter()
-                .map(|i| (Denied::ExceedsLimit, i))
-                .collect());
-        }
-        self.newest = j;
-        let full: Vec<_> = (0..limits.len())
-            .filter(|&i| self.used(i, j) + n > limits[i])
-            .map(|i| (Denied::Exhausted, i))
-            .collect();
-        if !full.is_empty() {
-            return Err(full);
-        }
-        self.grants.push((j, n));
-        Ok(j)
-    }
-
-    fn available(&self, now: u64, limits: &[u64]) -> u64 {
-        let j = self.judge_at(now);
-        let left = |i: usize| limits[i].saturating_sub(self.used(i, j));
-        (0..limits.len()).map(left).min().unwrap()
-    }
-
-    /// The first finest epoch at which level `i` has room for `n`.
-    fn fits_from(&self, i: usize, j: u64, n: u64, limit: u64) -> Option<u64> {
-        if n > limit {
-            return None;
-        }
-        let (r, s) = self.levels[i];
-        if self.used(i, j) + n <= limit {
-            return Some(j);
-        }
-        (j / r + 1..=j / r + s)
-            .find(|&m| {
-                let kept: u64 = self
-                    .grants
-                    .iter()
-                    .filter(|(g, _)| g / r + s > m)
-                    .map(|(_, n)| n)
-                    .sum();
-                kept + n <= limit
-            })
-            .map(|m| m * r)
-    }
-
-    fn retry_after(&self, now: u64, n: u64, limits: &[u64]) -> Option<Duration> {
-        let j = self.judge_at(now);
-        let mut at = j;
-        for (i, &l) in limits.iter().enumerate() {
-            at = at.max(if n == 0 {
-                j
-            } else {
-                self.fits_from(i, j, n, l)?
-            });
-        }
-        Some(self.after(at, j, now))
-    }
-
-    fn after(&self, at: u64, j: u64, now: u64) -> Duration {
-        if at > j {
-            Duration::from_nanos(at * self.slice - now)
-        } else {
-            Duration::ZERO
-        }
-    }
-
-    /// When level `i`'s window seen from `j` is empty.
-    fn reset(&self, i: usize, j: u64, now: u64) -> Duration {
-        let (r, s) = self.levels[i];
-        let last = self
-            .grants
-            .iter()
-            .filter(|(g, _)| g / r <= j / r && j / r - g / r < s)
-            .map(|(g, _)| g / r)
-            .max();
-        last.map_or(Duration::ZERO, |k| self.after((k + s) * r, j, now))
-    }
-
-    fn idle(&self, now: u64) -> bool {
-        let j = self.judge_at(now);
-        (0..self.levels.len()).all(|i| self.used(i, j) == 0)
-    }
-}
 
 /// A random time step from `now`: mostly within a slice, sometimes far
 /// ahead, backwards, or across a multiple of 2^16 slices (a tag wrap).
@@ -186,6 +71,10 @@ fn run(seed: u64, levels: &[(u64, u64)], steps: usize) {
     };
     let mut state = AdmissionState::new(&cfg, 0);
     let mut now = 0u64;
+    // Every refusal with the times it had to report, read again at the end:
+    // a refusal keeps what its times follow from (`times.rs`), so they
+    // stay the refusal's however much the state moved since.
+    let mut refusals = Vec::new();
     for st in 0..steps {
         now = step(&mut rng, now, slice, span, st % 97 == 0);
         let limits: Vec<u64> = levels.iter().map(|_| rng.random_range(0..=12)).collect();
@@ -248,6 +137,7 @@ fn run(seed: u64, levels: &[(u64, u64)], steps: usize) {
                         let got = (d.denied().unwrap(), d.limit_index());
                         assert!(why.contains(&got), "decide {ctx}: {got:?} not in {why:?}");
                         check_decision(&d, &m, now, n, &limits, &ctx);
+                        refusals.push((d, d.retry_after(), d.reset_after(), ctx));
                     }
                 }
             }
@@ -267,6 +157,13 @@ fn run(seed: u64, levels: &[(u64, u64)], steps: usize) {
                 }
             }
         }
+    }
+    for (d, retry, reset, ctx) in refusals {
+        assert_eq!(
+            (d.retry_after(), d.reset_after()),
+            (retry, reset),
+            "read late: {ctx}"
+        );
     }
 }
 
