@@ -12,6 +12,15 @@ use std::time::Duration;
 use stripecount::clock::ManualClock;
 use stripecount::{Decision, KeyedLimiter, MultiLimiter, Quota, RateLimiter, Timestamp};
 
+/// A test's size: `full` natively, `miri` under Miri.
+const fn sized(full: u64, miri: u64) -> u64 {
+    if cfg!(miri) {
+        miri
+    } else {
+        full
+    }
+}
+
 fn ts(ns: u64) -> Timestamp {
     Timestamp::from_nanos(ns)
 }
@@ -63,7 +72,7 @@ fn check(
 #[test]
 fn a_refusal_is_what_a_peek_at_its_instant_says() {
     let mut rng = StdRng::seed_from_u64(0x44);
-    for case in 0..240 {
+    for case in 0..sized(240, 7) as usize {
         // Fixed windows (no history), few slices (counts inline while small),
         // many (a block from the first count); limits small (inline) and
         // large (a block once a slice counts more than its field holds).
@@ -82,7 +91,7 @@ fn a_refusal_is_what_a_peek_at_its_instant_says() {
             .unwrap();
         let mut late = Vec::new();
         let mut now = 0;
-        for i in 0..500 {
+        for i in 0..sized(500, 60) {
             now = step(&mut rng, now, slice, window);
             // Large grants now and then, so that large limits fill up.
             let n = match rng.random_range(0..6) {
@@ -104,7 +113,7 @@ fn a_refusal_is_what_a_peek_at_its_instant_says() {
 #[test]
 fn a_multi_limit_or_per_key_refusal_is_what_a_peek_says() {
     let mut rng = StdRng::seed_from_u64(0x45);
-    for case in 0..60 {
+    for case in 0..sized(60, 2) {
         let slice = rng.random_range(1..=20u64);
         let fast = Quota::per(rng.random_range(1..=60), Duration::from_nanos(slice * 10));
         let slow =
@@ -122,7 +131,7 @@ fn a_multi_limit_or_per_key_refusal_is_what_a_peek_says() {
             .unwrap();
         let mut late = Vec::new();
         let mut now = 0;
-        for i in 0..400 {
+        for i in 0..sized(400, 60) {
             now = step(&mut rng, now, slice, slice * 10);
             let n = size(&mut rng, fast.limit());
             let key = rng.random_range(0..3u64);
