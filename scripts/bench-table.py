@@ -788,8 +788,56 @@ def render(src):
             if len(r) == 3:
                 out.append(f"| {names.get(r[0], r[0])} | {r[1]} | {r[2]} |")
         out.append("")
+    out += render_refusals(src)
     out.append(END)
     return "\n".join(out)
+
+
+def render_refusals(src):
+    """The callgrind counts of scripts/callgrind-limiter.sh, if the run has them."""
+    cg = os.path.join(src, "callgrind-limiter.txt")
+    if not os.path.exists(cg):
+        return []
+    ld = read_load(os.path.join(src, "callgrind-limiter.load"))
+    with open(cg) as f:
+        rows = [l.split() for l in f if l.strip()][1:]
+    names = {
+        "rt": "`RateLimiter::try_acquire_at`",
+        "rd": "`RateLimiter::decide_at`, the verdict read",
+        "rdt": "`RateLimiter::decide_at`, the verdict and `retry_after` read",
+        "md": "`MultiLimiter::decide_at` (1 s and 1 min), the verdict read",
+        "mdt": "`MultiLimiter::decide_at`, the verdict and `retry_after` read",
+        "kd": "`KeyedLimiter::decide_at`, one key, the verdict read",
+        "kdt": "`KeyedLimiter::decide_at`, one key, the verdict and `retry_after` read",
+        "gv": "governor direct `check` (its `NotUntil` not read)",
+    }
+
+    def name(mode):
+        base, _, limit = mode.partition("@")
+        label = names.get(base, f"`{base}`")
+        if limit:
+            label += f", {limit} a second"
+        return label
+
+    out = [
+        "### Instructions a refusal (callgrind)",
+        "",
+        "`bash scripts/callgrind-limiter.sh rt rd rdt rd@1 rdt@1 md kd gv`: one shared "
+        "limiter, one thread, refusing in the steady state: the contention report's quota "
+        "(1000 a second in 10 slices; `@1`: 1 a second, every count inline), spent at the "
+        "start of each second; 8M requests of warm-up, then 2M counted, each a call "
+        "(`examples/refusal_steady.rs`; governor on a fake clock moved with the time). "
+        "Counts, not times."
+        + (f" {ld[2]} s." if ld else ""),
+        "",
+        "| refusal | instructions | branch mispredicts |",
+        "|---|---:|---:|",
+    ]
+    for r in rows:
+        if len(r) == 3:
+            out.append(f"| {name(r[0])} | {r[1]} | {r[2]} |")
+    out.append("")
+    return out
 
 
 def write(path, src):
@@ -821,7 +869,14 @@ def write_section(path, src, bench):
     a bench run on its own (BENCH_ONLY=NAME), leaving the others as their
     last full run wrote them."""
     new = sections(render(src))
-    specs = [g for g in GROUPS if g.get("bench") == bench]
+    if bench == "callgrind":
+        specs = [
+            {"title": t[4:]}
+            for t in new
+            if t.startswith("### Instructions a")
+        ]
+    else:
+        specs = [g for g in GROUPS if g.get("bench") == bench]
     if not specs:
         sys.exit(f"no bench named {bench} in GROUPS")
     machine = read_kv(os.path.join(src, "machine.txt"))
@@ -844,10 +899,14 @@ def write_section(path, src, bench):
         if heading in old:
             old[heading] = lines
         else:
-            # After the last section of the benches listed before this one.
-            before = ["### " + g["title"] for g in GROUPS[: GROUPS.index(spec)]]
+            # After the last section of the benches listed before this one
+            # (a callgrind section last).
             keys = list(old)
-            at = max((keys.index(h) + 1 for h in before if h in old), default=len(keys))
+            if spec in GROUPS:
+                before = ["### " + g["title"] for g in GROUPS[: GROUPS.index(spec)]]
+                at = max((keys.index(h) + 1 for h in before if h in old), default=len(keys))
+            else:
+                at = len(keys)
             items = list(old.items())
             items.insert(at, (heading, lines))
             old = dict(items)

@@ -19,7 +19,9 @@
 #    Skip: BENCH_REPORT=0.
 # 4. Instructions an operation of the per-key structures, counted by
 #    callgrind (scripts/callgrind-keyed.sh; repeatable whatever the load):
-#    about 40 s a structure, five of them. Skip: BENCH_CALLGRIND=0.
+#    about 40 s a structure, five of them; and a refusal of one shared
+#    limiter (scripts/callgrind-limiter.sh), about 40 s a mode, eight of
+#    them. Skip: BENCH_CALLGRIND=0.
 # 5. The tower layer's and the Redis layer's benches only with BENCH_LAYERS=1
 #    (they build tokio, hyper and a Redis client in release, and the Redis
 #    one starts a redis-server). Among them `server` (tower/benches/server/,
@@ -37,8 +39,9 @@
 # and the command.
 #
 # BENCH_ONLY="counter window" runs those benches only (names of benches/*.rs,
-# plus `layer`, `cluster` and `server` with BENCH_LAYERS=1) and rewrites only
-# their sections of BENCHMARKS.md, each dated; BENCH_RENDER=0 leaves
+# plus `layer`, `cluster` and `server` with BENCH_LAYERS=1, and `callgrind`
+# for step 4 alone) and rewrites only their sections of BENCHMARKS.md, each
+# dated; BENCH_RENDER=0 leaves
 # BENCHMARKS.md alone. Everything a run produces is kept in
 # ${CARGO_TARGET_DIR:-target}/benchmarks/.
 set -euo pipefail
@@ -53,8 +56,13 @@ layers=()
 if [ "${BENCH_LAYERS:-0}" = 1 ]; then
     layers=(layer cluster server)
 fi
+callgrind_only=0
 if [ -n "${BENCH_ONLY:-}" ]; then
-    read -r -a benches <<<"$BENCH_ONLY"
+    read -r -a only <<<"$BENCH_ONLY"
+    benches=()
+    for b in "${only[@]}"; do
+        if [ "$b" = callgrind ]; then callgrind_only=1; else benches+=("$b"); fi
+    done
     layers=()
 fi
 
@@ -97,7 +105,9 @@ mkdir -p "$out"
 cat "$out/machine.txt"
 
 echo "== building the benches ($(elapsed))"
-cargo bench -p stripecount --features metrics --no-run
+if [ ${#benches[@]} -gt 0 ]; then
+    cargo bench -p stripecount --features metrics --no-run
+fi
 for b in "${layers[@]}"; do
     $(cargo_bench "$b") --no-run
 done
@@ -140,11 +150,14 @@ if [ "${BENCH_REPORT:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
     echo "$before|$(load)|$((SECONDS - t0))" >"$out/report.load"
 fi
 
-if [ "${BENCH_CALLGRIND:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
+if [ "${BENCH_CALLGRIND:-1}" = 1 ] && { [ -z "${BENCH_ONLY:-}" ] || [ "$callgrind_only" = 1 ]; }; then
     echo "== callgrind: instructions an operation ($(elapsed))"
     t0=$SECONDS
     bash scripts/callgrind-keyed.sh kw hk dm kl gvu >"$out/callgrind.txt"
     echo "$(load)|$(load)|$((SECONDS - t0))" >"$out/callgrind.load"
+    t0=$SECONDS
+    bash scripts/callgrind-limiter.sh rt rd rdt rd@1 rdt@1 md kd gv >"$out/callgrind-limiter.txt"
+    echo "$(load)|$(load)|$((SECONDS - t0))" >"$out/callgrind-limiter.load"
 fi
 
 echo "== done in $(elapsed)"

@@ -7,12 +7,13 @@
 #   bash scripts/callgrind-limiter.sh [modes...]
 #
 # Modes are refusal_steady's (rt rd rdt md mdt kd kdt gv; default: rt rd rdt
-# gv). OPS and WARM set the timed and untimed requests (default 2M after 8M:
-# the limit is spent at the start of every second, 4M requests, so the
-# timed requests fall in a window that holds it). BIN runs another build of
-# refusal_steady (e.g. an older commit's, to compare). LIMIT is passed on (the
-# permits a second: 1000 by default, which needs a history block; 1 keeps
-# every count inline).
+# gv), each with an optional `@LIMIT`, the permits a second (`rd@1`; without
+# it LIMIT, default 1000: a slice's count then needs a history block, where
+# 1 keeps every count inline). OPS and WARM set the timed and untimed
+# requests (default 2M after 8M: the limit is spent at the start of every
+# second, 4M requests, so the timed requests fall in a window that holds
+# it). BIN runs another build of refusal_steady (e.g. an older commit's, to
+# compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OPS=${OPS:-2000000}
@@ -26,8 +27,11 @@ modes=("$@")
 out=$(mktemp -d)
 printf '%-6s %14s %12s\n' mode instr/op mispred/op
 for m in "${modes[@]}"; do
-    valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$out/$m" \
-        --toggle-collect='refusal_steady::timed*' "$BIN" "$m" "$OPS" "$WARM" >/dev/null 2>&1
+    mode=${m%@*}
+    limit=${LIMIT:-1000}
+    [ "$mode" = "$m" ] || limit=${m#*@}
+    LIMIT=$limit valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$out/$m" \
+        --toggle-collect='refusal_steady::timed*' "$BIN" "$mode" "$OPS" "$WARM" >/dev/null 2>&1
     # The totals line: Ir (%) Bc (%) Bcm (%) Bi (%) Bim, "." for none.
     callgrind_annotate "$out/$m" 2>/dev/null | awk -v ops="$OPS" -v m="$m" '
         /PROGRAM TOTALS/ {
