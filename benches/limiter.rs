@@ -1,7 +1,9 @@
 //! `try_acquire` on one shared limiter at 1, 2, 4 and 8 threads, in two
 //! regimes: nearly everything admitted (a limit far above what the bench can
 //! ask for in a window) and nearly everything refused (1 permit per window).
-//! Also `decide` (the `Decision`, with remaining / retry-after / reset) and
+//! Also `decide` (the `Decision`, with remaining / retry-after / reset; a
+//! refusal computes its times when they are read: `sliding-decision-retry`
+//! reads the retry time, as a refusal's `Retry-After` does) and
 //! a two-limit `MultiLimiter` (the same per-second limit and a per-minute
 //! one of 60 times it, 60 slices), against two governor limiters checked
 //! one after the other (what governor users do; not atomic). The `sliding`
@@ -130,6 +132,16 @@ fn regime(c: &mut Criterion, name: &str, limit: u32) {
             ours(sliding, CoarseClock::new()),
             |l, _, _| {
                 black_box(l.decide(1));
+            },
+        );
+        bench_threads(
+            &mut g,
+            &pool,
+            "sliding-decision-retry/coarse",
+            ours(sliding, CoarseClock::new()),
+            |l, _, _| {
+                let d = l.decide(1);
+                black_box((d.is_granted(), d.retry_after()));
             },
         );
         let two = [

@@ -109,6 +109,7 @@ LIMITER_ROWS = [
     "sliding/coarse",
     "sliding/quanta",
     "sliding-decision/coarse",
+    "sliding-decision-retry/coarse",
     "fixed/coarse",
     "multi2/coarse",
     "governor/upkeep",
@@ -120,6 +121,7 @@ LIMITER_RATIOS = [
     ("sliding/coarse", "governor/upkeep"),
     ("sliding/quanta", "governor/quanta"),
     ("sliding-decision/coarse", "governor/upkeep"),
+    ("sliding-decision-retry/coarse", "governor/upkeep"),
     ("fixed/coarse", "governor/upkeep"),
     ("multi2/coarse", "governor2/upkeep"),
     ("sliding/coarse", "mutex/coarse"),
@@ -226,7 +228,8 @@ GROUPS = [
         note="One shared limiter, a limit it never reaches. `/coarse`: on `CoarseClock`; "
         "governor's `/upkeep`: on its coarse `QuantaUpkeepClock`; `/quanta`: both on "
         "quanta's TSC clock. `sliding-decision`: `decide` (the verdict with the "
-        "permits left and the retry and reset times). `multi2` is 1 s and 1 min limits in one `MultiLimiter`; "
+        "permits left and the retry and reset times; a refusal computes its times when "
+        "they are read), `-retry` reading the retry time (a refusal's `Retry-After`). `multi2` is 1 s and 1 min limits in one `MultiLimiter`; "
         "`governor2` is two governor limiters checked one after the other (not atomic).",
     ),
     dict(
