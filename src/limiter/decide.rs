@@ -196,8 +196,8 @@ impl AdmissionState {
         }
     }
 
-    /// [`decide_or_sealed`](Self::decide_or_sealed) again, after a roll began between
-    /// a refusal and the read of its window.
+    /// [`decide_or_sealed`](Self::decide_or_sealed) again, after a roll
+    /// began between a refusal and the read of its window.
     #[cold]
     #[inline(never)]
     fn decide_again<const ONE: bool>(
@@ -237,9 +237,8 @@ impl AdmissionState {
     /// room at epoch `e`, whose state word had `used`, that fits once
     /// `need` units have left the window: kept by value, or computed from
     /// the block (`times.rs`). `None` if a roll began since the refusal, so
-    /// that the values of `e`'s window may be gone.
-    /// `memo`: the direct limiter's identity, whose walks this thread
-    /// remembers (`memo.rs`).
+    /// that the values of `e`'s window may be gone. `memo`: the direct
+    /// limiter's identity, whose walks this thread remembers (`memo.rs`).
     #[inline]
     fn refusal_times(
         &self,

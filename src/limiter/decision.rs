@@ -38,10 +38,12 @@ use std::time::Duration;
 /// ```
 ///
 /// A refusal's [`retry_after`](Self::retry_after) and
-/// [`reset_after`](Self::reset_after) are computed when they are called (a
-/// few dozen instructions, no read of the limiter), from the values the
-/// refusal was decided on: the answer is the one true at the decision, and
-/// a caller that only wants the verdict pays for no more than the verdict.
+/// [`reset_after`](Self::reset_after) are computed when they are called,
+/// from the values the refusal was decided on (no read of the limiter: at
+/// most a walk over the window's slices as the refusal saw them). The
+/// answer is the one true at the decision, however late it is asked, and a
+/// caller that only wants the verdict pays for little more than the
+/// verdict.
 #[derive(Clone, Copy)]
 pub struct Decision {
     /// The slice a grant was counted in (0 for a refusal).

@@ -159,7 +159,10 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
 
     /// Takes `n` permits now and returns the whole [`Decision`]: the verdict
     /// (and why a refusal), the limit, the permits left, when a refused
-    /// request would fit, when the window empties.
+    /// request would fit, when the window empties. A refusal's times are
+    /// the ones true when it was decided, computed when they are read: a
+    /// refusal costs little more than [`try_acquire`](Self::try_acquire)'s
+    /// unless they are.
     pub fn decide(&self, n: u64) -> Decision {
         self.decide_at(self.clock.now(), n)
     }
