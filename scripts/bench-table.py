@@ -822,6 +822,12 @@ def render_refusals(src):
             label += f", {limit} a second"
         return label
 
+    base, base_commit = {}, None
+    if os.path.exists(os.path.join(src, "callgrind-limiter-base.txt")):
+        with open(os.path.join(src, "callgrind-limiter-base.txt")) as f:
+            base = {r[0]: r for r in (l.split() for l in f if l.strip()) if len(r) == 3}
+        with open(os.path.join(src, "callgrind-limiter-base.commit")) as f:
+            base_commit = f.read().strip()
     out = [
         "### Instructions a refusal (callgrind)",
         "",
@@ -830,14 +836,28 @@ def render_refusals(src):
         "(1000 a second in 10 slices; `@1`: 1 a second, every count inline), spent at the "
         "start of each second; 8M requests of warm-up, then 2M counted, each a call "
         "(`examples/refusal_steady.rs`; governor on a fake clock moved with the time). "
-        "Counts, not times."
+        "Counts, not times; governor's depend on what the build inlines into its `check` "
+        "(42 or 95 instructions in builds of the same source and governor)."
         + (f" {ld[2]} s." if ld else ""),
         "",
-        "| refusal | instructions | branch mispredicts |",
-        "|---|---:|---:|",
     ]
+    if base_commit:
+        out += [
+            f"`at {base_commit}`: the same harness on commit {base_commit}'s library "
+            f"(`CALLGRIND_BASE={base_commit}`).",
+            "",
+            f"| refusal | instructions | at {base_commit} | branch mispredicts | at {base_commit} |",
+            "|---|---:|---:|---:|---:|",
+        ]
+    else:
+        out += ["| refusal | instructions | branch mispredicts |", "|---|---:|---:|"]
     for r in rows:
-        if len(r) == 3:
+        if len(r) != 3:
+            continue
+        if base_commit:
+            b = base.get(r[0], [r[0], "-", "-"])
+            out.append(f"| {name(r[0])} | {r[1]} | {b[1]} | {r[2]} | {b[2]} |")
+        else:
             out.append(f"| {name(r[0])} | {r[1]} | {r[2]} |")
     out.append("")
     return out

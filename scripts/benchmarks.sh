@@ -21,7 +21,9 @@
 #    callgrind (scripts/callgrind-keyed.sh; repeatable whatever the load):
 #    about 40 s a structure, five of them; and a refusal of one shared
 #    limiter (scripts/callgrind-limiter.sh), about 40 s a mode, eight of
-#    them. Skip: BENCH_CALLGRIND=0.
+#    them; with CALLGRIND_BASE=<commit>, also on that commit's library (the
+#    same harness, built in its own target directory: a before and after).
+#    Skip: BENCH_CALLGRIND=0.
 # 5. The tower layer's and the Redis layer's benches only with BENCH_LAYERS=1
 #    (they build tokio, hyper and a Redis client in release, and the Redis
 #    one starts a redis-server). Among them `server` (tower/benches/server/,
@@ -156,8 +158,22 @@ if [ "${BENCH_CALLGRIND:-1}" = 1 ] && { [ -z "${BENCH_ONLY:-}" ] || [ "$callgrin
     bash scripts/callgrind-keyed.sh kw hk dm kl gvu >"$out/callgrind.txt"
     echo "$(load)|$(load)|$((SECONDS - t0))" >"$out/callgrind.load"
     t0=$SECONDS
-    bash scripts/callgrind-limiter.sh rt rd rdt rd@1 rdt@1 md kd gv >"$out/callgrind-limiter.txt"
+    modes=(rt rd rdt rd@1 rdt@1 md kd gv)
+    bash scripts/callgrind-limiter.sh "${modes[@]}" >"$out/callgrind-limiter.txt"
     echo "$(load)|$(load)|$((SECONDS - t0))" >"$out/callgrind-limiter.load"
+    # The same refusals on an older commit's library (the same harness),
+    # for a before and after: CALLGRIND_BASE=<commit>.
+    if [ -n "${CALLGRIND_BASE:-}" ]; then
+        base="$out/base"
+        mkdir -p "$base"
+        git archive "$CALLGRIND_BASE" | tar -x -C "$base"
+        cp examples/refusal_steady.rs "$base/examples/"
+        (cd "$base" && CARGO_TARGET_DIR="$(cd .. && pwd)/base-target" cargo build --release \
+            --example refusal_steady >/dev/null)
+        BIN="$out/base-target/release/examples/refusal_steady" bash scripts/callgrind-limiter.sh \
+            "${modes[@]}" >"$out/callgrind-limiter-base.txt"
+        git rev-parse --short "$CALLGRIND_BASE" >"$out/callgrind-limiter-base.commit"
+    fi
 fi
 
 echo "== done in $(elapsed)"
