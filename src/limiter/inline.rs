@@ -94,6 +94,20 @@ static PLANS: [SumPlan; COUNT_BITS as usize + 1] = {
     plans
 };
 
+/// `ceil(2^16 / width)` for every width: `bit * FIELD_OF[width] >> 16` is
+/// `bit / width` for every bit of the count fields (`bit < 47`; the error of
+/// the rounded reciprocal, below `bit / 2^16`, never reaches the next
+/// multiple of `1 / width`). A unit test checks every width and bit.
+static FIELD_OF: [u32; COUNT_BITS as usize + 1] = {
+    let mut t = [0u32; COUNT_BITS as usize + 1];
+    let mut w = 1;
+    while w <= COUNT_BITS {
+        t[w as usize] = (1u32 << 16).div_ceil(w);
+        w += 1;
+    }
+    t
+};
+
 /// An inline history word (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Inline(u64);
@@ -161,6 +175,20 @@ impl Inline {
         }
         let counts = (self.0 >> COUNTS_SHIFT) & ones(bits as u32);
         Inline(counts << COUNTS_SHIFT | MARK).sum(width)
+    }
+
+    /// The first and the last field that is not zero (`1 <= j`: slices
+    /// `E - j`, the newest and the oldest with a count), or `None` if every
+    /// field is zero. No loop and no division: the fields' bit positions
+    /// are divided by `width` by a multiply ([`FIELD_OF`]).
+    #[inline]
+    pub(crate) fn counted(self, width: u32) -> Option<(u64, u64)> {
+        let c = self.0 >> COUNTS_SHIFT;
+        if c == 0 || width == 0 {
+            return None;
+        }
+        let field = |bit: u32| u64::from((bit * FIELD_OF[width as usize]) >> 16) + 1;
+        Some((field(c.trailing_zeros()), field(63 - c.leading_zeros())))
     }
 
     /// The history at `T = E + d` (`d >= 1`, tag `tag`) of a state of `S`
@@ -289,6 +317,33 @@ mod tests {
             }
         }
         assert_eq!(Inline(u64::MAX).sum(0), 0);
+    }
+
+    #[test]
+    fn counted_fields_match_a_loop() {
+        for width in 1..=COUNT_BITS {
+            for bit in 0..COUNT_BITS {
+                assert_eq!((bit * FIELD_OF[width as usize]) >> 16, bit / width);
+            }
+        }
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        for width in 1..=COUNT_BITS {
+            let fields = u64::from(COUNT_BITS / width);
+            for _ in 0..crate::sized(200, 2) {
+                let mut counts = 0u64;
+                for i in 0..fields {
+                    if rng.random_bool(0.3) {
+                        counts |= rng.random_range(1..=ones(width)) << (i * u64::from(width));
+                    }
+                }
+                let w = Inline(counts << COUNTS_SHIFT | MARK);
+                let nonzero: Vec<u64> = (1..=fields).filter(|&j| w.count(width, j) > 0).collect();
+                let want = nonzero.first().map(|&lo| (lo, *nonzero.last().unwrap()));
+                assert_eq!(w.counted(width), want, "width {width}, counts {counts:#x}");
+            }
+        }
+        assert_eq!(Inline::EMPTY.counted(5), None);
     }
 
     #[test]

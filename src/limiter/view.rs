@@ -219,9 +219,23 @@ impl<'a> LevelView<'a> {
         debug_assert!(self.lv.ratio == 1 && need > 0);
         let (e, s) = (self.ei, self.lv.slices);
         let (mut gone, mut fits, mut newest) = (0u64, None, None);
-        // Nothing recorded (the window's permits are all in its head): no
-        // walk.
-        if e > 0 && recorded > 0 {
+        if let History::Inline(w) = self.history {
+            // The counts in one word: the newest and the oldest with a
+            // count by bit tricks, then from the oldest on (most often it
+            // alone is enough).
+            if let Some((lo, hi)) = w.counted(self.width) {
+                newest = Some(e.saturating_sub(lo));
+                for j in (lo..=hi).rev() {
+                    gone = gone.saturating_add(w.count(self.width, j));
+                    if gone >= need {
+                        fits = Some(e.saturating_sub(j));
+                        break;
+                    }
+                }
+            }
+        } else if e > 0 && recorded > 0 {
+            // A block, with something recorded (nothing: the window's
+            // permits are all in its head, and there is no walk).
             self.find::<false>((e + 1).saturating_sub(s), e - 1, slot, |k, c| {
                 gone = gone.saturating_add(c);
                 if fits.is_none() && gone >= need {
