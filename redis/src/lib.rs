@@ -71,8 +71,8 @@
 //!   inside a flush loses no batch and doubles none: a key whose code
 //!   panics when its counts are taken is left out, its counts dropped
 //!   *and counted* ([`Stats::dropped_panicked`]); the other keys are
-//!   flushed. The background flusher (and the limiter's sweeper) counts
-//!   such panics and goes on; [`ClusterWindows::flush`] resumes the first
+//!   flushed. The background flusher (and the limiter's threads) count
+//!   such panics and go on; [`ClusterWindows::flush`] resumes the first
 //!   once every group was flushed.
 //!
 //! # The cluster limiter
@@ -112,8 +112,19 @@
 //!   ([`Grant::Granted`]).
 //! - **Local grants.** A grant from a held lease is one compare-and-swap
 //!   on the key's lease word: no lock, no allocation, no I/O. A request
-//!   the lease cannot serve makes one round trip (returns plus a new
-//!   lease), or gets the [`OutagePolicy`] if Redis is unreachable.
+//!   the lease cannot serve goes to Redis (returns plus a new lease), or
+//!   gets the [`OutagePolicy`] if Redis is unreachable.
+//! - **Batched round trips.** Per group one request is in flight, and it
+//!   leases every key whose requests queued meanwhile (up to
+//!   [`max_batch_keys`](ClusterLimiterBuilder::max_batch_keys)): a flood
+//!   of new keys costs a round trip per batch, and a lone request goes
+//!   straight out. A request waits on its thread
+//!   ([`decide`](ClusterLimiter::decide)) or as a future without a thread
+//!   ([`decide_async`](ClusterLimiter::decide_async)); past
+//!   [`max_queue`](ClusterLimiterBuilder::max_queue) waiting requests in
+//!   a group it is shed at once ([`Grant::Overloaded`]). A new key's first
+//!   lease is what waits for it (one permit for a key seen once), later
+//!   ones follow the node's rate of the key.
 //! - **Exactly once.** Leases and returns use the flush's sequence
 //!   protocol: a lease whose reply was lost is granted once (the resend is
 //!   answered from Redis's record), a return whose reply was lost is
@@ -125,7 +136,7 @@
 //!   most [`max_batch`](ClusterLimiterBuilder::max_batch) each, and less near the
 //!   limit (a lease gets at most half the room left beyond the request).
 //!   Permits of a lease whose slice ended count until returned (the next
-//!   miss of the key, or the sweeper within its interval). A key Redis
+//!   miss of the key, or its group's thread within the sweep interval). A key Redis
 //!   refused is refused locally until the retry time Redis gave
 //!   ([`refusal_memo`](ClusterLimiterBuilder::refusal_memo), on by
 //!   default: no round trip per refused request), so permits returned for
@@ -233,7 +244,7 @@
 //! `reads.rs` its reads; `results.rs` what its reads and flushes report
 //! ([`SumParts`], [`FlushReport`]); `flush.rs` the flush, `take.rs` its
 //! take and cut, `probe.rs` its other round trips; `fanout.rs` a flush
-//! over every group; `flusher.rs` its thread (and the limiter's sweeper);
+//! over every group; `flusher.rs` its thread;
 //! `link.rs` the connection and backoff, `sample.rs` its `TIME` samples;
 //! `timeline.rs` server time; `script.rs` and `flush.lua`, `hot_read.lua`
 //! the scripts and their protocol, `resp.rs` how requests are written;
@@ -280,7 +291,8 @@ pub use error::ClusterError;
 pub use health::{Health, LinkState, Stats};
 pub use key::RedisKey;
 pub use lease::{
-    ClusterLimiter, ClusterLimiterBuilder, Grant, LeaseStats, OutagePolicy, MAX_LEASE,
+    ClusterLimiter, ClusterLimiterBuilder, Grant, GrantFuture, LeaseStats, OutagePolicy, Shed,
+    MAX_BATCH_KEYS, MAX_LEASE,
 };
 pub use node::ClusterWindows;
 pub use results::{FlushReport, SumParts};

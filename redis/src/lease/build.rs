@@ -1,16 +1,17 @@
 //! Building a [`ClusterLimiter`] from its validated builder: the quota's
 //! shape in Redis's terms (the slices judged, one more when strict), the
 //! groups with a sender and a link each, the local limiter of
-//! `OutagePolicy::LocalShare`, the first connection, and the sweeper
-//! thread.
+//! `OutagePolicy::LocalShare`, the first connection, and the lanes'
+//! threads.
 
 use super::config::{ClusterLimiterBuilder, OutagePolicy};
+use super::driver::Drivers;
+use super::lane::Lane;
 use super::limiter::ClusterLimiter;
 use super::remote::{Sender, Shared, TimeRef};
 use super::script::{LeaseNames, LeaseShape, LEASE};
 use super::stats::LeaseCounters;
 use crate::error::ClusterError;
-use crate::flusher::Flusher;
 use crate::health::Counters;
 use crate::key::RedisKey;
 use crate::link::Link;
@@ -19,7 +20,7 @@ use crate::sync::lock;
 use crate::timeline::ServerTime;
 use scc::HashIndex;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use stripecount::{Clock, KeyedLimiter, Quota};
 
@@ -74,9 +75,11 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             slice_ns,
             quota: q,
             max_batch: b.max_batch,
+            max_batch_keys: b.max_batch_keys,
             margin_ns: u64::try_from(b.margin.as_nanos()).unwrap_or(u64::MAX),
             durability: b.cluster.durability,
             policy: b.policy,
+            shed: b.shed,
             local,
             names: (0..groups.len())
                 .map(|g| LeaseNames::new(&b.namespace, groups.tag(g), &node_id))
@@ -93,6 +96,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             lua,
             node_id,
             in_flight: senders.iter().map(|_| AtomicBool::new(false)).collect(),
+            lanes: senders.iter().map(|_| Lane::new(b.max_queue)).collect(),
+            last_rtt: senders.iter().map(|_| AtomicU64::new(0)).collect(),
             senders,
             groups,
             link_health: Counters::new(n_groups),
@@ -113,14 +118,11 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                 }
             }
         }
-        let shared = Arc::clone(&inner);
-        let sweeper = Flusher::spawn("stripecount-redis-sweeper", b.sweep_interval, move || {
-            shared.tick()
-        })
-        .map_err(|e| ClusterError::Config(format!("no sweeper thread: {e}")))?;
+        let drivers = Drivers::start(&inner, b.sweep_interval)
+            .map_err(|e| ClusterError::Config(format!("no lane thread: {e}")))?;
         Ok(ClusterLimiter {
             inner,
-            sweeper: Some(sweeper),
+            drivers: Some(drivers),
         })
     }
 }

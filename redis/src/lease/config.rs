@@ -3,6 +3,10 @@
 
 use super::limiter::ClusterLimiter;
 use super::word::MAX_LEASE;
+
+/// The most keys one request to Redis may lease
+/// ([`ClusterLimiterBuilder::max_batch_keys`]).
+pub const MAX_BATCH_KEYS: usize = 4096;
 use crate::config::MAX_CLUSTER_SLICES;
 use crate::error::ClusterError;
 use crate::group::ClusterOptions;
@@ -35,6 +39,22 @@ pub enum OutagePolicy {
     },
 }
 
+/// What a request gets when its group's queue of requests waiting for
+/// Redis is full ([`ClusterLimiterBuilder::max_queue`]): it is shed at
+/// once, before any round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shed {
+    /// [`Grant::Overloaded`](crate::Grant::Overloaded) with the time this
+    /// node expects to need to drain the queue (the default): not
+    /// decided, nothing counted; a tower layer answers `503` with
+    /// `Retry-After`.
+    Overloaded,
+    /// The [`OutagePolicy`] decides, as if Redis were unreachable
+    /// ([`Grant::OutageAdmitted`](crate::Grant::OutageAdmitted) or
+    /// [`Grant::OutageRefused`](crate::Grant::OutageRefused)).
+    Outage,
+}
+
 /// Builds a [`ClusterLimiter`] ([`ClusterLimiter::builder`]). Every node of
 /// a namespace must use the same quota: limit, window, slices and
 /// strictness (checked by Redis: a node that differs gets
@@ -63,6 +83,9 @@ pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) quota: Quota,
     pub(crate) policy: OutagePolicy,
     pub(crate) max_batch: u64,
+    pub(crate) max_batch_keys: usize,
+    pub(crate) max_queue: usize,
+    pub(crate) shed: Shed,
     pub(crate) margin: Duration,
     pub(crate) link: LinkConfig,
     pub(crate) sweep_interval: Duration,
@@ -80,6 +103,9 @@ impl<K: RedisKey> ClusterLimiterBuilder<K> {
             quota,
             policy: OutagePolicy::FailClosed,
             max_batch: 1024,
+            max_batch_keys: 256,
+            max_queue: 4096,
+            shed: Shed::Overloaded,
             margin: Duration::from_millis(1),
             link: LinkConfig::default(),
             sweep_interval: Duration::from_millis(100),
@@ -107,6 +133,35 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         self
     }
 
+    /// The most keys one request to Redis leases (default 256, at most
+    /// [`MAX_BATCH_KEYS`](crate::MAX_BATCH_KEYS)). A request that misses
+    /// its lease while its group's previous request is in flight waits for
+    /// the next one, which carries every key queued meanwhile up to this
+    /// many (each key once, whatever its requests); more wait for the one
+    /// after. Larger batches cost Redis less a key (its fixed work per
+    /// call is paid once) and make each round trip longer.
+    pub fn max_batch_keys(mut self, keys: usize) -> Self {
+        self.max_batch_keys = keys;
+        self
+    }
+
+    /// The most requests of one group waiting for Redis on this node
+    /// (default 4096): a request that would be one more is shed at once
+    /// (see [`shed`](Self::shed)), so a flood of new keys faster than Redis
+    /// answers them gets a quick answer instead of an ever longer wait.
+    /// Requests a held lease serves never wait.
+    pub fn max_queue(mut self, requests: usize) -> Self {
+        self.max_queue = requests;
+        self
+    }
+
+    /// What a request shed by a full queue gets (default
+    /// [`Shed::Overloaded`]).
+    pub fn shed(mut self, shed: Shed) -> Self {
+        self.shed = shed;
+        self
+    }
+
     /// How long before its estimate of a slice's end (already less the
     /// bound on its error against server time) a node stops granting from
     /// that slice's lease (default 1 ms).
@@ -131,8 +186,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         self
     }
 
-    /// How often the background sweeper returns the unused permits of
-    /// leases whose slice ended (default 100 ms).
+    /// How often each group's thread returns the unused permits of leases
+    /// whose slice ended (default 100 ms).
     pub fn sweep_interval(mut self, every: Duration) -> Self {
         self.sweep_interval = every;
         self
@@ -215,6 +270,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
             quota: self.quota,
             policy: self.policy,
             max_batch: self.max_batch,
+            max_batch_keys: self.max_batch_keys,
+            max_queue: self.max_queue,
+            shed: self.shed,
             margin: self.margin,
             link: self.link,
             sweep_interval: self.sweep_interval,
@@ -227,7 +285,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
 
     /// Validates the configuration and builds the limiter: tries to connect
     /// and sample the server's time once (a failure is recorded in its
-    /// health, not returned) and starts the sweeper. Errors only on an
+    /// health, not returned) and starts a thread for each group (its
+    /// batches and its sweeps). Errors only on an
     /// invalid configuration.
     pub fn build(self) -> Result<ClusterLimiter<K, C>, ClusterError> {
         self.validate()?;
@@ -264,6 +323,12 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         }
         if self.max_batch == 0 || self.max_batch > MAX_LEASE {
             return bad(format!("max_batch must be 1 to {MAX_LEASE}"));
+        }
+        if self.max_batch_keys == 0 || self.max_batch_keys > MAX_BATCH_KEYS {
+            return bad(format!("max_batch_keys must be 1 to {MAX_BATCH_KEYS}"));
+        }
+        if self.max_queue == 0 {
+            return bad("max_queue is 0".into());
         }
         if let OutagePolicy::LocalShare { expected_nodes: 0 } = self.policy {
             return bad("LocalShare needs expected_nodes >= 1".into());

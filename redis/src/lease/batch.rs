@@ -1,0 +1,423 @@
+//! A lane's batches: the driver takes the requests queued in its group's
+//! lane, answers those that need no round trip, sends one request for the
+//! rest (`request.rs`), and files its reply: each key's permits to its
+//! waiters in their order, the rest into the key's word.
+//!
+//! # Forming a batch
+//! Under the group's sender lock, from up to `max_batch_keys` requests
+//! taken from the front of the lane:
+//! - a request whose key's word can serve it now (a batch before this one
+//!   leased it) is granted from the word; one the memo refuses is refused;
+//!   one whose waiter went away is dropped;
+//! - the others are grouped by key name (a name is leased once a
+//!   request): the key's first request sets the lease's need, and it
+//!   wants at least what all its requests need together (a new key's first
+//!   lease is what is waiting for it: one permit for a key seen once);
+//! - each key's held lease is revoked (its permits queued for return) and
+//!   the next lease sized to this node's rate of the key, as a lone miss
+//!   always did.
+//!
+//! While the link's backoff runs, every request gets the outage policy; a
+//! request an earlier failure left in flight is resent first (the
+//! exactly-once protocol resends before anything new); a failed send
+//! answers the batch's waiters by the outage policy, and the request stays
+//! in flight for the next batch to resend, its leases then going to the
+//! words (no one waits for them any more).
+//!
+//! # Filing a reply
+//! Per key: refused (no room for the need): the first request and every
+//! other asking at least as much are refused with the retry time, and the
+//! refusal is remembered (`memo.rs`); smaller ones go back to the lane (they
+//! may fit). Granted and live: each request in turn takes its permits
+//! while enough are left, the others go back to the lane (a later batch),
+//! the rest is installed in the key's word. Granted but dead on arrival:
+//! everything is returned, the requests go back to the lane, and the next
+//! batch waits for the server's next slice (`remote.rs`).
+//!
+//! The key type's code (`Hash`, `Eq`, `Clone`: the words, the memo, the
+//! per-key sizes) runs here, each key inside a catch: a panic answers the
+//! key's first unanswered request with it (resumed on that caller's
+//! thread), sends the key's other requests back to the lane and returns
+//! the permits not yet handed out; the batch goes on.
+
+use super::grant::Grant;
+use super::remote::{Answer, Asked, Outbox, Sender, Shared, WantSlot};
+use super::script::{lease_request, Ask, LeaseReply, Return};
+use super::word::{units, MAX_LEASE};
+use crate::health::bump;
+use crate::key::RedisKey;
+use crate::sync::lock;
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stripecount::Clock;
+
+/// The most returns one request carries.
+pub(crate) const MAX_RETURNS: usize = 256;
+
+/// Leases that arrived with their slice over before a request is refused.
+const MAX_DEAD: u32 = 4;
+
+impl<K: RedisKey, C: Clock> Shared<K, C> {
+    /// Drives one batch of group `g`'s lane (the caller has its duty).
+    pub(crate) fn drive(&self, g: usize) {
+        let mut s = lock(&self.senders[g]);
+        if let Some(at) = s.turn_at.take() {
+            // The last batch arrived with its slice over: wait, without the
+            // lock, until the server's next slice has surely begun (at most
+            // the margin plus a round trip).
+            let wait = at.saturating_sub(self.node_now());
+            if wait > 0 {
+                drop(s);
+                std::thread::sleep(Duration::from_nanos(wait));
+                s = lock(&self.senders[g]);
+            }
+        }
+        let slots = self.lanes[g].take(self.max_batch_keys);
+        let mut asks = self.screen(slots);
+        if !s.link.backoff.ready(Instant::now()) {
+            self.answer_all_outage(&mut asks);
+            return;
+        }
+        if s.outbox.is_some() {
+            // An earlier failure left a request in flight: it goes first,
+            // unchanged; the leases it brings may serve these requests.
+            if let Err(e) = self.send(&mut s) {
+                self.failed(&mut s, &e);
+                self.answer_all_outage(&mut asks);
+                return;
+            }
+            asks = self.screen(asks.into_iter().flat_map(|a| a.waiters).collect());
+        }
+        if asks.is_empty() {
+            return;
+        }
+        self.lease(&mut s, asks);
+        if let Err(e) = self.send(&mut s) {
+            // The waiters first: `failed` may drop the request (a shape
+            // mismatch, which no resend can cure).
+            if let Some(ob) = s.outbox.as_mut() {
+                self.answer_all_outage(&mut ob.leases);
+            }
+            self.failed(&mut s, &e);
+        }
+    }
+
+    /// Answers the requests that need no round trip (module docs) and
+    /// groups the others by key, in the lane's order.
+    fn screen(&self, slots: Vec<Arc<WantSlot<K>>>) -> Vec<Asked<K>> {
+        let now = self.node_now();
+        let mut asks: Vec<Asked<K>> = Vec::new();
+        let mut by_name: HashMap<Box<[u8]>, usize> = HashMap::new();
+        for slot in slots {
+            if slot.abandoned() {
+                continue;
+            }
+            let w = &slot.req;
+            let here = catch_unwind(AssertUnwindSafe(|| {
+                if let Some(tag) = self.take(&w.key, now, w.n) {
+                    return Some(self.granted(self.slice_of(tag, now)));
+                }
+                self.memo_refused(&w.key, now, w.n)
+            }));
+            match here {
+                Ok(Some(grant)) => {
+                    let _ = slot.finish(Answer::Decided(grant));
+                }
+                Ok(None) => match by_name.get(&w.name) {
+                    Some(&i) => asks[i].waiters.push(slot),
+                    None => {
+                        by_name.insert(w.name.clone(), asks.len());
+                        let key = match catch_unwind(AssertUnwindSafe(|| w.key.clone())) {
+                            Ok(k) => k,
+                            Err(p) => {
+                                let _ = slot.finish(Answer::Panicked(p));
+                                by_name.remove(&w.name);
+                                continue;
+                            }
+                        };
+                        asks.push(Asked {
+                            key,
+                            name: w.name.clone(),
+                            waiters: vec![slot],
+                        });
+                    }
+                },
+                Err(p) => {
+                    let _ = slot.finish(Answer::Panicked(p));
+                }
+            }
+        }
+        asks
+    }
+
+    /// Every waiter of `asks` gets the outage policy (and none waits on
+    /// them any more).
+    fn answer_all_outage(&self, asks: &mut [Asked<K>]) {
+        for a in asks {
+            for w in a.waiters.drain(..) {
+                self.answer_outage(&w);
+            }
+        }
+    }
+
+    /// Revokes each key's held lease, sizes its next one, and puts the
+    /// request leasing them all (with queued returns) in flight.
+    fn lease(&self, s: &mut Sender<K>, mut asks: Vec<Asked<K>>) {
+        let mut wants = Vec::with_capacity(asks.len());
+        asks.retain_mut(|a| {
+            let sized = catch_unwind(AssertUnwindSafe(|| self.size(s, a)));
+            match sized {
+                Ok(w) => {
+                    wants.push(w);
+                    true
+                }
+                Err(p) => {
+                    self.panicked(a, p);
+                    false
+                }
+            }
+        });
+        s.seq += 1;
+        let cut = s.returns.len().saturating_sub(MAX_RETURNS);
+        let rets: Vec<Return> = s.returns.drain(cut..).collect();
+        let ask: Vec<Ask<'_>> = asks
+            .iter()
+            .zip(&wants)
+            .map(|(a, &(need, want))| Ask {
+                name: &a.name,
+                need,
+                want,
+            })
+            .collect();
+        let request = lease_request(
+            &self.lua.sha,
+            &self.names[s.group],
+            &self.shape,
+            s.seq,
+            &ask,
+            &rets,
+        );
+        s.outbox = Some(Outbox {
+            request,
+            leases: asks,
+            returned: rets.iter().map(|r| r.permits).sum(),
+            sends: 0,
+        });
+    }
+
+    /// Revokes the key's held lease (queueing its permits for return) and
+    /// sizes the next one: `(need, want)`.
+    fn size(&self, s: &mut Sender<K>, a: &Asked<K>) -> (u64, u64) {
+        let rev = self.word(&a.key).map_or(0, |w| w.revoke());
+        let need = a.waiters.first().map_or(1, |w| w.req.n);
+        let waiting = a
+            .waiters
+            .iter()
+            .fold(0u64, |t, w| t.saturating_add(w.req.n));
+        let now = self.node_now();
+        let h = s.held.entry(a.key.clone()).or_default();
+        // Batches follow this node's rate of the key: a lease that ran out
+        // is followed by a slice's worth at the rate it ran out at (at
+        // least double), one that ended unused by what it served (the
+        // sweeper judges the leases it revokes: `granted` 0). A key's
+        // first lease is what waits for it.
+        h.batch = if h.batch == 0 {
+            1
+        } else if h.granted == 0 {
+            h.batch
+        } else if rev == 0 {
+            let lasted = u128::from(now.wrapping_sub(h.at).max(1));
+            let per_slice = u128::from(h.granted) * u128::from(self.slice_ns) / lasted;
+            u64::try_from(per_slice)
+                .unwrap_or(u64::MAX)
+                .max(h.granted.saturating_mul(2))
+        } else {
+            h.granted.saturating_sub(rev)
+        }
+        .clamp(1, self.max_batch);
+        let (batch, slice) = (h.batch, h.slice);
+        if rev > 0 {
+            s.returns.push(Return {
+                name: a.name.clone(),
+                epoch: slice,
+                permits: rev,
+            });
+        }
+        (need, batch.max(waiting))
+    }
+
+    /// A panic of `a`'s key code: its first waiter gets it, the others go
+    /// back to the lane.
+    fn panicked(&self, a: &mut Asked<K>, p: Box<dyn std::any::Any + Send>) {
+        bump(&self.counters.key_panics, 1);
+        let mut ws = a.waiters.drain(..);
+        if let Some(first) = ws.next() {
+            let _ = first.finish(Answer::Panicked(p));
+        }
+        let rest: Vec<_> = ws.collect();
+        if !rest.is_empty() {
+            let g = self.groups.of(&a.name);
+            self.lanes[g].put_back(rest);
+        }
+    }
+
+    /// Files the reply `r` to the request in flight `ob`, sent at node
+    /// time `t0` and answered at `t1` (module docs).
+    pub(crate) fn file(&self, s: &mut Sender<K>, ob: Outbox<K>, r: &LeaseReply, t0: u64, t1: u64) {
+        let c = &self.counters;
+        // Node nanoseconds from t0 the leases may be used for.
+        let left = u64::try_from(r.left_us).unwrap_or(0).saturating_mul(1_000);
+        let life = left.saturating_sub(
+            (left / (1_000_000 / crate::timeline::DRIFT_PPM) + 1_000)
+                .saturating_add(self.margin_ns),
+        );
+        let live = t1.wrapping_sub(t0) < life;
+        let deadline = units(t0.wrapping_add(life));
+        let mut back: Vec<Arc<WantSlot<K>>> = Vec::new();
+        let mut dead_waiters = false;
+        for (mut a, l) in ob.leases.into_iter().zip(&r.leases) {
+            if l.granted == 0 {
+                bump(&c.refusals, 1);
+                self.refused(&mut a, l.retry_us, t0, &mut back);
+                continue;
+            }
+            bump(&c.leases, 1);
+            bump(&c.leased_permits, l.granted);
+            if !live {
+                dead_waiters |= !a.waiters.is_empty();
+                for w in a.waiters.drain(..) {
+                    if w.req.dead.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_DEAD {
+                        let _ = w.finish(Answer::Decided(Grant::Refused { retry_after: None }));
+                    } else {
+                        back.push(w);
+                    }
+                }
+            }
+            // What is not yet handed out or installed: returned if the
+            // key's code panics on the way.
+            let mut left_over = l.granted;
+            let filed = catch_unwind(AssertUnwindSafe(|| {
+                self.file_one(
+                    s,
+                    &mut a,
+                    l.granted,
+                    r.epoch,
+                    live,
+                    deadline,
+                    t1,
+                    &mut left_over,
+                    &mut back,
+                )
+            }));
+            if let Err(p) = filed {
+                if left_over > 0 {
+                    s.returns.push(Return {
+                        name: a.name.clone(),
+                        epoch: r.epoch,
+                        permits: left_over,
+                    });
+                }
+                self.panicked(&mut a, p);
+            }
+        }
+        if dead_waiters {
+            // The next batch asks once the server's next slice has surely
+            // begun.
+            s.turn_at = Some(t1.wrapping_add(left));
+        }
+        if !back.is_empty() {
+            self.lanes[s.group].put_back(back);
+        }
+    }
+
+    /// A key's lease refused: its requests of at least the need are
+    /// refused, smaller ones go back.
+    fn refused(
+        &self,
+        a: &mut Asked<K>,
+        retry_us: Option<u64>,
+        t0: u64,
+        back: &mut Vec<Arc<WantSlot<K>>>,
+    ) {
+        let Some(need) = a.waiters.first().map(|w| w.req.n) else {
+            return;
+        };
+        if let Some(us) = retry_us {
+            let k = &a.key;
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| {
+                self.memo_refusal(k.clone(), t0, us, need)
+            })) {
+                bump(&self.counters.key_panics, 1);
+                drop(p);
+            }
+        }
+        let retry_after = retry_us.map(Duration::from_micros);
+        for w in a.waiters.drain(..) {
+            if w.req.n >= need {
+                let _ = w.finish(Answer::Decided(Grant::Refused { retry_after }));
+            } else {
+                back.push(w);
+            }
+        }
+    }
+
+    /// A key's granted lease: to its waiters in turn while it lasts (live),
+    /// the rest into its word; everything back to Redis if dead.
+    #[allow(clippy::too_many_arguments)]
+    fn file_one(
+        &self,
+        s: &mut Sender<K>,
+        a: &mut Asked<K>,
+        granted: u64,
+        epoch: u64,
+        live: bool,
+        deadline: u64,
+        t1: u64,
+        left_over: &mut u64,
+        back: &mut Vec<Arc<WantSlot<K>>>,
+    ) {
+        if live {
+            for w in a.waiters.drain(..) {
+                if *left_over >= w.req.n {
+                    if w.finish(Answer::Decided(self.granted(epoch))).is_ok() {
+                        *left_over -= w.req.n;
+                    }
+                } else {
+                    back.push(w);
+                }
+            }
+        }
+        let prev = s.held.get(&a.key).map_or(0, |h| h.slice);
+        let h = s.held.entry(a.key.clone()).or_default();
+        h.slice = epoch;
+        // A lease that arrived with its slice over tells nothing of the
+        // rate.
+        h.granted = if live { granted } else { 0 };
+        h.at = t1;
+        let g = *left_over;
+        let mut ret = if live { 0 } else { g };
+        if live && g > 0 {
+            let old = self.word_of(&a.key).install(deadline, epoch, g);
+            ret = g.saturating_sub(MAX_LEASE);
+            if old > 0 {
+                // Never: a key's lease is revoked before it is asked again.
+                s.returns.push(Return {
+                    name: a.name.clone(),
+                    epoch: prev,
+                    permits: old,
+                });
+            }
+        }
+        *left_over = 0;
+        if ret > 0 {
+            s.returns.push(Return {
+                name: a.name.clone(),
+                epoch,
+                permits: ret,
+            });
+        }
+    }
+}

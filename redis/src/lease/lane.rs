@@ -1,0 +1,330 @@
+//! [`Lane`]: a group's queue of requests that need Redis, one batch of
+//! them in flight at a time (group commit), and [`Slot`], the hand-off of
+//! a batch's answer to the caller waiting for it, by a parked thread or by
+//! an async task.
+//!
+//! # Who drives
+//! A request its key's lease cannot serve becomes a [`Slot`] and joins its
+//! group's lane. One party at a time *drives* the lane: it takes a batch
+//! of slots, sends them to Redis in one request, files the reply and
+//! finishes each slot. The duty goes:
+//! - to a synchronous caller that joins an idle lane ([`Join::Lead`]): it
+//!   drives one batch on its own thread (its request goes straight out, a
+//!   lone caller waits for no hand-off), then gives the duty up
+//!   ([`release`](Lane::release)) or, with slots queued meanwhile, hands
+//!   it to the lane's thread ([`hand_off`](Lane::hand_off));
+//! - to the lane's thread, asked by [`hand_off`](Lane::hand_off): by a
+//!   caller after its batch, or at once by an async caller that joined an
+//!   idle lane (an executor thread never waits on Redis). The thread
+//!   drives until the queue is empty.
+//!
+//! # Invariants (of the state under the lane's lock)
+//! 1. **Queued implies driven**: whenever the lock is free, the queue is
+//!    empty or `driving` is set. [`join`](Lane::join) sets `driving` if it
+//!    was clear (the joiner takes the duty); [`release`](Lane::release)
+//!    clears it only when the queue is empty; a hand-off leaves it set and
+//!    asks the thread, which drives until a release succeeds. So no slot
+//!    waits in a lane nobody drives.
+//! 2. **One driver**: `driving` is set by the one party that takes the
+//!    duty and cleared only by its release; the duty passes only by a
+//!    hand-off, which the driver makes and then stops driving.
+//! 3. **Bounded**: a join finds at most `bound` slots queued or is refused
+//!    ([`Join::Full`]) at once, without waiting.
+//!
+//! # A slot
+//! Finished at most once ([`finish`](Slot::finish)), read once by its
+//! waiter; its state is behind a lock of its own, so a waiter that stores
+//! its thread or waker and a driver that finishes cannot miss each other:
+//! the waiter stores its wake-up under the lock only after seeing no
+//! answer, and the driver wakes whatever is stored after storing the
+//! answer under the same lock (a thread's unpark token, or a waker, makes
+//! a wake-up that comes before the park a no-op wait). A waiter that goes
+//! away ([`abandon`](Slot::abandon), a dropped future) makes a later
+//! finish fail, so the driver keeps what it would have handed over.
+//!
+//! Nothing here runs code of the key type; the loom model
+//! (`loom-tests/tests/lease_lane.rs`) compiles this file with loom's
+//! `Mutex`, `Arc` and threads.
+
+use super::sync::{lock, Arc, Mutex, Thread};
+use std::collections::VecDeque;
+use std::task::{Context, Poll, Waker};
+
+/// What a caller joining a lane must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Join {
+    /// The lane was idle: the caller has the duty (drive, or hand it off).
+    Lead,
+    /// Someone drives: wait for the slot.
+    Follow,
+    /// The queue is full: the slot was not queued.
+    Full,
+}
+
+/// What the lane's thread is to do ([`Lane::poll_duty`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Duty {
+    /// The duty was handed to it: drive until a release succeeds.
+    Drive,
+    /// Nothing asked of it: park until unparked (or a timer of its own).
+    Idle,
+    /// The lane is stopped: finish what is queued and end.
+    Stop,
+}
+
+struct State<T, R> {
+    queue: VecDeque<Arc<Slot<T, R>>>,
+    driving: bool,
+    /// The duty was handed to the lane's thread and it has not taken it.
+    wanted: bool,
+    stopped: bool,
+    thread: Option<Thread>,
+}
+
+/// A group's queue of slots, driven by one party at a time (module docs).
+pub(crate) struct Lane<T, R> {
+    state: Mutex<State<T, R>>,
+    bound: usize,
+}
+
+impl<T, R> Lane<T, R> {
+    /// An idle lane that queues at most `bound` (>= 1) slots.
+    pub(crate) fn new(bound: usize) -> Self {
+        Lane {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                driving: false,
+                wanted: false,
+                stopped: false,
+                thread: None,
+            }),
+            bound: bound.max(1),
+        }
+    }
+
+    /// The lane's thread, which [`hand_off`](Self::hand_off) unparks.
+    pub(crate) fn set_thread(&self, t: Thread) {
+        lock(&self.state).thread = Some(t);
+    }
+
+    /// Queues `slot`; whether the caller took the duty (invariant 1), or
+    /// the queue was full (invariant 3: then nothing changed).
+    pub(crate) fn join(&self, slot: Arc<Slot<T, R>>) -> Join {
+        let mut s = lock(&self.state);
+        if s.queue.len() >= self.bound || s.stopped {
+            return Join::Full;
+        }
+        s.queue.push_back(slot);
+        if s.driving {
+            Join::Follow
+        } else {
+            s.driving = true;
+            Join::Lead
+        }
+    }
+
+    /// [`join`](Self::join) for a caller that must not drive (an async
+    /// task): a duty it takes goes to the lane's thread at once. `false`
+    /// if the queue was full.
+    pub(crate) fn join_async(&self, slot: Arc<Slot<T, R>>) -> bool {
+        match self.join(slot) {
+            Join::Full => false,
+            Join::Follow => true,
+            Join::Lead => {
+                self.hand_off();
+                true
+            }
+        }
+    }
+
+    /// The driver's next batch: up to `max` slots from the front.
+    pub(crate) fn take(&self, max: usize) -> Vec<Arc<Slot<T, R>>> {
+        let mut s = lock(&self.state);
+        let n = s.queue.len().min(max);
+        s.queue.drain(..n).collect()
+    }
+
+    /// The driver puts slots back at the front, in their order (they go
+    /// in a later batch; the bound does not apply: they were queued).
+    pub(crate) fn put_back(&self, slots: Vec<Arc<Slot<T, R>>>) {
+        let mut s = lock(&self.state);
+        for slot in slots.into_iter().rev() {
+            s.queue.push_front(slot);
+        }
+    }
+
+    /// The driver gives the duty up if nothing is queued (`true`); with
+    /// slots queued it keeps the duty (`false`) and must drive on or hand
+    /// it off (invariant 1).
+    pub(crate) fn release(&self) -> bool {
+        let mut s = lock(&self.state);
+        if s.queue.is_empty() {
+            s.driving = false;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The driver hands the duty to the lane's thread (and stops driving).
+    pub(crate) fn hand_off(&self) {
+        let t = {
+            let mut s = lock(&self.state);
+            debug_assert!(s.driving, "only the driver hands off");
+            s.wanted = true;
+            s.thread.clone()
+        };
+        if let Some(t) = t {
+            t.unpark();
+        }
+    }
+
+    /// The lane's thread: whether the duty was handed to it (it takes it),
+    /// or the lane stopped.
+    pub(crate) fn poll_duty(&self) -> Duty {
+        let mut s = lock(&self.state);
+        if s.stopped {
+            Duty::Stop
+        } else if s.wanted {
+            s.wanted = false;
+            Duty::Drive
+        } else {
+            Duty::Idle
+        }
+    }
+
+    /// Stops the lane: later joins are refused ([`Join::Full`]); the
+    /// thread is told to end. Returns what is queued, for the caller to
+    /// finish (no driver takes it any more once the thread ends; a driver
+    /// that is running now finishes its own batch).
+    pub(crate) fn stop(&self) -> Vec<Arc<Slot<T, R>>> {
+        let (rest, t) = {
+            let mut s = lock(&self.state);
+            s.stopped = true;
+            (s.queue.drain(..).collect(), s.thread.clone())
+        };
+        if let Some(t) = t {
+            t.unpark();
+        }
+        rest
+    }
+
+    /// Slots queued now.
+    pub(crate) fn queued(&self) -> usize {
+        lock(&self.state).queue.len()
+    }
+}
+
+enum Wake {
+    Thread(Thread),
+    Task(Waker),
+}
+
+impl Wake {
+    fn wake(self) {
+        match self {
+            Wake::Thread(t) => t.unpark(),
+            Wake::Task(w) => w.wake(),
+        }
+    }
+}
+
+enum Answer<R> {
+    /// Not finished: the waiter's wake-up, once it stored one.
+    Waiting(Option<Wake>),
+    Ready(R),
+    /// Read by the waiter.
+    Taken,
+    /// The waiter went away first.
+    Abandoned,
+}
+
+/// One request in a lane and, once finished, its answer.
+pub(crate) struct Slot<T, R> {
+    /// What the driver needs to know of the request.
+    pub(crate) req: T,
+    answer: Mutex<Answer<R>>,
+}
+
+impl<T, R> Slot<T, R> {
+    pub(crate) fn new(req: T) -> Self {
+        Slot {
+            req,
+            answer: Mutex::new(Answer::Waiting(None)),
+        }
+    }
+
+    /// Answers the slot and wakes its waiter; `Err(r)` if the waiter went
+    /// away (or it was answered before), so the driver keeps `r`.
+    pub(crate) fn finish(&self, r: R) -> Result<(), R> {
+        let wake = {
+            let mut a = lock(&self.answer);
+            match &mut *a {
+                Answer::Waiting(w) => {
+                    let w = w.take();
+                    *a = Answer::Ready(r);
+                    w
+                }
+                _ => return Err(r),
+            }
+        };
+        if let Some(w) = wake {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Whether the waiter went away (the driver need not send the slot).
+    pub(crate) fn abandoned(&self) -> bool {
+        matches!(*lock(&self.answer), Answer::Abandoned)
+    }
+
+    /// The waiter goes away: a later [`finish`](Self::finish) fails. An
+    /// answer already given is dropped.
+    pub(crate) fn abandon(&self) {
+        let mut a = lock(&self.answer);
+        if let Answer::Waiting(_) | Answer::Ready(_) = &*a {
+            *a = Answer::Abandoned;
+        }
+    }
+
+    /// Parks the calling thread until the slot is answered; its answer.
+    pub(crate) fn wait(&self) -> R {
+        loop {
+            {
+                let mut a = lock(&self.answer);
+                match std::mem::replace(&mut *a, Answer::Taken) {
+                    Answer::Ready(r) => return r,
+                    Answer::Waiting(_) => {
+                        *a = Answer::Waiting(Some(Wake::Thread(super::sync::current())))
+                    }
+                    Answer::Taken | Answer::Abandoned => {
+                        unreachable!("a slot is waited for once, by its caller")
+                    }
+                }
+            }
+            // An unpark between the unlock and here makes this return at
+            // once; a spurious return loops.
+            super::sync::park();
+        }
+    }
+
+    /// The answer, or `Pending` with `cx`'s waker stored.
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<R> {
+        let mut a = lock(&self.answer);
+        match std::mem::replace(&mut *a, Answer::Taken) {
+            Answer::Ready(r) => Poll::Ready(r),
+            Answer::Waiting(w) => {
+                let w = match w {
+                    Some(Wake::Task(w)) if w.will_wake(cx.waker()) => w,
+                    _ => cx.waker().clone(),
+                };
+                *a = Answer::Waiting(Some(Wake::Task(w)));
+                Poll::Pending
+            }
+            Answer::Taken | Answer::Abandoned => {
+                unreachable!("a slot is not polled after its answer")
+            }
+        }
+    }
+}
