@@ -49,18 +49,27 @@ struct Audit {
     kept: AtomicU64,
 }
 
-/// One batch: every queued slot answered with its value times ten.
+/// One batch: every queued slot answered with its value times ten, the
+/// wake-ups made after every answer is stored (as `batch.rs` defers them
+/// past the next request's send).
 fn drive(lane: &L, audit: &Audit) {
     assert!(
         !audit.driving.swap(true, Ordering::SeqCst),
         "two drivers at once"
     );
+    let mut wakes = Vec::new();
     for slot in lane.take(8) {
-        if let Err(r) = slot.finish(slot.req * 10) {
-            audit.kept.fetch_add(r, Ordering::SeqCst);
+        match slot.finish_later(slot.req * 10) {
+            Ok(w) => wakes.extend(w),
+            Err(r) => {
+                audit.kept.fetch_add(r, Ordering::SeqCst);
+            }
         }
     }
     audit.driving.store(false, Ordering::SeqCst);
+    for w in wakes {
+        w.wake();
+    }
 }
 
 /// The lane's thread (`driver.rs`): drives while the duty is its own,

@@ -41,6 +41,7 @@
 //! the permits not yet handed out; the batch goes on.
 
 use super::grant::Grant;
+use super::lane::Wake;
 use super::remote::{Answer, Asked, Outbox, Sender, Shared, WantSlot};
 use super::script::{lease_request, Ask, LeaseReply, Return};
 use super::word::{units, MAX_LEASE};
@@ -61,7 +62,10 @@ pub(crate) const MAX_RETURNS: usize = 256;
 const MAX_DEAD: u32 = 4;
 
 impl<K: RedisKey, C: Clock> Shared<K, C> {
-    /// Drives one batch of group `g`'s lane (the caller has its duty).
+    /// Drives one batch of group `g`'s lane (the caller has its duty). The
+    /// batch's waiters are woken when the next batch is on the wire, or
+    /// before this returns if the lane is empty (then no next batch is
+    /// coming from this driver).
     pub(crate) fn drive(&self, g: usize) {
         let mut s = lock(&self.senders[g]);
         if let Some(at) = s.turn_at.take() {
@@ -70,11 +74,19 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             // the margin plus a round trip).
             let wait = at.saturating_sub(self.node_now());
             if wait > 0 {
+                wake_all(&mut s);
                 drop(s);
                 std::thread::sleep(Duration::from_nanos(wait));
                 s = lock(&self.senders[g]);
             }
         }
+        self.drive_locked(&mut s, g);
+        if self.lanes[g].queued() == 0 {
+            wake_all(&mut s);
+        }
+    }
+
+    fn drive_locked(&self, s: &mut Sender<K>, g: usize) {
         let slots = self.lanes[g].take(self.max_batch_keys);
         let mut asks = self.screen(slots);
         if !s.link.backoff.ready(Instant::now()) {
@@ -84,8 +96,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if s.outbox.is_some() {
             // An earlier failure left a request in flight: it goes first,
             // unchanged; the leases it brings may serve these requests.
-            if let Err(e) = self.send(&mut s) {
-                self.failed(&mut s, &e);
+            if let Err(e) = self.send(s) {
+                self.failed(s, &e);
                 self.answer_all_outage(&mut asks);
                 return;
             }
@@ -94,14 +106,14 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if asks.is_empty() {
             return;
         }
-        self.lease(&mut s, asks);
-        if let Err(e) = self.send(&mut s) {
+        self.lease(s, asks);
+        if let Err(e) = self.send(s) {
             // The waiters first: `failed` may drop the request (a shape
             // mismatch, which no resend can cure).
             if let Some(ob) = s.outbox.as_mut() {
                 self.answer_all_outage(&mut ob.leases);
             }
-            self.failed(&mut s, &e);
+            self.failed(s, &e);
         }
     }
 
@@ -133,6 +145,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                         let key = match catch_unwind(AssertUnwindSafe(|| w.key.clone())) {
                             Ok(k) => k,
                             Err(p) => {
+                                bump(&self.counters.key_panics, 1);
                                 let _ = slot.finish(Answer::Panicked(p));
                                 by_name.remove(&w.name);
                                 continue;
@@ -146,6 +159,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                     }
                 },
                 Err(p) => {
+                    bump(&self.counters.key_panics, 1);
                     let _ = slot.finish(Answer::Panicked(p));
                 }
             }
@@ -218,34 +232,58 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             .iter()
             .fold(0u64, |t, w| t.saturating_add(w.req.n));
         let now = self.node_now();
-        let h = s.held.entry(a.key.clone()).or_default();
         // Batches follow this node's rate of the key: a lease that ran out
         // is followed by a slice's worth at the rate it ran out at (at
         // least double), one that ended unused by what it served (the
-        // sweeper judges the leases it revokes: `granted` 0). A key's
-        // first lease is what waits for it.
-        h.batch = if h.batch == 0 {
-            1
-        } else if h.granted == 0 {
-            h.batch
-        } else if rev == 0 {
-            let lasted = u128::from(now.wrapping_sub(h.at).max(1));
-            let per_slice = u128::from(h.granted) * u128::from(self.slice_ns) / lasted;
+        // sweeper judges the leases it revokes: `granted` 0). A key with
+        // no record (new, or not seen for a window) gets what waits for
+        // it: one permit for a key seen once.
+        let rate = |granted: u64, at: u64| {
+            let lasted = u128::from(now.wrapping_sub(at).max(1));
+            let per_slice = u128::from(granted) * u128::from(self.slice_ns) / lasted;
             u64::try_from(per_slice)
                 .unwrap_or(u64::MAX)
-                .max(h.granted.saturating_mul(2))
-        } else {
-            h.granted.saturating_sub(rev)
-        }
-        .clamp(1, self.max_batch);
-        let (batch, slice) = (h.batch, h.slice);
-        if rev > 0 {
-            s.returns.push(Return {
-                name: a.name.clone(),
-                epoch: slice,
-                permits: rev,
-            });
-        }
+                .max(granted.saturating_mul(2))
+        };
+        let batch = match s.held.get_mut(&a.key) {
+            Some(h) => {
+                h.batch = if h.batch == 0 {
+                    1
+                } else if h.granted == 0 {
+                    h.batch
+                } else if rev == 0 {
+                    rate(h.granted, h.at)
+                } else {
+                    h.granted.saturating_sub(rev)
+                }
+                .clamp(1, self.max_batch);
+                if rev > 0 {
+                    s.returns.push(Return {
+                        name: a.name.clone(),
+                        epoch: h.slice,
+                        permits: rev,
+                    });
+                }
+                h.batch
+            }
+            // A key holding no lease: its last one was used up. Within its
+            // slice, the next follows the rate it was used at; after its
+            // slice ended, the same size again (as the sweeper judges a
+            // held lease that ran out).
+            None => match s.sizes.get(&a.name, now, self.window_ns) {
+                Some(r) => {
+                    let slice = self.time.server_at(now) / self.slice_ns;
+                    let ended = (slice & 15) != r.tag || now.saturating_sub(r.at) >= self.slice_ns;
+                    if ended {
+                        r.granted
+                    } else {
+                        rate(r.granted, r.at)
+                    }
+                    .clamp(1, self.max_batch)
+                }
+                None => 1,
+            },
+        };
         (need, batch.max(waiting))
     }
 
@@ -281,7 +319,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         for (mut a, l) in ob.leases.into_iter().zip(&r.leases) {
             if l.granted == 0 {
                 bump(&c.refusals, 1);
-                self.refused(&mut a, l.retry_us, t0, &mut back);
+                self.refused(&mut a, l.retry_us, t0, &mut back, &mut s.wakes);
                 continue;
             }
             bump(&c.leases, 1);
@@ -290,7 +328,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 dead_waiters |= !a.waiters.is_empty();
                 for w in a.waiters.drain(..) {
                     if w.req.dead.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_DEAD {
-                        let _ = w.finish(Answer::Decided(Grant::Refused { retry_after: None }));
+                        let a = Answer::Decided(Grant::Refused { retry_after: None });
+                        s.wakes.extend(w.finish_later(a).ok().flatten());
                     } else {
                         back.push(w);
                     }
@@ -341,6 +380,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         retry_us: Option<u64>,
         t0: u64,
         back: &mut Vec<Arc<WantSlot<K>>>,
+        wakes: &mut Vec<Wake>,
     ) {
         let Some(need) = a.waiters.first().map(|w| w.req.n) else {
             return;
@@ -357,7 +397,8 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let retry_after = retry_us.map(Duration::from_micros);
         for w in a.waiters.drain(..) {
             if w.req.n >= need {
-                let _ = w.finish(Answer::Decided(Grant::Refused { retry_after }));
+                let a = Answer::Decided(Grant::Refused { retry_after });
+                wakes.extend(w.finish_later(a).ok().flatten());
             } else {
                 back.push(w);
             }
@@ -382,13 +423,21 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if live {
             for w in a.waiters.drain(..) {
                 if *left_over >= w.req.n {
-                    if w.finish(Answer::Decided(self.granted(epoch))).is_ok() {
+                    if let Ok(wake) = w.finish_later(Answer::Decided(self.granted(epoch))) {
                         *left_over -= w.req.n;
+                        s.wakes.extend(wake);
                     }
                 } else {
                     back.push(w);
                 }
             }
+        }
+        let g = *left_over;
+        if live && g == 0 && !s.held.contains_key(&a.key) {
+            // Used up by its waiters: the node keeps nothing of the key but
+            // its size record (`sizes.rs`).
+            s.sizes.put(&a.name, granted, epoch, t1);
+            return;
         }
         let prev = s.held.get(&a.key).map_or(0, |h| h.slice);
         let h = s.held.entry(a.key.clone()).or_default();
@@ -397,7 +446,10 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         // rate.
         h.granted = if live { granted } else { 0 };
         h.at = t1;
-        let g = *left_over;
+        if h.batch == 0 {
+            h.batch = granted.max(1);
+        }
+        s.sizes.forget(&a.name);
         let mut ret = if live { 0 } else { g };
         if live && g > 0 {
             let old = self.word_of(&a.key).install(deadline, epoch, g);
@@ -419,5 +471,12 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 permits: ret,
             });
         }
+    }
+}
+
+/// Wakes every waiter whose answer is stored.
+fn wake_all<K>(s: &mut Sender<K>) {
+    for w in s.wakes.drain(..) {
+        w.wake();
     }
 }

@@ -10,6 +10,7 @@ use super::lane::Lane;
 use super::limiter::ClusterLimiter;
 use super::remote::{Sender, Shared, TimeRef};
 use super::script::{LeaseNames, LeaseShape, LEASE};
+use super::sizes::Sizes;
 use super::stats::LeaseCounters;
 use crate::error::ClusterError;
 use crate::health::Counters;
@@ -23,6 +24,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use stripecount::{Clock, KeyedLimiter, Quota};
+
+/// Size records (`sizes.rs`) a limiter keeps, spread over its groups:
+/// 128 KiB in all.
+const SIZE_RECORDS: usize = 16_384;
 
 impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     pub(crate) fn from_builder(b: ClusterLimiterBuilder<K, C>) -> Result<Self, ClusterError> {
@@ -61,7 +66,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                     seq: 0,
                     outbox: None,
                     held: HashMap::new(),
+                    sizes: Sizes::new(SIZE_RECORDS / n_groups),
                     returns: Vec::new(),
+                    wakes: Vec::new(),
                     turn_at: None,
                 }))
             })
@@ -73,6 +80,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             time,
             judged,
             slice_ns,
+            window_ns: slice_ns.saturating_mul(judged),
             quota: q,
             max_batch: b.max_batch,
             max_batch_keys: b.max_batch_keys,

@@ -124,11 +124,15 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
     }
 
-    /// Stops every lane; the requests still queued are refused.
+    /// Stops every lane; the requests still queued are refused, and every
+    /// wake-up still owed is made.
     fn stop_lanes(&self) {
-        for lane in &self.lanes {
+        for (lane, sender) in self.lanes.iter().zip(&self.senders) {
             for slot in lane.stop() {
                 let _ = slot.finish(Answer::Decided(Grant::OutageRefused));
+            }
+            for w in crate::sync::lock(sender).wakes.drain(..) {
+                w.wake();
             }
         }
     }

@@ -215,13 +215,15 @@ impl<T, R> Lane<T, R> {
     }
 }
 
-enum Wake {
+/// A waiter's wake-up: its thread, or its task's waker.
+pub(crate) enum Wake {
     Thread(Thread),
     Task(Waker),
 }
 
 impl Wake {
-    fn wake(self) {
+    /// Wakes the waiter (its answer is stored already).
+    pub(crate) fn wake(self) {
         match self {
             Wake::Thread(t) => t.unpark(),
             Wake::Task(w) => w.wake(),
@@ -257,21 +259,27 @@ impl<T, R> Slot<T, R> {
     /// Answers the slot and wakes its waiter; `Err(r)` if the waiter went
     /// away (or it was answered before), so the driver keeps `r`.
     pub(crate) fn finish(&self, r: R) -> Result<(), R> {
-        let wake = {
-            let mut a = lock(&self.answer);
-            match &mut *a {
-                Answer::Waiting(w) => {
-                    let w = w.take();
-                    *a = Answer::Ready(r);
-                    w
-                }
-                _ => return Err(r),
-            }
-        };
-        if let Some(w) = wake {
+        if let Some(w) = self.finish_later(r)? {
             w.wake();
         }
         Ok(())
+    }
+
+    /// [`finish`](Self::finish), but the waiter's wake-up (if it stored
+    /// one) is handed back for the driver to make later: the answer is
+    /// stored now (a waiter that looks finds it), the wake-up must be made
+    /// before the driver gives up the lane (a parked waiter sleeps until
+    /// then).
+    pub(crate) fn finish_later(&self, r: R) -> Result<Option<Wake>, R> {
+        let mut a = lock(&self.answer);
+        match &mut *a {
+            Answer::Waiting(w) => {
+                let w = w.take();
+                *a = Answer::Ready(r);
+                Ok(w)
+            }
+            _ => Err(r),
+        }
     }
 
     /// Whether the waiter went away (the driver need not send the slot).

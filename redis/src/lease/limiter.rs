@@ -384,6 +384,15 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         h
     }
 
+    /// Requests waiting for Redis on this node now, in every group's queue
+    /// (not counting those of the batches in flight): what
+    /// [`max_queue`](ClusterLimiterBuilder::max_queue) bounds, per group.
+    /// A gauge for metrics: it stays near 0 unless new keys come faster
+    /// than one batch a round trip serves them.
+    pub fn waiting(&self) -> usize {
+        self.inner.lanes.iter().map(|l| l.queued()).sum()
+    }
+
     /// Counters of this node's round trips.
     ///
     /// ```

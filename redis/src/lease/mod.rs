@@ -72,7 +72,8 @@
 //! of requests and the hand-off of their answers (loom model:
 //! `loom-tests/tests/lease_lane.rs`); `batch.rs` forming a batch and filing
 //! its reply; `request.rs` sending it; `driver.rs` the groups' threads;
-//! `future.rs` the async decision; `memo.rs` the refusal memo; `sweep.rs`
+//! `future.rs` the async decision; `sizes.rs` the sizes of keys that hold
+//! no lease; `memo.rs` the refusal memo; `sweep.rs`
 //! the sweeper; `grant.rs` the decision; `script.rs` and `lease.lua` the
 //! script and its exactly-once protocol; `config.rs` the builder;
 //! `stats.rs` counters.
@@ -89,6 +90,7 @@ mod memo;
 mod remote;
 mod request;
 mod script;
+mod sizes;
 mod stats;
 mod sweep;
 mod word;

@@ -47,9 +47,10 @@
 
 use super::config::{OutagePolicy, Shed};
 use super::grant::Grant;
-use super::lane::{Join, Lane, Slot};
+use super::lane::{Join, Lane, Slot, Wake};
 use super::memo::Refusal;
 use super::script::{name_of, LeaseNames, LeaseShape, Return};
+use super::sizes::Sizes;
 use super::stats::LeaseCounters;
 use super::word::{LeaseWord, Take, TAGS};
 use crate::error::ClusterError;
@@ -148,8 +149,15 @@ pub(crate) struct Sender<K> {
     pub(crate) link: Link,
     pub(crate) seq: u64,
     pub(crate) outbox: Option<Outbox<K>>,
+    /// Keys that hold (or held) permits on this node: their last lease.
     pub(crate) held: HashMap<K, Held>,
+    /// The last lease of keys that used theirs up, in fixed memory.
+    pub(crate) sizes: Sizes,
     pub(crate) returns: Vec<Return>,
+    /// Wake-ups of waiters whose answers are stored, made once the next
+    /// request is on the wire (the wake-ups then overlap Redis's work), or
+    /// when the lane runs empty (`batch.rs`).
+    pub(crate) wakes: Vec<Wake>,
     /// Set when a batch arrived with its slice (nearly) over: the node
     /// time by which the server's next slice has surely begun (`t1 +
     /// left`); the next batch waits for it.
@@ -168,6 +176,8 @@ pub(crate) struct Shared<K: 'static, C: Clock> {
     /// strict.
     pub(crate) judged: u64,
     pub(crate) slice_ns: u64,
+    /// The judged slices' length (ns): how long a size record counts.
+    pub(crate) window_ns: u64,
     pub(crate) quota: Quota,
     pub(crate) max_batch: u64,
     /// The most keys one request leases.

@@ -70,7 +70,14 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 // A redirection (the slot moved, or is migrating) is
                 // followed at once: the request is resent unchanged, which
                 // the sequence protocol makes safe wherever it lands.
-                match s.link.eval(&self.lua, &ob.request.bytes) {
+                // The waiters of the last batch are woken while Redis runs
+                // this one.
+                let sent = s.link.send(&ob.request.bytes);
+                for w in s.wakes.drain(..) {
+                    w.wake();
+                }
+                let ob = s.outbox.as_ref().expect("a request in flight");
+                match sent.and_then(|()| s.link.receive_eval(&self.lua, &ob.request.bytes)) {
                     Err(e) if redirects < MAX_REDIRECTS && s.link.redirected(&e) => {
                         redirects += 1;
                         bump(&self.counters.redirects, 1);

@@ -181,6 +181,28 @@ impl RedisServer {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`, `9`, ...) to the server.
+    pub fn signal(&self, signal: &str) {
+        if let Some(c) = &self.child {
+            let st = std::process::Command::new("kill")
+                .args([&format!("-{signal}"), &c.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(st.success());
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): a request sent to it meanwhile waits,
+    /// certainly, until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Resumes a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

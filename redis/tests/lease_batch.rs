@@ -1,0 +1,250 @@
+//! The cluster limiter's batches, against a real redis-server: requests
+//! that queue behind a round trip go to Redis together in the next one,
+//! a full queue sheds at once, an async request waits without a thread
+//! (and a dropped one is not sent, or leaves its permits to the key's
+//! next request), and a panic of the key's code in a batch reaches its
+//! caller only.
+//!
+//! The queue is made certain, not timed: the server is frozen (SIGSTOP)
+//! while the first request is in flight, the test waits until the others
+//! are queued (`ClusterLimiter::waiting`), then resumes it.
+
+mod support;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use stripecount::{Quota, Timestamp};
+use stripecount_redis::{
+    ClusterLimiter, ClusterLimiterBuilder, Grant, OutagePolicy, RedisKey, Shed,
+};
+use support::flaky::{Ctl, Flaky};
+use support::{recorded, wait_until, RedisServer};
+
+/// 100 a day per key in one slice (a lease lives in its slice: a slice
+/// of a day is not crossed by a test, and the assertions that count round
+/// trips check that it was not). Long I/O timeouts: a frozen server makes
+/// requests wait, not fail.
+fn builder<K: RedisKey>(url: &str, ns: &str) -> ClusterLimiterBuilder<K> {
+    ClusterLimiter::builder(
+        url,
+        ns,
+        Quota::per(100, Duration::from_secs(86_400)).slices(1),
+    )
+    .timeouts(Duration::from_secs(5), Duration::from_secs(60))
+}
+
+fn decide_on_thread(l: &Arc<ClusterLimiter<String>>, key: String) -> JoinHandle<Grant> {
+    let l = Arc::clone(l);
+    std::thread::spawn(move || l.decide(key.as_str(), 1))
+}
+
+fn slice_of(g: Grant) -> Timestamp {
+    match g {
+        Grant::Granted { slice_start } => slice_start,
+        other => panic!("not granted: {other:?}"),
+    }
+}
+
+/// Freezes the server with a first request in flight (its thread
+/// returned).
+fn freeze_with_one_in_flight(
+    redis: &RedisServer,
+    l: &Arc<ClusterLimiter<String>>,
+    key: &str,
+) -> JoinHandle<Grant> {
+    redis.pause();
+    let first = decide_on_thread(l, key.to_owned());
+    wait_until(10, "the first request in flight", || {
+        l.health().batch_in_flight
+    });
+    first
+}
+
+#[test]
+fn requests_queued_behind_a_round_trip_go_to_redis_in_one_batch() {
+    let redis = RedisServer::start();
+    let l = Arc::new(builder(&redis.url(), "batch").build().unwrap());
+    assert!(l.decide("warm", 1).is_granted()); // connected, script loaded
+    let first = freeze_with_one_in_flight(&redis, &l, "k0");
+    let rest: Vec<_> = (1..=20)
+        .map(|i| decide_on_thread(&l, format!("k{i}")))
+        .collect();
+    wait_until(10, "20 requests queued", || l.waiting() == 20);
+    let before = l.stats();
+    redis.resume();
+    let mut slices = vec![slice_of(first.join().unwrap())];
+    slices.extend(rest.into_iter().map(|h| slice_of(h.join().unwrap())));
+    let s = l.stats();
+    assert_eq!(l.waiting(), 0);
+    assert_eq!(s.leases - before.leases, 21, "{s:?}");
+    if slices.iter().all(|&x| x == slices[0]) {
+        // No slice ended meanwhile (no lease arrived dead): the first
+        // request, then the 20 others together.
+        assert_eq!(s.round_trips - before.round_trips, 2, "{s:?}");
+    }
+    // Each key leased once, of the one permit its request took.
+    for i in 0..=20 {
+        let counts = recorded(&redis, "batch", &format!("k{i}"));
+        assert_eq!(counts.values().sum::<u64>(), 1, "k{i}: {counts:?}");
+    }
+    // A key seen once holds nothing on the node: its next request leases
+    // again (a lease sized to its rate).
+    assert!(l.decide("k1", 1).is_granted());
+    assert_eq!(l.stats().leases, s.leases + 1);
+}
+
+#[test]
+fn several_requests_of_one_key_in_a_batch_share_its_lease() {
+    let redis = RedisServer::start();
+    let l = Arc::new(builder(&redis.url(), "share").build().unwrap());
+    assert!(l.decide("warm", 1).is_granted());
+    let first = freeze_with_one_in_flight(&redis, &l, "other");
+    let same: Vec<_> = (0..6).map(|_| decide_on_thread(&l, "k".into())).collect();
+    wait_until(10, "6 requests queued", || l.waiting() == 6);
+    let before = l.stats();
+    redis.resume();
+    assert!(first.join().unwrap().is_granted());
+    for h in same {
+        assert!(h.join().unwrap().is_granted());
+    }
+    let s = l.stats();
+    // One lease of the key, of what its 6 requests needed together.
+    assert_eq!(s.leases - before.leases, 2, "{s:?}");
+    assert_eq!(recorded(&redis, "share", "k").values().sum::<u64>(), 6);
+}
+
+#[test]
+fn a_full_queue_sheds_at_once_with_the_time_to_drain_it() {
+    let redis = RedisServer::start();
+    let l = Arc::new(builder(&redis.url(), "shed").max_queue(4).build().unwrap());
+    // Twice: the second lease follows the key's rate, more than it takes.
+    assert!(l.decide("warm", 1).is_granted() && l.decide("warm", 1).is_granted());
+    let first = freeze_with_one_in_flight(&redis, &l, "k0");
+    let queued: Vec<_> = (1..=4)
+        .map(|i| decide_on_thread(&l, format!("k{i}")))
+        .collect();
+    wait_until(10, "4 requests queued", || l.waiting() == 4);
+    // The fifth waiting request: shed on this thread, the server frozen.
+    match l.decide("k5", 1) {
+        Grant::Overloaded { retry_after } => assert!(retry_after > Duration::ZERO),
+        other => panic!("{other:?}"),
+    }
+    assert!(!l.try_acquire("k5", 1));
+    // A key whose lease this node holds is not held up.
+    assert!(l.decide("warm", 1).is_granted());
+    assert_eq!(l.stats().shed, 2);
+    redis.resume();
+    assert!(first.join().unwrap().is_granted());
+    for h in queued {
+        assert!(h.join().unwrap().is_granted());
+    }
+    // Nothing of the shed requests reached Redis.
+    assert!(recorded(&redis, "shed", "k5").is_empty());
+    assert!(l.decide("k5", 1).is_granted());
+}
+
+#[test]
+fn shed_by_the_outage_policy_when_asked_to() {
+    let redis = RedisServer::start();
+    let l = Arc::new(
+        builder(&redis.url(), "shedout")
+            .max_queue(1)
+            .shed(Shed::Outage)
+            .outage(OutagePolicy::FailOpen)
+            .build()
+            .unwrap(),
+    );
+    assert!(l.decide("warm", 1).is_granted());
+    let first = freeze_with_one_in_flight(&redis, &l, "k0");
+    let queued = decide_on_thread(&l, "k1".into());
+    wait_until(10, "1 request queued", || l.waiting() == 1);
+    assert_eq!(l.decide("k2", 1), Grant::OutageAdmitted);
+    let s = l.stats();
+    assert_eq!((s.shed, s.outage_admitted), (1, 1), "{s:?}");
+    redis.resume();
+    assert!(first.join().unwrap().is_granted());
+    assert!(queued.join().unwrap().is_granted());
+}
+
+#[test]
+fn an_async_request_waits_without_a_thread_and_a_dropped_one_is_not_sent() {
+    let redis = RedisServer::start();
+    let l = Arc::new(builder(&redis.url(), "async").build().unwrap());
+    // Twice: the second lease follows the key's rate, more than it takes.
+    assert!(l.decide("warm", 1).is_granted() && l.decide("warm", 1).is_granted());
+    // From a held lease: ready at once.
+    assert!(l.decide_async("warm", 1).is_ready());
+    redis.pause();
+    // The lane's thread sends the first; the others queue behind it.
+    let first = l.decide_async("a0", 1);
+    assert!(!first.is_ready());
+    wait_until(10, "the first request in flight", || {
+        l.health().batch_in_flight
+    });
+    let rest: Vec<_> = (1..=8)
+        .map(|i| l.decide_async(format!("a{i}").as_str(), 1))
+        .collect();
+    let gone = l.decide_async("gone", 1);
+    assert_eq!(l.waiting(), 9);
+    drop(gone);
+    redis.resume();
+    assert!(futures_executor::block_on(first).is_granted());
+    for f in rest {
+        assert!(futures_executor::block_on(f).is_granted());
+    }
+    wait_until(10, "the batch filed", || !l.health().batch_in_flight);
+    // The dropped request was never sent.
+    assert!(recorded(&redis, "async", "gone").is_empty());
+    for i in 0..=8 {
+        assert_eq!(
+            recorded(&redis, "async", &format!("a{i}"))
+                .values()
+                .sum::<u64>(),
+            1
+        );
+    }
+}
+
+#[test]
+fn permits_leased_for_a_request_dropped_in_flight_serve_the_keys_next_one() {
+    let redis = RedisServer::start();
+    let l = Arc::new(builder(&redis.url(), "dropped").build().unwrap());
+    assert!(l.decide("warm", 1).is_granted());
+    redis.pause();
+    let f = l.decide_async("k", 1);
+    wait_until(10, "the request in flight", || l.health().batch_in_flight);
+    drop(f);
+    redis.resume();
+    wait_until(10, "its reply filed", || !l.health().batch_in_flight);
+    let trips = l.stats().round_trips;
+    // The lease's permit was kept for the key: granted without a round
+    // trip, and counted once in Redis.
+    assert!(l.decide("k", 1).is_granted());
+    assert_eq!(l.stats().round_trips, trips);
+    assert_eq!(recorded(&redis, "dropped", "k").values().sum::<u64>(), 1);
+}
+
+#[test]
+fn a_panic_of_the_key_code_in_a_batch_reaches_its_caller_only() {
+    let redis = RedisServer::start();
+    let ctl = Ctl::new();
+    let l: ClusterLimiter<Flaky> = builder(&redis.url(), "kpanic").build().unwrap();
+    assert!(l.decide(&Flaky::new(1, &ctl), 1).is_granted());
+    // The caller clones the key once; the batch's clone (the second)
+    // panics.
+    ctl.clones.store(0, Ordering::SeqCst);
+    ctl.panic_at.store(2, Ordering::SeqCst);
+    ctl.armed.store(true, Ordering::SeqCst);
+    let r = catch_unwind(AssertUnwindSafe(|| l.decide(&Flaky::new(2, &ctl), 1)));
+    ctl.armed.store(false, Ordering::SeqCst);
+    assert!(r.is_err(), "the key's panic is resumed on its caller");
+    assert_eq!(l.stats().key_panics, 1);
+    // Nothing was leased for it; the limiter goes on.
+    assert!(recorded(&redis, "kpanic", "2").is_empty());
+    assert!(l.decide(&Flaky::new(2, &ctl), 1).is_granted());
+    assert!(l.decide(&Flaky::new(3, &ctl), 1).is_granted());
+    assert_eq!(recorded(&redis, "kpanic", "2").values().sum::<u64>(), 1);
+}
