@@ -89,11 +89,12 @@ fn lane_thread(lane: Arc<L>, audit: Arc<Audit>) -> thread::JoinHandle<()> {
     })
 }
 
-/// A synchronous caller (`remote.rs`'s `miss`): joins, drives one batch
-/// if the lane was idle, then releases or hands off, and waits.
-fn sync_caller(lane: &L, audit: &Audit, v: u64) -> Option<u64> {
+/// A synchronous caller (`remote.rs`'s `miss`): joins (ahead if `warm`),
+/// drives one batch if the lane was idle, then releases or hands off, and
+/// waits.
+fn sync_caller(lane: &L, audit: &Audit, v: u64, warm: bool) -> Option<u64> {
     let slot = Arc::new(Slot::new(v));
-    match lane.join(Arc::clone(&slot)) {
+    match lane.join(Arc::clone(&slot), warm) {
         Join::Full => return None,
         Join::Follow => {}
         Join::Lead => {
@@ -134,17 +135,18 @@ fn run(bound: usize, callers: Vec<Caller>) -> (Vec<Option<u64>>, Arc<Audit>) {
     (out, audit)
 }
 
-/// Two synchronous callers race to lead an idle lane: each is answered
-/// its own answer, by whoever drives, with the thread taking over when a
-/// caller's batch left the other queued.
+/// Two synchronous callers race to lead an idle lane, one of them a warm
+/// key's (in the queue taken first): each is answered its own answer, by
+/// whoever drives, with the thread taking over when a caller's batch left
+/// the other queued.
 #[test]
 fn two_callers_each_get_their_answer() {
     model(|| {
         let (out, audit) = run(
             4,
             vec![
-                Box::new(|l, a| sync_caller(l, a, 1)),
-                Box::new(|l, a| sync_caller(l, a, 2)),
+                Box::new(|l, a| sync_caller(l, a, 1, false)),
+                Box::new(|l, a| sync_caller(l, a, 2, true)),
             ],
         );
         assert_eq!(out, vec![Some(10), Some(20)]);
@@ -206,10 +208,10 @@ fn an_async_caller_is_woken_by_the_lanes_thread() {
             vec![
                 Box::new(|l, _| {
                     let slot = Arc::new(Slot::new(3));
-                    assert!(l.join_async(Arc::clone(&slot)));
+                    assert!(l.join_async(Arc::clone(&slot), false));
                     Some(block_on(Pending(slot, false)))
                 }),
-                Box::new(|l, a| sync_caller(l, a, 4)),
+                Box::new(|l, a| sync_caller(l, a, 4, false)),
             ],
         );
         assert_eq!(out, vec![Some(30), Some(40)]);
@@ -228,7 +230,7 @@ fn an_answer_to_a_waiter_that_left_is_kept_by_the_driver() {
             4,
             vec![Box::new(move |l, _| {
                 let slot = Arc::new(Slot::new(5));
-                assert!(l.join_async(Arc::clone(&slot)));
+                assert!(l.join_async(Arc::clone(&slot), false));
                 let mut p = Pending(slot, false);
                 if let Poll::Ready(v) =
                     Pin::new(&mut p).poll(&mut Context::from_waker(std::task::Waker::noop()))
@@ -259,8 +261,8 @@ fn a_full_lane_refuses_at_once() {
         let (out, _) = run(
             1,
             vec![
-                Box::new(|l, a| sync_caller(l, a, 6)),
-                Box::new(|l, a| sync_caller(l, a, 7)),
+                Box::new(|l, a| sync_caller(l, a, 6, false)),
+                Box::new(|l, a| sync_caller(l, a, 7, false)),
             ],
         );
         assert!(out[0] == Some(60) || out[0].is_none());

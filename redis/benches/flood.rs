@@ -6,7 +6,11 @@
 //!
 //! Shapes:
 //! - `new`: every request a key never seen before (a crawler, a botnet, a
-//!   cold start); 100 a second per key, so each is granted.
+//!   cold start); 10^6 per 10 s per key, so each is granted (and a new
+//!   key's lease is the one permit its request takes). Beside the callers
+//!   a warm client decides on 8 keys of its own (primed), one request
+//!   every ~100 us: its latencies (`warm` columns) are what a client the
+//!   node already serves sees during the flood.
 //! - `warm`: requests spread over 4,096 keys this node already leases
 //!   (each asked twice before the run), a limit never reached, slices of
 //!   a minute: the hot path, with a renewal when a lease runs out.
@@ -68,7 +72,7 @@ impl Shape {
 
     fn quota(self) -> Quota {
         match self {
-            Shape::New => Quota::per_second(100),
+            Shape::New => Quota::per(1_000_000, Duration::from_secs(10)),
             Shape::Warm => Quota::per(1 << 40, Duration::from_secs(3600)).slices(60),
         }
     }
@@ -110,6 +114,8 @@ struct Row {
     redis_us: Option<u64>,
     threads: usize,
     heap_per_key: Option<f64>,
+    /// The warm client's latencies (ns, sorted), in `new`.
+    warm: Vec<u32>,
 }
 
 fn pct(sorted: &[u32], p: f64) -> f64 {
@@ -172,8 +178,32 @@ fn run_row(redis: &RedisServer, shape: Shape, cluster: bool, callers: usize, ns:
     };
     reset_stats(redis);
     let base_threads = threads_now();
-    let start = Arc::new(Barrier::new(callers + 1));
+    let start = Arc::new(Barrier::new(callers + 2));
     let stop = Arc::new(AtomicBool::new(false));
+    let warm = {
+        let (lim, start, stop) = (Arc::clone(&lim), Arc::clone(&start), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let keys: Vec<u64> = (0..8).map(|k| u64::MAX - k).collect();
+            if shape == Shape::New {
+                for _ in 0..3 {
+                    for k in &keys {
+                        lim.decide(k);
+                    }
+                }
+            }
+            let mut lat = Vec::new();
+            start.wait();
+            let mut i = 0;
+            while shape == Shape::New && !stop.load(Ordering::Relaxed) {
+                let t0 = Instant::now();
+                lim.decide(&keys[i % keys.len()]);
+                lat.push(u32::try_from(t0.elapsed().as_nanos()).unwrap_or(u32::MAX));
+                i += 1;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            lat
+        })
+    };
     let hs: Vec<_> = (0..callers)
         .map(|t| {
             let (lim, start, stop) = (Arc::clone(&lim), Arc::clone(&start), Arc::clone(&stop));
@@ -196,10 +226,11 @@ fn run_row(redis: &RedisServer, shape: Shape, cluster: bool, callers: usize, ns:
     start.wait();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs / 2.0));
-    // The limiter's threads: all but this one and the callers.
+    // The limiter's threads: all but this one, the callers and the warm
+    // client.
     let threads = threads_now()
         .saturating_sub(base_threads)
-        .saturating_sub(callers)
+        .saturating_sub(callers + 1)
         + base_threads.saturating_sub(1);
     std::thread::sleep(Duration::from_secs_f64(secs / 2.0));
     stop.store(true, Ordering::Relaxed);
@@ -211,6 +242,8 @@ fn run_row(redis: &RedisServer, shape: Shape, cluster: bool, callers: usize, ns:
         granted += g;
     }
     let elapsed = t0.elapsed().as_secs_f64();
+    let mut warm = warm.join().unwrap();
+    warm.sort_unstable();
     let decides = lat_ns.len() as u64;
     lat_ns.sort_unstable();
     let (round_trips, keys_leased, redis_us) = match (&*lim, before) {
@@ -240,6 +273,7 @@ fn run_row(redis: &RedisServer, shape: Shape, cluster: bool, callers: usize, ns:
         redis_us,
         threads,
         heap_per_key,
+        warm,
     }
 }
 
@@ -255,7 +289,7 @@ fn print_row(r: &Row, run: usize, local_rate: f64) {
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let per = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     println!(
-        "| {} | {} | {} | {} | {:.0} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {:.0} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
         r.shape.name(),
         r.callers,
         run,
@@ -272,6 +306,16 @@ fn print_row(r: &Row, run: usize, local_rate: f64) {
         if cluster { r.threads.to_string() } else { "-".into() },
         opt(r.heap_per_key.map(|h| format!("{h:.0}"))),
         if cluster { format!("{:.2}", rate / local_rate) } else { "-".into() },
+        if r.warm.is_empty() {
+            "-".into()
+        } else {
+            format!(
+                "{:.1} / {:.1} / {:.1}",
+                pct(&r.warm, 0.5),
+                pct(&r.warm, 0.999),
+                pct(&r.warm, 1.0)
+            )
+        },
     );
 }
 
@@ -296,9 +340,11 @@ fn main() {
     let redis = RedisServer::start();
     println!("load before: {}", loadavg());
     println!(
-        "| shape | callers | run | limiter | decides/s | granted | p50 us | p99 us | p99.9 us | max us | round trips / decide | keys / round trip | Redis us / key | threads | heap B / key | cluster / local |"
+        "| shape | callers | run | limiter | decides/s | granted | p50 us | p99 us | p99.9 us | max us | round trips / decide | keys / round trip | Redis us / key | threads | heap B / key | cluster / local | warm p50 / p99.9 / max us |"
     );
-    println!("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     let mut n = 0;
     for &shape in &shapes {
         for &c in &callers {

@@ -122,6 +122,11 @@ fn a_full_queue_sheds_at_once_with_the_time_to_drain_it() {
     let l = Arc::new(builder(&redis.url(), "shed").max_queue(4).build().unwrap());
     // Twice: the second lease follows the key's rate, more than it takes.
     assert!(l.decide("warm", 1).is_granted() && l.decide("warm", 1).is_granted());
+    // A key whose lease ran out: 1, then 50 (half the room left), used up.
+    for _ in 0..51 {
+        assert!(l.decide("spent", 1).is_granted());
+    }
+    assert_eq!(l.stats().leased_permits, 1 + 50 + 1 + 50);
     let first = freeze_with_one_in_flight(&redis, &l, "k0");
     let queued: Vec<_> = (1..=4)
         .map(|i| decide_on_thread(&l, format!("k{i}")))
@@ -133,14 +138,18 @@ fn a_full_queue_sheds_at_once_with_the_time_to_drain_it() {
         other => panic!("{other:?}"),
     }
     assert!(!l.try_acquire("k5", 1));
-    // A key whose lease this node holds is not held up.
+    // A key whose lease this node holds is not held up; one whose lease ran
+    // out joins the warm keys' queue, ahead, which the flood does not fill.
     assert!(l.decide("warm", 1).is_granted());
     assert_eq!(l.stats().shed, 2);
+    let spent = decide_on_thread(&l, "spent".into());
+    wait_until(10, "the warm key queued", || l.waiting() == 5);
     redis.resume();
     assert!(first.join().unwrap().is_granted());
     for h in queued {
         assert!(h.join().unwrap().is_granted());
     }
+    assert!(spent.join().unwrap().is_granted());
     // Nothing of the shed requests reached Redis.
     assert!(recorded(&redis, "shed", "k5").is_empty());
     assert!(l.decide("k5", 1).is_granted());

@@ -18,9 +18,17 @@
 //!   idle lane (an executor thread never waits on Redis). The thread
 //!   drives until the queue is empty.
 //!
+//! # Warm keys first
+//! A request of a key that holds (or held) a lease on this node joins
+//! ahead ([`join`](Lane::join) with `first`): a batch takes those first,
+//! and a batch that carries any carries only them, so a flood of new keys
+//! delays a warm key's renewal by at most the batch in flight. The bound
+//! applies to each queue on its own: a flood that fills the queue of new
+//! keys sheds no warm key.
+//!
 //! # Invariants (of the state under the lane's lock)
-//! 1. **Queued implies driven**: whenever the lock is free, the queue is
-//!    empty or `driving` is set. [`join`](Lane::join) sets `driving` if it
+//! 1. **Queued implies driven**: whenever the lock is free, both queues
+//!    are empty or `driving` is set. [`join`](Lane::join) sets `driving` if it
 //!    was clear (the joiner takes the duty); [`release`](Lane::release)
 //!    clears it only when the queue is empty; a hand-off leaves it set and
 //!    asks the thread, which drives until a release succeeds. So no slot
@@ -28,8 +36,8 @@
 //! 2. **One driver**: `driving` is set by the one party that takes the
 //!    duty and cleared only by its release; the duty passes only by a
 //!    hand-off, which the driver makes and then stops driving.
-//! 3. **Bounded**: a join finds at most `bound` slots queued or is refused
-//!    ([`Join::Full`]) at once, without waiting.
+//! 3. **Bounded**: a join finds at most `bound` slots in its queue or is
+//!    refused ([`Join::Full`]) at once, without waiting.
 //!
 //! # A slot
 //! Finished at most once ([`finish`](Slot::finish)), read once by its
@@ -73,6 +81,8 @@ pub(crate) enum Duty {
 }
 
 struct State<T, R> {
+    /// Requests of warm keys, taken first.
+    first: VecDeque<Arc<Slot<T, R>>>,
     queue: VecDeque<Arc<Slot<T, R>>>,
     driving: bool,
     /// The duty was handed to the lane's thread and it has not taken it.
@@ -92,6 +102,7 @@ impl<T, R> Lane<T, R> {
     pub(crate) fn new(bound: usize) -> Self {
         Lane {
             state: Mutex::new(State {
+                first: VecDeque::new(),
                 queue: VecDeque::new(),
                 driving: false,
                 wanted: false,
@@ -107,14 +118,19 @@ impl<T, R> Lane<T, R> {
         lock(&self.state).thread = Some(t);
     }
 
-    /// Queues `slot`; whether the caller took the duty (invariant 1), or
-    /// the queue was full (invariant 3: then nothing changed).
-    pub(crate) fn join(&self, slot: Arc<Slot<T, R>>) -> Join {
+    /// Queues `slot` (ahead, with `first`); whether the caller took the
+    /// duty (invariant 1), or its queue was full (invariant 3: then nothing
+    /// changed).
+    pub(crate) fn join(&self, slot: Arc<Slot<T, R>>, first: bool) -> Join {
         let mut s = lock(&self.state);
-        if s.queue.len() >= self.bound || s.stopped {
+        if s.stopped {
             return Join::Full;
         }
-        s.queue.push_back(slot);
+        let q = if first { &mut s.first } else { &mut s.queue };
+        if q.len() >= self.bound {
+            return Join::Full;
+        }
+        q.push_back(slot);
         if s.driving {
             Join::Follow
         } else {
@@ -126,8 +142,8 @@ impl<T, R> Lane<T, R> {
     /// [`join`](Self::join) for a caller that must not drive (an async
     /// task): a duty it takes goes to the lane's thread at once. `false`
     /// if the queue was full.
-    pub(crate) fn join_async(&self, slot: Arc<Slot<T, R>>) -> bool {
-        match self.join(slot) {
+    pub(crate) fn join_async(&self, slot: Arc<Slot<T, R>>, first: bool) -> bool {
+        match self.join(slot, first) {
             Join::Full => false,
             Join::Follow => true,
             Join::Lead => {
@@ -137,19 +153,26 @@ impl<T, R> Lane<T, R> {
         }
     }
 
-    /// The driver's next batch: up to `max` slots from the front.
+    /// The driver's next batch: up to `max` slots from the front of the
+    /// warm keys' queue, or if it is empty, of the other.
     pub(crate) fn take(&self, max: usize) -> Vec<Arc<Slot<T, R>>> {
         let mut s = lock(&self.state);
-        let n = s.queue.len().min(max);
-        s.queue.drain(..n).collect()
+        let q = if s.first.is_empty() {
+            &mut s.queue
+        } else {
+            &mut s.first
+        };
+        let n = q.len().min(max);
+        q.drain(..n).collect()
     }
 
-    /// The driver puts slots back at the front, in their order (they go
-    /// in a later batch; the bound does not apply: they were queued).
+    /// The driver puts slots back at the front of the warm keys' queue, in
+    /// their order (they go in the next batch; the bound does not apply:
+    /// they were queued).
     pub(crate) fn put_back(&self, slots: Vec<Arc<Slot<T, R>>>) {
         let mut s = lock(&self.state);
         for slot in slots.into_iter().rev() {
-            s.queue.push_front(slot);
+            s.first.push_front(slot);
         }
     }
 
@@ -158,7 +181,7 @@ impl<T, R> Lane<T, R> {
     /// it off (invariant 1).
     pub(crate) fn release(&self) -> bool {
         let mut s = lock(&self.state);
-        if s.queue.is_empty() {
+        if s.queue.is_empty() && s.first.is_empty() {
             s.driving = false;
             true
         } else {
@@ -201,7 +224,11 @@ impl<T, R> Lane<T, R> {
         let (rest, t) = {
             let mut s = lock(&self.state);
             s.stopped = true;
-            (s.queue.drain(..).collect(), s.thread.clone())
+            let first = std::mem::take(&mut s.first);
+            (
+                first.into_iter().chain(s.queue.drain(..)).collect(),
+                s.thread.clone(),
+            )
         };
         if let Some(t) = t {
             t.unpark();
@@ -211,7 +238,8 @@ impl<T, R> Lane<T, R> {
 
     /// Slots queued now.
     pub(crate) fn queued(&self) -> usize {
-        lock(&self.state).queue.len()
+        let s = lock(&self.state);
+        s.first.len() + s.queue.len()
     }
 }
 
@@ -334,5 +362,54 @@ impl<T, R> Slot<T, R> {
                 unreachable!("a slot is not polled after its answer")
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn slot(v: u64) -> Arc<Slot<u64, u64>> {
+        Arc::new(Slot::new(v))
+    }
+
+    #[test]
+    fn warm_keys_go_first_alone_and_each_queue_has_its_bound() {
+        let lane: Lane<u64, u64> = Lane::new(2);
+        assert_eq!(lane.join(slot(1), false), Join::Lead);
+        assert_eq!(lane.join(slot(2), false), Join::Follow);
+        // The queue of new keys is full; a warm key still joins.
+        assert_eq!(lane.join(slot(3), false), Join::Full);
+        assert_eq!(lane.join(slot(4), true), Join::Follow);
+        assert_eq!(lane.queued(), 3);
+        // A batch with a warm key carries only warm keys.
+        let b: Vec<u64> = lane.take(8).iter().map(|s| s.req).collect();
+        assert_eq!(b, [4]);
+        // Put back: ahead of everything, in order.
+        lane.put_back(vec![slot(5), slot(6)]);
+        let b: Vec<u64> = lane.take(1).iter().map(|s| s.req).collect();
+        assert_eq!(b, [5]);
+        assert!(!lane.release(), "slots queued: the driver keeps the duty");
+        let b: Vec<u64> = lane.take(8).iter().map(|s| s.req).collect();
+        assert_eq!(b, [6]);
+        let b: Vec<u64> = lane.take(8).iter().map(|s| s.req).collect();
+        assert_eq!(b, [1, 2]);
+        assert!(lane.release());
+        assert_eq!(lane.join(slot(7), true), Join::Lead);
+        let rest: Vec<u64> = lane.stop().iter().map(|s| s.req).collect();
+        assert_eq!(rest, [7]);
+        assert_eq!(lane.join(slot(8), true), Join::Full, "stopped");
+    }
+
+    #[test]
+    fn an_answer_reaches_its_waiter_once_and_a_gone_waiter_hands_it_back() {
+        let s = slot(1);
+        assert!(s.finish(10).is_ok());
+        assert_eq!(s.finish(11), Err(11), "answered once");
+        assert_eq!(s.wait(), 10);
+        let gone = slot(2);
+        gone.abandon();
+        assert!(gone.abandoned());
+        assert_eq!(gone.finish_later(20).err(), Some(20));
     }
 }

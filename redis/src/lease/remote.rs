@@ -270,11 +270,11 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
-        let (slot, g) = match self.enter(key, n) {
+        let (slot, g, warm) = match self.enter(key, n) {
             Ok(s) => s,
             Err(grant) => return grant,
         };
-        match self.lanes[g].join(Arc::clone(&slot)) {
+        match self.lanes[g].join(Arc::clone(&slot), warm) {
             Join::Full => return self.shed(key, n, g),
             Join::Follow => {}
             Join::Lead => {
@@ -290,9 +290,11 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     }
 
     /// The checks before a request joins its lane: `Err` the decision
-    /// when it needs no round trip, else the request's slot and its group.
+    /// when it needs no round trip, else the request's slot, its group, and
+    /// whether its key is warm (it holds a lease word: it joins ahead).
     /// Runs the key's own code (`Clone`, `write_key`) on this thread.
-    pub(crate) fn enter<Q>(&self, key: &Q, n: u64) -> Result<(Arc<WantSlot<K>>, usize), Grant>
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn enter<Q>(&self, key: &Q, n: u64) -> Result<(Arc<WantSlot<K>>, usize, bool), Grant>
     where
         Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
@@ -303,6 +305,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if let Some(g) = self.memo_refused(key, self.node_now(), n) {
             return Err(g);
         }
+        let warm = self.words.peek_with(key, |_, _| ()).is_some();
         let k = key.to_key();
         let name = name_of(&k);
         let g = self.groups.of(&name);
@@ -312,7 +315,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             n,
             dead: AtomicU32::new(0),
         };
-        Ok((Arc::new(Slot::new(want)), g))
+        Ok((Arc::new(Slot::new(want)), g, warm))
     }
 
     /// The answer to a request its group's full lane did not take.
@@ -409,11 +412,11 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         K: Borrow<Q>,
     {
         use super::future::GrantFuture;
-        let (slot, g) = match self.enter(key, n) {
+        let (slot, g, warm) = match self.enter(key, n) {
             Ok(s) => s,
             Err(grant) => return GrantFuture::ready(grant),
         };
-        if self.lanes[g].join_async(Arc::clone(&slot)) {
+        if self.lanes[g].join_async(Arc::clone(&slot), warm) {
             GrantFuture::waiting(slot)
         } else {
             GrantFuture::ready(self.shed(key, n, g))
