@@ -27,6 +27,9 @@
 //! time starts there. Each configuration runs `BENCH_FLOOD_RUNS` times
 //! (default 2), cluster and local alternating.
 //!
+//! `BENCH_FLOOD_ONLY=cluster` (or `local`) runs one limiter only (for a
+//! profile).
+//!
 //! ```text
 //! cargo bench -p stripecount-redis --bench flood
 //! BENCH_FLOOD_SECS=2 BENCH_FLOOD_CALLERS="1 64" BENCH_FLOOD_SHAPES=new cargo bench -p stripecount-redis --bench flood
@@ -349,14 +352,19 @@ fn main() {
     for &shape in &shapes {
         for &c in &callers {
             for run in 1..=runs {
+                let only = std::env::var("BENCH_FLOOD_ONLY").unwrap_or_default();
                 let rows: Vec<Row> = [true, false]
                     .into_iter()
+                    .filter(|&c| only.is_empty() || (only == "cluster") == c)
                     .map(|cluster| {
                         n += 1;
                         run_row(&redis, shape, cluster, c, &format!("flood{n}"))
                     })
                     .collect();
-                let local = rows[1].decides as f64 / rows[1].secs;
+                let local = rows
+                    .iter()
+                    .find(|r| r.config == "local")
+                    .map_or(f64::NAN, |r| r.decides as f64 / r.secs);
                 for r in &rows {
                     print_row(r, run, local);
                 }
