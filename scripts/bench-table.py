@@ -391,8 +391,27 @@ GROUPS = [
         "`x-api-key` header. Before the warm-up, three requests a key. `granted`: 10^9 per "
         "hour a key, nothing refused (the cluster limiter grants from leases sized to the "
         "key's rate); `refusing`: 1 per minute a key, so every measured request should be "
-        "refused with a 429 (the cluster limiter asks Redis once a key, then refuses from its memo until the retry time). A cell marked "
+        "refused with a 429 (the cluster limiter asks Redis once a key, then refuses from its memo until the retry time); `flood`: "
+        "every request a key never seen before (no priming), 10^6 per 10 s a key, so nothing is "
+        "refused and every cluster request needs Redis. A cell marked "
         "`(invalid)` did not hold its shape.",
+    ),
+    dict(
+        bench="flood",
+        kind="markdown",
+        title="The Redis layer: a cluster limiter under a flood of new keys",
+        note="`redis/benches/flood.rs`, not criterion: `ClusterLimiter::decide` from 1, 2, 8 and 64 "
+        "caller threads on a local redis-server, against a local `KeyedLimiter` on the same key "
+        "streams in the same run, each configuration twice. `new`: every request a key never seen "
+        "before (10^6 per 10 s a key: all granted; a new key's lease is the one permit its request "
+        "takes), with a warm client beside the callers (8 primed keys, one request every ~100 us: "
+        "its latencies in the last column); `warm`: 4,096 keys the node leases, a limit never "
+        "reached, slices of a minute. Latencies are each request's, on its thread. Round trips and "
+        "keys a round trip from `LeaseStats`; Redis time a key: the lease script's `INFO "
+        "commandstats` time over the keys it leased or refused; threads: the limiter's (one a "
+        "group; a single instance has one); heap: bytes the limiter holds a new key after the run "
+        "(a counting allocator). redis-server, the callers and the limiter's thread share the "
+        "machine's 2 CPUs.",
     ),
     dict(
         bench="cluster",
@@ -642,7 +661,7 @@ def render_server(spec, src):
     with open(path) as f:
         d = json.load(f)
     rows = {(r["shape"], r["config"], r["run"]): r for r in d["rows"]}
-    shapes = [s for s in ("granted", "refusing") if any(k[0] == s for k in rows)]
+    shapes = [s for s in ("granted", "refusing", "flood") if any(k[0] == s for k in rows)]
     configs = [c for c in SERVER_CONFIGS if any(k[1] == c for k in rows)]
     runs = sorted({k[2] for k in rows})
     ld = read_load(os.path.join(os.path.dirname(path), f"{spec['bench']}.load"))
@@ -699,6 +718,24 @@ def render_server(spec, src):
                 ]
                 cells.append(" / ".join(f"{r:.2f}x" for r in rs) if rs else "-")
             lines.append(f"| `{a}` / `{b}` | " + " | ".join(cells) + " |")
+    flood = [(c, n) for c in configs for n in runs if ("flood", c, n) in rows]
+    if flood and "warm_p50_us" in rows[("flood",) + flood[0]]:
+        lines += [
+            "",
+            "`flood`: a warm client's requests during the flood (one connection of its own, 8 "
+            "primed keys, back to back), latency in microseconds, and the process's threads "
+            "half-way through the run (the server's and the load generator's runtimes, plus "
+            "whatever the limiter runs):",
+            "",
+            "| | run | p50 | p99 | p99.9 | max | threads |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for c, n in flood:
+            r = rows[("flood", c, n)]
+            lines.append(
+                f"| `{c}` | {n} | {r['warm_p50_us']:.0f} | {r['warm_p99_us']:.0f} | "
+                f"{r['warm_p999_us']:.0f} | {r['warm_max_us']:.0f} | {r['threads']} |"
+            )
     lines.append("")
     return lines
 

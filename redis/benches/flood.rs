@@ -286,12 +286,16 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-fn print_row(r: &Row, run: usize, local_rate: f64) {
+/// The table's header: printed, and written to `$BENCH_MD` when set (the
+/// file `scripts/bench-table.py` puts in BENCHMARKS.md).
+const HEAD: &str = "| shape | callers | run | limiter | decides/s | granted | p50 us | p99 us | p99.9 us | max us | round trips / decide | keys / round trip | Redis us / key | threads | heap B / key | cluster / local | warm p50 / p99.9 / max us |\n|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+
+fn print_row(r: &Row, run: usize, local_rate: f64, md: &mut String) {
     let rate = r.decides as f64 / r.secs;
     let cluster = r.config == "cluster";
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let per = |a: u64, b: u64| a as f64 / b.max(1) as f64;
-    println!(
+    let line = format!(
         "| {} | {} | {} | {} | {:.0} | {:.4} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {} |",
         r.shape.name(),
         r.callers,
@@ -320,6 +324,9 @@ fn print_row(r: &Row, run: usize, local_rate: f64) {
             )
         },
     );
+    println!("{line}");
+    md.push_str(&line);
+    md.push('\n');
 }
 
 fn main() {
@@ -341,13 +348,10 @@ fn main() {
         })
         .collect();
     let redis = RedisServer::start();
-    println!("load before: {}", loadavg());
-    println!(
-        "| shape | callers | run | limiter | decides/s | granted | p50 us | p99 us | p99.9 us | max us | round trips / decide | keys / round trip | Redis us / key | threads | heap B / key | cluster / local | warm p50 / p99.9 / max us |"
-    );
-    println!(
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
+    let before = loadavg();
+    println!("load before: {before}");
+    println!("{HEAD}");
+    let mut md = format!("{HEAD}\n");
     let mut n = 0;
     for &shape in &shapes {
         for &c in &callers {
@@ -366,10 +370,17 @@ fn main() {
                     .find(|r| r.config == "local")
                     .map_or(f64::NAN, |r| r.decides as f64 / r.secs);
                 for r in &rows {
-                    print_row(r, run, local);
+                    print_row(r, run, local, &mut md);
                 }
             }
         }
     }
-    println!("load after: {}", loadavg());
+    let after = loadavg();
+    println!("load after: {after}");
+    if let Ok(path) = std::env::var("BENCH_MD") {
+        md.push_str(&format!(
+            "\nLoad average (1, 5, 15 min) before: {before}; after: {after}.\n"
+        ));
+        std::fs::write(&path, md).expect("writing BENCH_MD");
+    }
 }
