@@ -142,6 +142,40 @@
 //!   default: no round trip per refused request), so permits returned for
 //!   it meanwhile wait until then.
 //!
+//! ## Under a flood of new keys
+//! Every request of a key the node holds no lease for needs Redis (a
+//! crawler, a botnet, a cold start, a limit per client address). The node
+//! keeps that cheap and bounded:
+//! - **One round trip per batch, not per key.** A group's requests queue
+//!   in its lane while its request is in flight; the next carries them all
+//!   (up to [`max_batch_keys`](ClusterLimiterBuilder::max_batch_keys),
+//!   each key once), so the more requests wait, the fewer round trips
+//!   each costs; a lone request still goes straight out.
+//! - **Waiting costs no thread.** [`decide`](ClusterLimiter::decide)
+//!   parks its own thread; [`decide_async`](ClusterLimiter::decide_async)
+//!   returns a future the group's thread wakes, on any runtime. The node
+//!   runs one thread per group, whatever the load.
+//! - **Nothing a key, for a key seen once.** A new key's first lease is
+//!   what its waiting requests need (one permit for one request), so
+//!   Redis counts no unused permits for it and the node keeps no lease and
+//!   no record of it, only a size record in a fixed table (128 KiB).
+//! - **Warm keys go first.** A request of a key whose lease this node
+//!   holds or held (a renewal) joins a queue of its own, taken before the
+//!   new keys', in batches of its own: a flood delays a renewal by at most
+//!   the batch in flight, and never sheds it.
+//! - **A bounded queue, and a quick answer past it.** At most
+//!   [`max_queue`](ClusterLimiterBuilder::max_queue) requests wait per
+//!   group (per queue); the next gets [`Grant::Overloaded`] at once, with
+//!   the time the node expects to need to drain the queue: it was not
+//!   decided and nothing was counted (the tower layer answers `503` with
+//!   `Retry-After`). With [`Shed::Outage`] the outage policy decides it
+//!   instead. [`ClusterLimiter::waiting`] and
+//!   [`LeaseStats::shed`] show how close a node runs to it.
+//!
+//! Nothing of this changes what is counted or granted: each batch is one
+//! request of the exactly-once protocol, and each key in it is leased as
+//! a lone request would be.
+//!
 //! # Redis Cluster
 //! [`ClusterWindows`] and [`ClusterLimiter`] run on a Redis Cluster with
 //! `redis_cluster(groups)` ([windows](ClusterWindowsBuilder::redis_cluster),
