@@ -209,7 +209,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         let request = lease_request(
             &self.lua.sha,
             &self.names[s.group],
-            &self.shape,
+            &self.lease_args,
             s.seq,
             &ask,
             &rets,

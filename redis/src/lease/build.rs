@@ -73,6 +73,15 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                 }))
             })
             .collect::<Result<Vec<_>, ClusterError>>()?;
+        let shape = LeaseShape {
+            slices: q.slice_count() as u64,
+            judged,
+            strict: q.is_strict(),
+            slice_ms,
+            limit: q.limit(),
+            record_ttl_ms: slice_ms * (judged + 1) + 300_000,
+            cluster_groups: b.cluster.config_groups(),
+        };
         let inner = Arc::new(Shared {
             words: HashIndex::new(),
             memo: HashIndex::new(),
@@ -92,15 +101,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             names: (0..groups.len())
                 .map(|g| LeaseNames::new(&b.namespace, groups.tag(g), &node_id))
                 .collect(),
-            shape: LeaseShape {
-                slices: q.slice_count() as u64,
-                judged,
-                strict: q.is_strict(),
-                slice_ms,
-                limit: q.limit(),
-                record_ttl_ms: slice_ms * (judged + 1) + 300_000,
-                cluster_groups: b.cluster.config_groups(),
-            },
+            lease_args: shape.fixed_args(),
             lua,
             node_id,
             in_flight: senders.iter().map(|_| AtomicBool::new(false)).collect(),

@@ -49,7 +49,7 @@ use super::config::{OutagePolicy, Shed};
 use super::grant::Grant;
 use super::lane::{Join, Lane, Slot, Wake};
 use super::memo::Refusal;
-use super::script::{name_of, LeaseNames, LeaseShape, Return};
+use super::script::{name_of, LeaseNames, Return};
 use super::sizes::Sizes;
 use super::stats::LeaseCounters;
 use super::word::{LeaseWord, Take, TAGS};
@@ -193,7 +193,9 @@ pub(crate) struct Shared<K: 'static, C: Clock> {
     pub(crate) groups: Groups,
     /// Each group's key names.
     pub(crate) names: Vec<LeaseNames>,
-    pub(crate) shape: LeaseShape,
+    /// The namespace's fixed arguments of a request
+    /// (`LeaseShape::fixed_args`), encoded once.
+    pub(crate) lease_args: Vec<u8>,
     pub(crate) lua: Lua,
     pub(crate) node_id: String,
     /// One a group, in group order: the requests waiting for Redis.

@@ -89,6 +89,19 @@ pub(crate) struct LeaseShape {
 }
 
 impl LeaseShape {
+    /// The arguments every request of the namespace carries after its
+    /// sequence, encoded once: the slices judged, the slice length, the
+    /// limit, the record's lifetime and the config string.
+    pub(crate) fn fixed_args(&self) -> Vec<u8> {
+        let mut r = Request::new(5);
+        r.num(self.judged)
+            .num(self.slice_ms)
+            .num(self.limit)
+            .num(self.record_ttl_ms)
+            .arg(self.config_string().as_bytes());
+        r.args().to_vec()
+    }
+
     /// What every node of a namespace must agree on:
     /// `slices:slice_ms:limit`, with `:strict` after it for a strict quota.
     pub(crate) fn config_string(&self) -> String {
@@ -130,12 +143,13 @@ pub(crate) struct Ask<'a> {
 }
 
 /// Encodes request `seq`: a lease of each key of `asks` (each key once),
-/// and the returns. Runs no code of the key type: every name is written
-/// before.
+/// and the returns; `fixed` is the namespace's
+/// [`fixed_args`](LeaseShape::fixed_args). Runs no code of the key type:
+/// every name is written before.
 pub(crate) fn lease_request(
     sha: &str,
     names: &LeaseNames,
-    shape: &LeaseShape,
+    fixed: &[u8],
     seq: u64,
     asks: &[Ask<'_>],
     returns: &[Return],
@@ -152,13 +166,7 @@ pub(crate) fn lease_request(
     for r in returns {
         req.arg2(&names.data, &r.name);
     }
-    req.num(seq)
-        .num(shape.judged)
-        .num(shape.slice_ms)
-        .num(shape.limit)
-        .num(shape.record_ttl_ms)
-        .arg(shape.config_string().as_bytes())
-        .num(m as u64);
+    req.num(seq).raw(fixed).num(m as u64);
     for a in asks {
         req.num(a.need).num(a.want);
     }
@@ -268,7 +276,7 @@ mod tests {
                 want: 2,
             },
         ];
-        let r = lease_request("sha", &names, &shape(false), 5, &asks, &rets);
+        let r = lease_request("sha", &names, &shape(false).fixed_args(), 5, &asks, &rets);
         let s = String::from_utf8(r.bytes).unwrap();
         assert!(s.starts_with("*21\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n5\r\n$8\r\nns:ln:id\r\n"));
         assert!(s.contains("$6\r\nns:l:a\r\n$6\r\nns:l:c\r\n$6\r\nns:l:b\r\n$1\r\n5\r\n"));
@@ -314,7 +322,7 @@ mod tests {
         let shape = shape(true);
         assert_eq!(shape.config_string(), "4:250:100:strict");
         let names = LeaseNames::new("ns", None, "id");
-        let r = lease_request("sha", &names, &shape, 7, &[], &[]);
+        let r = lease_request("sha", &names, &shape.fixed_args(), 7, &[], &[]);
         let s = String::from_utf8(r.bytes).unwrap();
         // The sequence, then the slices judged, then the slice length.
         assert!(s.contains("$1\r\n7\r\n$1\r\n5\r\n$3\r\n250\r\n$3\r\n100\r\n"));
