@@ -28,7 +28,8 @@
 //! (default 2), cluster and local alternating.
 //!
 //! `BENCH_FLOOD_ONLY=cluster` (or `local`) runs one limiter only (for a
-//! profile).
+//! profile); `BENCH_FLOOD_RENEW=1` builds the cluster limiters with
+//! `renew_early(true)`.
 //!
 //! ```text
 //! cargo bench -p stripecount-redis --bench flood
@@ -158,6 +159,7 @@ fn run_row(redis: &RedisServer, shape: Shape, cluster: bool, callers: usize, ns:
     let lim = if cluster {
         Lim::Cluster(
             ClusterLimiter::builder(&redis.url(), ns, shape.quota())
+                .renew_early(std::env::var("BENCH_FLOOD_RENEW").is_ok_and(|v| v == "1"))
                 .build()
                 .expect("a limiter"),
         )

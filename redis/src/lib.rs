@@ -162,7 +162,10 @@
 //! - **Warm keys go first.** A request of a key whose lease this node
 //!   holds or held (a renewal) joins a queue of its own, taken before the
 //!   new keys', in batches of its own: a flood delays a renewal by at most
-//!   the batch in flight, and never sheds it.
+//!   the batch in flight, and never sheds it. With
+//!   [`renew_early`](ClusterLimiterBuilder::renew_early) a busy key's lease
+//!   asks for the next one when a quarter is left, so its requests do not
+//!   wait at all until its slice ends.
 //! - **A bounded queue, and a quick answer past it.** At most
 //!   [`max_queue`](ClusterLimiterBuilder::max_queue) requests wait per
 //!   group (per queue); the next gets [`Grant::Overloaded`] at once, with

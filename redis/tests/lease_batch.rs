@@ -119,14 +119,22 @@ fn several_requests_of_one_key_in_a_batch_share_its_lease() {
 #[test]
 fn a_full_queue_sheds_at_once_with_the_time_to_drain_it() {
     let redis = RedisServer::start();
-    let l = Arc::new(builder(&redis.url(), "shed").max_queue(4).build().unwrap());
+    // Leases of at most 4 permits: too small for a renewal before they run
+    // out.
+    let l = Arc::new(
+        builder(&redis.url(), "shed")
+            .max_queue(4)
+            .max_batch(4)
+            .build()
+            .unwrap(),
+    );
     // Twice: the second lease follows the key's rate, more than it takes.
     assert!(l.decide("warm", 1).is_granted() && l.decide("warm", 1).is_granted());
-    // A key whose lease ran out: 1, then 50 (half the room left), used up.
-    for _ in 0..51 {
+    // A key whose lease ran out: 1, then 4, used up.
+    for _ in 0..5 {
         assert!(l.decide("spent", 1).is_granted());
     }
-    assert_eq!(l.stats().leased_permits, 1 + 50 + 1 + 50);
+    assert_eq!(l.stats().leased_permits, 1 + 4 + 1 + 4);
     let first = freeze_with_one_in_flight(&redis, &l, "k0");
     let queued: Vec<_> = (1..=4)
         .map(|i| decide_on_thread(&l, format!("k{i}")))
@@ -343,4 +351,49 @@ fn batches_of_many_keys_and_threads_never_exceed_the_limit_and_count_exactly() {
     }
     let total: u64 = per.values().flat_map(|s| s.values()).sum();
     assert!(total > 8 * LIMIT, "{total} granted: the keys were not busy");
+}
+
+/// A lease that falls below a quarter of what it held asks for the next
+/// one while it still grants: the key's requests never wait for Redis,
+/// the old lease's rest is returned once the new one is in, and Redis
+/// counts exactly what was granted once everything is given back.
+#[test]
+fn a_lease_running_low_is_renewed_before_it_runs_out() {
+    let redis = RedisServer::start();
+    let day = Duration::from_secs(86_400);
+    let l: ClusterLimiter<String> =
+        ClusterLimiter::builder(&redis.url(), "renew", Quota::per(10_000, day).slices(1))
+            .max_batch(100)
+            .renew_early(true)
+            .build()
+            .unwrap();
+    // One permit, then a lease sized to the key's rate: 100, one taken.
+    assert!(l.decide("k", 1).is_granted() && l.decide("k", 1).is_granted());
+    let s0 = l.stats();
+    assert_eq!((s0.leases, s0.leased_permits, s0.renewals), (2, 101, 0));
+    // 99 held, renewal mark 16: the grant from 16 to 15 asks.
+    for i in 0..84 {
+        let g = l.decide_from_lease("k", 1);
+        assert!(matches!(g, Some(Grant::Granted { .. })), "grant {i}: {g:?}");
+    }
+    assert_eq!(l.stats().renewals, 1);
+    wait_until(10, "the renewal filed", || l.stats().leases == 3);
+    // The held lease never ran dry: 15 were left when the new one came.
+    let s = l.stats();
+    assert_eq!(s.renewals, 1, "{s:?}");
+    assert_eq!(s.leased_permits, 101 + 85, "{s:?}");
+    // 85 held, mark 16: 60 more stay above it (no second renewal).
+    for i in 0..60 {
+        let g = l.decide_from_lease("k", 1);
+        assert!(
+            matches!(g, Some(Grant::Granted { .. })),
+            "grant {i} of the new lease: {g:?}"
+        );
+    }
+    assert_eq!(l.stats().renewals, 1);
+    l.release_all().unwrap();
+    assert_eq!(
+        recorded(&redis, "renew", "k").values().sum::<u64>(),
+        2 + 84 + 60
+    );
 }

@@ -129,6 +129,10 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             }
             let w = &slot.req;
             let here = catch_unwind(AssertUnwindSafe(|| {
+                if w.n == 0 {
+                    // A renewal: it asks Redis whatever the word holds.
+                    return None;
+                }
                 if let Some(tag) = self.take(&w.key, now, w.n) {
                     return Some(self.granted(self.slice_of(tag, now)));
                 }
@@ -172,6 +176,11 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     fn answer_all_outage(&self, asks: &mut [Asked<K>]) {
         for a in asks {
             for w in a.waiters.drain(..) {
+                if w.req.n == 0 {
+                    // A renewal: no one waits; the held lease goes on.
+                    let _ = w.finish(Answer::Decided(Grant::OutageRefused));
+                    continue;
+                }
                 self.answer_outage(&w);
             }
         }
@@ -225,12 +234,18 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     /// Revokes the key's held lease (queueing its permits for return) and
     /// sizes the next one: `(need, want)`.
     fn size(&self, s: &mut Sender<K>, a: &Asked<K>) -> (u64, u64) {
-        let rev = self.word(&a.key).map_or(0, |w| w.revoke());
-        let need = a.waiters.first().map_or(1, |w| w.req.n);
-        let waiting = a
-            .waiters
-            .iter()
-            .fold(0u64, |t, w| t.saturating_add(w.req.n));
+        // Requests of no permits are renewals (`remote.rs`): a batch of
+        // only those keeps the held lease granting until the next one
+        // arrives, and asks what the held one will not cover.
+        let real = || a.waiters.iter().filter(|w| w.req.n > 0);
+        let renewal = real().next().is_none();
+        let (rev, held_now) = match self.word(&a.key) {
+            Some(w) if renewal => (0, w.remaining()),
+            Some(w) => (w.revoke(), 0),
+            None => (0, 0),
+        };
+        let need = real().next().map_or(1, |w| w.req.n);
+        let waiting = real().fold(0u64, |t, w| t.saturating_add(w.req.n));
         let now = self.node_now();
         // Batches follow this node's rate of the key: a lease that ran out
         // is followed by a slice's worth at the rate it ran out at (at
@@ -284,7 +299,24 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 None => 1,
             },
         };
-        (need, batch.max(waiting))
+        let want = if renewal {
+            batch.saturating_sub(held_now).max(1)
+        } else {
+            batch.max(waiting)
+        };
+        (need, want)
+    }
+
+    /// The renewal mark of a lease of `permits` (`word.rs`): with
+    /// `renew_early`, its next lease is asked once fewer than a quarter are
+    /// left, for leases of at least 8 permits (a smaller one is used up
+    /// before a renewal could help); else none.
+    fn renewal_mark(&self, permits: u64) -> u32 {
+        if !self.renew_early || permits < 8 {
+            0
+        } else {
+            (permits / 4).ilog2()
+        }
     }
 
     /// A panic of `a`'s key code: its first waiter gets it, the others go
@@ -325,8 +357,13 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             bump(&c.leases, 1);
             bump(&c.leased_permits, l.granted);
             if !live {
-                dead_waiters |= !a.waiters.is_empty();
                 for w in a.waiters.drain(..) {
+                    if w.req.n == 0 {
+                        // A renewal of a dead lease: not asked again.
+                        let _ = w.finish(Answer::Decided(Grant::OutageRefused));
+                        continue;
+                    }
+                    dead_waiters = true;
                     if w.req.dead.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_DEAD {
                         let a = Answer::Decided(Grant::Refused { retry_after: None });
                         s.wakes.extend(w.finish_later(a).ok().flatten());
@@ -382,9 +419,15 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         back: &mut Vec<Arc<WantSlot<K>>>,
         wakes: &mut Vec<Wake>,
     ) {
-        let Some(need) = a.waiters.first().map(|w| w.req.n) else {
+        if a.waiters.is_empty() {
             return;
-        };
+        }
+        // The lease's need: its first request's (1 for a renewal alone).
+        let need = a
+            .waiters
+            .iter()
+            .find(|w| w.req.n > 0)
+            .map_or(1, |w| w.req.n);
         if let Some(us) = retry_us {
             let k = &a.key;
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| {
@@ -396,7 +439,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
         let retry_after = retry_us.map(Duration::from_micros);
         for w in a.waiters.drain(..) {
-            if w.req.n >= need {
+            if w.req.n >= need || w.req.n == 0 {
                 let a = Answer::Decided(Grant::Refused { retry_after });
                 wakes.extend(w.finish_later(a).ok().flatten());
             } else {
@@ -424,6 +467,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             for w in a.waiters.drain(..) {
                 if *left_over >= w.req.n {
                     if let Ok(wake) = w.finish_later(Answer::Decided(self.granted(epoch))) {
+                        // A renewal (no permits, no waiter) takes nothing.
                         *left_over -= w.req.n;
                         s.wakes.extend(wake);
                     }
@@ -452,10 +496,16 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         s.sizes.forget(&a.name);
         let mut ret = if live { 0 } else { g };
         if live && g > 0 {
-            let old = self.word_of(&a.key).install(deadline, epoch, g);
+            let old = self.word_of(&a.key).install(
+                deadline,
+                epoch,
+                g,
+                self.renewal_mark(g.min(MAX_LEASE)),
+            );
             ret = g.saturating_sub(MAX_LEASE);
             if old > 0 {
-                // Never: a key's lease is revoked before it is asked again.
+                // A renewal's lease replaced one that still held permits
+                // (a lease is otherwise revoked before it is asked again).
                 s.returns.push(Return {
                     name: a.name.clone(),
                     epoch: prev,

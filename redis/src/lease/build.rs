@@ -86,6 +86,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             words: HashIndex::new(),
             memo: HashIndex::new(),
             memo_on: b.refusal_memo,
+            renew_early: b.renew_early,
             time,
             judged,
             slice_ns,

@@ -90,6 +90,7 @@ pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) link: LinkConfig,
     pub(crate) sweep_interval: Duration,
     pub(crate) refusal_memo: bool,
+    pub(crate) renew_early: bool,
     pub(crate) cluster: ClusterOptions,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
@@ -110,6 +111,7 @@ impl<K: RedisKey> ClusterLimiterBuilder<K> {
             link: LinkConfig::default(),
             sweep_interval: Duration::from_millis(100),
             refusal_memo: true,
+            renew_early: false,
             cluster: ClusterOptions::default(),
             clock: WallClock::new(),
             _k: PhantomData,
@@ -217,6 +219,22 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         self
     }
 
+    /// Whether a lease running low asks for the next one before it runs out
+    /// (default off). On: a lease of at least 8 permits marks a quarter of
+    /// them, and the grant that takes it below the mark queues a renewal
+    /// (in the warm keys' queue, ahead of new keys) while the lease still
+    /// grants; the renewal's lease replaces it, and what it still held is
+    /// returned. So a busy key's requests do not wait for Redis when its
+    /// lease runs out, only when its slice ends (then every lease ends).
+    /// The cost: a renewal a lease, and up to a quarter of a lease returned
+    /// to Redis a step later than it would have been used. Counted in
+    /// [`LeaseStats::renewals`](crate::LeaseStats::renewals). Off: a lease
+    /// is renewed by the request that finds it empty.
+    pub fn renew_early(mut self, on: bool) -> Self {
+        self.renew_early = on;
+        self
+    }
+
     /// Keeps the limits on a Redis Cluster, like
     /// [`ClusterWindowsBuilder::redis_cluster`](crate::ClusterWindowsBuilder::redis_cluster):
     /// every key's counts, and this node's exactly-once record for the
@@ -277,6 +295,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
             link: self.link,
             sweep_interval: self.sweep_interval,
             refusal_memo: self.refusal_memo,
+            renew_early: self.renew_early,
             cluster: self.cluster,
             clock,
             _k: PhantomData,

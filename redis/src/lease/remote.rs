@@ -94,7 +94,8 @@ pub(crate) struct Held {
 }
 
 /// A request waiting in a lane: the key, its name in Redis (written by
-/// the caller), the permits it needs.
+/// the caller), the permits it needs (0: a renewal, which no one waits
+/// for).
 pub(crate) struct Want<K> {
     pub(crate) key: K,
     pub(crate) name: Box<[u8]>,
@@ -171,6 +172,8 @@ pub(crate) struct Shared<K: 'static, C: Clock> {
     /// their retry time. Empty when `memo_on` is off.
     pub(crate) memo: HashIndex<K, Refusal>,
     pub(crate) memo_on: bool,
+    /// Leases ask for their next one when they run low (`renew_early`).
+    pub(crate) renew_early: bool,
     pub(crate) time: Arc<ServerTime<C>>,
     /// The slices a request is judged against: the quota's, one more when
     /// strict.
@@ -235,20 +238,57 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     }
 
     /// The hot path: `n` permits from the key's held lease at node time
-    /// `now`, if it has them.
+    /// `now`, if it has them. The grant that crosses the lease's renewal
+    /// mark also asks for the next lease ([`renew`](Self::renew)).
     #[inline]
     pub(crate) fn take<Q>(&self, key: &Q, now: u64, n: u64) -> Option<u64>
     where
-        Q: Hash + Eq + ?Sized,
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
         K: Borrow<Q>,
     {
         match self
             .words
             .peek_with(key, |_, w| w.try_take(super::word::units(now), n))
         {
-            Some(Take::Granted { tag }) => Some(tag),
+            Some(Take::Granted { tag, renew }) => {
+                if renew {
+                    self.renew(key);
+                }
+                Some(tag)
+            }
             _ => None,
         }
+    }
+
+    /// Asks for `key`'s next lease while its held one still grants: a
+    /// request of no permits of its own, in the warm keys' queue, that no
+    /// one waits for (its lease replaces the held one, whose rest is
+    /// returned). Best effort: not asked if the queue is full, or if the
+    /// key's code panics (counted in `key_panics`; the grant that called
+    /// this stands).
+    #[cold]
+    pub(crate) fn renew<Q>(&self, key: &Q)
+    where
+        Q: KeyRef<K> + ?Sized,
+    {
+        let named = catch_unwind(AssertUnwindSafe(|| {
+            let k = key.to_key();
+            let name = name_of(&k);
+            (k, name)
+        }));
+        let Ok((key, name)) = named else {
+            bump(&self.counters.key_panics, 1);
+            return;
+        };
+        let g = self.groups.of(&name);
+        let want = Want {
+            key,
+            name,
+            n: 0,
+            dead: AtomicU32::new(0),
+        };
+        bump(&self.counters.renewals, 1);
+        let _ = self.lanes[g].join_async(Arc::new(Slot::new(want)), true);
     }
 
     /// The full slice number of a lease tagged `tag` granting at node time

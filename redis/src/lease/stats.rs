@@ -32,6 +32,11 @@ pub struct LeaseStats {
     pub leased_permits: u64,
     /// Keys whose lease Redis refused (no room in the window).
     pub refusals: u64,
+    /// Renewals asked
+    /// ([`renew_early`](crate::ClusterLimiterBuilder::renew_early)): a
+    /// grant took a lease below a quarter of what it held, and the key's
+    /// next lease was asked while this one still granted.
+    pub renewals: u64,
     /// Requests refused by the refusal memo: without a round trip, because
     /// Redis refused the key until a retry time not yet reached
     /// ([`refusal_memo`](crate::ClusterLimiterBuilder::refusal_memo)).
@@ -72,6 +77,7 @@ pub(crate) struct LeaseCounters {
     pub(crate) leases: AtomicU64,
     pub(crate) leased_permits: AtomicU64,
     pub(crate) refusals: AtomicU64,
+    pub(crate) renewals: AtomicU64,
     pub(crate) memo_refusals: AtomicU64,
     pub(crate) returned_permits: AtomicU64,
     pub(crate) shed: AtomicU64,
@@ -94,6 +100,7 @@ impl LeaseCounters {
             leases: l(&self.leases),
             leased_permits: l(&self.leased_permits),
             refusals: l(&self.refusals),
+            renewals: l(&self.renewals),
             memo_refusals: l(&self.memo_refusals),
             returned_permits: l(&self.returned_permits),
             shed: l(&self.shed),

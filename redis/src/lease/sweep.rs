@@ -7,8 +7,8 @@
 //! [`release_all`](crate::ClusterLimiter::release_all) sweep every group
 //! at once.
 //!
-//! Leases must be revoked within 26 days of their deadline: the lease
-//! word compares times mod 2^40 units (`word.rs`).
+//! Leases must be revoked within 39 hours of their deadline: the lease
+//! word compares times mod 2^36 units (`word.rs`).
 
 use super::remote::{Sender, Shared};
 use super::script::{name_of, Return};
