@@ -63,9 +63,11 @@ const MAX_DEAD: u32 = 4;
 
 impl<K: RedisKey, C: Clock> Shared<K, C> {
     /// Drives one batch of group `g`'s lane (the caller has its duty). The
-    /// batch's waiters are woken when the next batch is on the wire, or
-    /// before this returns if the lane is empty (then no next batch is
-    /// coming from this driver).
+    /// last batch's waiters are woken once this one's request is on the
+    /// wire (so the wake-ups overlap Redis's work), or when this one ends
+    /// without a request; this batch's, by the next one, or before this
+    /// returns if the lane is empty (then no next batch is coming from this
+    /// driver).
     pub(crate) fn drive(&self, g: usize) {
         let mut s = lock(&self.senders[g]);
         if let Some(at) = s.turn_at.take() {
@@ -74,15 +76,18 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             // the margin plus a round trip).
             let wait = at.saturating_sub(self.node_now());
             if wait > 0 {
-                wake_all(&mut s);
+                wake_all(&mut s.wakes);
                 drop(s);
                 std::thread::sleep(Duration::from_nanos(wait));
                 s = lock(&self.senders[g]);
             }
         }
+        let last = std::mem::take(&mut s.wakes);
+        s.wake_on_send.extend(last);
         self.drive_locked(&mut s, g);
+        wake_all(&mut s.wake_on_send);
         if self.lanes[g].queued() == 0 {
-            wake_all(&mut s);
+            wake_all(&mut s.wakes);
         }
     }
 
@@ -524,9 +529,9 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     }
 }
 
-/// Wakes every waiter whose answer is stored.
-fn wake_all<K>(s: &mut Sender<K>) {
-    for w in s.wakes.drain(..) {
+/// Wakes every waiter of `wakes` (their answers are stored).
+fn wake_all(wakes: &mut Vec<Wake>) {
+    for w in wakes.drain(..) {
         w.wake();
     }
 }

@@ -69,6 +69,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                     sizes: Sizes::new(SIZE_RECORDS / n_groups),
                     returns: Vec::new(),
                     wakes: Vec::new(),
+                    wake_on_send: Vec::new(),
                     turn_at: None,
                 }))
             })

@@ -131,7 +131,11 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             for slot in lane.stop() {
                 let _ = slot.finish(Answer::Decided(Grant::OutageRefused));
             }
-            for w in crate::sync::lock(sender).wakes.drain(..) {
+            let mut s = crate::sync::lock(sender);
+            let mut owed = std::mem::take(&mut s.wakes);
+            owed.append(&mut s.wake_on_send);
+            drop(s);
+            for w in owed {
                 w.wake();
             }
         }

@@ -159,6 +159,9 @@ pub(crate) struct Sender<K> {
     /// request is on the wire (the wake-ups then overlap Redis's work), or
     /// when the lane runs empty (`batch.rs`).
     pub(crate) wakes: Vec<Wake>,
+    /// The wake-ups a batch found when it started: made when its request
+    /// is on the wire, or when it ends without one.
+    pub(crate) wake_on_send: Vec<Wake>,
     /// Set when a batch arrived with its slice (nearly) over: the node
     /// time by which the server's next slice has surely begun (`t1 +
     /// left`); the next batch waits for it.

@@ -73,7 +73,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 // The waiters of the last batch are woken while Redis runs
                 // this one.
                 let sent = s.link.send(&ob.request.bytes);
-                for w in s.wakes.drain(..) {
+                for w in s.wake_on_send.drain(..) {
                     w.wake();
                 }
                 let ob = s.outbox.as_ref().expect("a request in flight");
