@@ -244,26 +244,71 @@ fn permits_leased_for_a_request_dropped_in_flight_serve_the_keys_next_one() {
     assert_eq!(recorded(&redis, "dropped", "k").values().sum::<u64>(), 1);
 }
 
+/// A key whose `Hash` panics on a limiter's lane thread (the driver of
+/// a batch), and nowhere else.
+#[derive(Clone, PartialEq, Eq)]
+struct LaneBomb(u64);
+
+impl std::hash::Hash for LaneBomb {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let lane = std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("stripecount-redis-lane"));
+        assert!(!(lane && self.0 == 13), "Hash panics on the lane thread");
+        self.0.hash(h);
+    }
+}
+
+impl RedisKey for LaneBomb {
+    fn write_key(&self, out: &mut Vec<u8>) {
+        self.0.write_key(out);
+    }
+    fn read_key(bytes: &[u8]) -> Option<Self> {
+        u64::read_key(bytes).map(LaneBomb)
+    }
+}
+
 #[test]
 fn a_panic_of_the_key_code_in_a_batch_reaches_its_caller_only() {
     let redis = RedisServer::start();
+    let l: ClusterLimiter<LaneBomb> = builder(&redis.url(), "kpanic").build().unwrap();
+    // An async request is sent by the lane's thread, whose screen hashes
+    // the key: the panic is the request's answer, resumed where it is
+    // awaited.
+    let f = l.decide_async(&LaneBomb(13), 1);
+    let r = catch_unwind(AssertUnwindSafe(|| futures_executor::block_on(f)));
+    assert!(r.is_err(), "the key's panic is resumed on its caller");
+    assert_eq!(l.stats().key_panics, 1);
+    // Nothing was leased for it; the limiter goes on with the other keys,
+    // whoever drives their batch.
+    assert!(recorded(&redis, "kpanic", "13").is_empty());
+    assert!(l.decide(&LaneBomb(14), 1).is_granted());
+    assert!(futures_executor::block_on(l.decide_async(&LaneBomb(15), 1)).is_granted());
+    assert_eq!(recorded(&redis, "kpanic", "14").values().sum::<u64>(), 1);
+    assert_eq!(l.stats().key_panics, 1);
+}
+
+#[test]
+fn a_panic_of_the_key_code_filing_a_lease_loses_and_doubles_nothing() {
+    let redis = RedisServer::start();
     let ctl = Ctl::new();
-    let l: ClusterLimiter<Flaky> = builder(&redis.url(), "kpanic").build().unwrap();
-    assert!(l.decide(&Flaky::new(1, &ctl), 1).is_granted());
-    // The caller clones the key once; the batch's clone (the second)
-    // panics.
+    let l: ClusterLimiter<Flaky> = builder(&redis.url(), "kfile").max_batch(8).build().unwrap();
+    assert!(l.decide(&Flaky::new(2, &ctl), 1).is_granted());
+    // The key's second lease (8, sized to its rate) has permits left, so
+    // filing it keeps a record of the key: the caller's clone is the
+    // first, the record's (after the request was granted) panics.
     ctl.clones.store(0, Ordering::SeqCst);
     ctl.panic_at.store(2, Ordering::SeqCst);
     ctl.armed.store(true, Ordering::SeqCst);
-    let r = catch_unwind(AssertUnwindSafe(|| l.decide(&Flaky::new(2, &ctl), 1)));
+    let g = l.decide(&Flaky::new(2, &ctl), 1);
     ctl.armed.store(false, Ordering::SeqCst);
-    assert!(r.is_err(), "the key's panic is resumed on its caller");
-    assert_eq!(l.stats().key_panics, 1);
-    // Nothing was leased for it; the limiter goes on.
-    assert!(recorded(&redis, "kpanic", "2").is_empty());
-    assert!(l.decide(&Flaky::new(2, &ctl), 1).is_granted());
+    assert!(g.is_granted(), "decided before the panic: {g:?}");
+    let s = l.stats();
+    assert_eq!((s.key_panics, s.leased_permits), (1, 1 + 8), "{s:?}");
+    // The 7 permits it could not keep go back with the next request.
     assert!(l.decide(&Flaky::new(3, &ctl), 1).is_granted());
-    assert_eq!(recorded(&redis, "kpanic", "2").values().sum::<u64>(), 1);
+    assert_eq!(recorded(&redis, "kfile", "2").values().sum::<u64>(), 2);
+    assert!(l.decide(&Flaky::new(2, &ctl), 1).is_granted());
 }
 
 /// Two nodes, 12 threads each (half of them async), 8 keys, 1 or 2 permits

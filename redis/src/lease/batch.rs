@@ -34,11 +34,14 @@
 //! everything is returned, the requests go back to the lane, and the next
 //! batch waits for the server's next slice (`remote.rs`).
 //!
-//! The key type's code (`Hash`, `Eq`, `Clone`: the words, the memo, the
-//! per-key sizes) runs here, each key inside a catch: a panic answers the
-//! key's first unanswered request with it (resumed on that caller's
-//! thread), sends the key's other requests back to the lane and returns
-//! the permits not yet handed out; the batch goes on.
+//! The key type's code (`Hash` and `Eq` of the words, the memo and the
+//! per-key records; `Clone` when a key's record or word is made) runs
+//! here, each key inside a catch: a panic answers the key's first request
+//! not yet answered with it (resumed on that caller's thread; if every
+//! request was answered already, it is only counted), sends the key's
+//! other requests back to the lane and returns the permits not yet handed
+//! out; the batch goes on. Grouping runs none of it: keys are grouped by
+//! their names.
 
 use super::grant::Grant;
 use super::lane::Wake;
@@ -126,8 +129,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
     /// groups the others by key, in the lane's order.
     fn screen(&self, slots: Vec<Arc<WantSlot<K>>>) -> Vec<Asked<K>> {
         let now = self.node_now();
-        let mut asks: Vec<Asked<K>> = Vec::new();
-        let mut by_name: HashMap<Box<[u8]>, usize> = HashMap::new();
+        let mut rest = Vec::with_capacity(slots.len());
         for slot in slots {
             if slot.abandoned() {
                 continue;
@@ -147,30 +149,33 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 Ok(Some(grant)) => {
                     let _ = slot.finish(Answer::Decided(grant));
                 }
-                Ok(None) => match by_name.get(&w.name) {
-                    Some(&i) => asks[i].waiters.push(slot),
-                    None => {
-                        by_name.insert(w.name.clone(), asks.len());
-                        let key = match catch_unwind(AssertUnwindSafe(|| w.key.clone())) {
-                            Ok(k) => k,
-                            Err(p) => {
-                                bump(&self.counters.key_panics, 1);
-                                let _ = slot.finish(Answer::Panicked(p));
-                                by_name.remove(&w.name);
-                                continue;
-                            }
-                        };
-                        asks.push(Asked {
-                            key,
-                            name: w.name.clone(),
-                            waiters: vec![slot],
-                        });
-                    }
-                },
+                Ok(None) => rest.push(slot),
                 Err(p) => {
                     bump(&self.counters.key_panics, 1);
                     let _ = slot.finish(Answer::Panicked(p));
                 }
+            }
+        }
+        // Grouped by name (our bytes, no code of the key type), in the
+        // lane's order: the first request of a key leads its lease.
+        let mut group = Vec::with_capacity(rest.len());
+        let keys = {
+            let mut by_name: HashMap<&[u8], usize> = HashMap::with_capacity(rest.len());
+            for slot in &rest {
+                let next = by_name.len();
+                group.push(*by_name.entry(&slot.req.name[..]).or_insert(next));
+            }
+            by_name.len()
+        };
+        let mut asks: Vec<Asked<K>> = Vec::with_capacity(keys);
+        for (slot, g) in rest.into_iter().zip(group) {
+            if g == asks.len() {
+                asks.push(Asked {
+                    lead: Arc::clone(&slot),
+                    waiters: vec![slot],
+                });
+            } else {
+                asks[g].waiters.push(slot);
             }
         }
         asks
@@ -215,7 +220,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             .iter()
             .zip(&wants)
             .map(|(a, &(need, want))| Ask {
-                name: &a.name,
+                name: a.name(),
                 need,
                 want,
             })
@@ -244,7 +249,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         // arrives, and asks what the held one will not cover.
         let real = || a.waiters.iter().filter(|w| w.req.n > 0);
         let renewal = real().next().is_none();
-        let (rev, held_now) = match self.word(&a.key) {
+        let (rev, held_now) = match self.word(a.key()) {
             Some(w) if renewal => (0, w.remaining()),
             Some(w) => (w.revoke(), 0),
             None => (0, 0),
@@ -265,7 +270,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 .unwrap_or(u64::MAX)
                 .max(granted.saturating_mul(2))
         };
-        let batch = match s.held.get_mut(&a.key) {
+        let batch = match s.held.get_mut(a.key()) {
             Some(h) => {
                 h.batch = if h.batch == 0 {
                     1
@@ -279,7 +284,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 .clamp(1, self.max_batch);
                 if rev > 0 {
                     s.returns.push(Return {
-                        name: a.name.clone(),
+                        name: a.name().into(),
                         epoch: h.slice,
                         permits: rev,
                     });
@@ -290,7 +295,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             // slice, the next follows the rate it was used at; after its
             // slice ended, the same size again (as the sweeper judges a
             // held lease that ran out).
-            None => match s.sizes.get(&a.name, now, self.window_ns) {
+            None => match s.sizes.get(a.name(), now, self.window_ns) {
                 Some(r) => {
                     let slice = self.time.server_at(now) / self.slice_ns;
                     let ended = (slice & 15) != r.tag || now.saturating_sub(r.at) >= self.slice_ns;
@@ -334,7 +339,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
         let rest: Vec<_> = ws.collect();
         if !rest.is_empty() {
-            let g = self.groups.of(&a.name);
+            let g = self.groups.of(a.name());
             self.lanes[g].put_back(rest);
         }
     }
@@ -396,7 +401,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             if let Err(p) = filed {
                 if left_over > 0 {
                     s.returns.push(Return {
-                        name: a.name.clone(),
+                        name: a.name().into(),
                         epoch: r.epoch,
                         permits: left_over,
                     });
@@ -434,7 +439,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             .find(|w| w.req.n > 0)
             .map_or(1, |w| w.req.n);
         if let Some(us) = retry_us {
-            let k = &a.key;
+            let k = a.key();
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| {
                 self.memo_refusal(k.clone(), t0, us, need)
             })) {
@@ -482,14 +487,14 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             }
         }
         let g = *left_over;
-        if live && g == 0 && !s.held.contains_key(&a.key) {
+        if live && g == 0 && !s.held.contains_key(a.key()) {
             // Used up by its waiters: the node keeps nothing of the key but
             // its size record (`sizes.rs`).
-            s.sizes.put(&a.name, granted, epoch, t1);
+            s.sizes.put(a.name(), granted, epoch, t1);
             return;
         }
-        let prev = s.held.get(&a.key).map_or(0, |h| h.slice);
-        let h = s.held.entry(a.key.clone()).or_default();
+        let prev = s.held.get(a.key()).map_or(0, |h| h.slice);
+        let h = s.held.entry(a.key().clone()).or_default();
         h.slice = epoch;
         // A lease that arrived with its slice over tells nothing of the
         // rate.
@@ -498,10 +503,10 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         if h.batch == 0 {
             h.batch = granted.max(1);
         }
-        s.sizes.forget(&a.name);
+        s.sizes.forget(a.name());
         let mut ret = if live { 0 } else { g };
         if live && g > 0 {
-            let old = self.word_of(&a.key).install(
+            let old = self.word_of(a.key()).install(
                 deadline,
                 epoch,
                 g,
@@ -512,7 +517,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
                 // A renewal's lease replaced one that still held permits
                 // (a lease is otherwise revoked before it is asked again).
                 s.returns.push(Return {
-                    name: a.name.clone(),
+                    name: a.name().into(),
                     epoch: prev,
                     permits: old,
                 });
@@ -521,7 +526,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         *left_over = 0;
         if ret > 0 {
             s.returns.push(Return {
-                name: a.name.clone(),
+                name: a.name().into(),
                 epoch,
                 permits: ret,
             });

@@ -128,9 +128,19 @@ impl Answer {
 /// it, in their order in the lane (the first one's permits are the lease's
 /// need; each is served in turn from what was granted).
 pub(crate) struct Asked<K> {
-    pub(crate) key: K,
-    pub(crate) name: Box<[u8]>,
+    /// The first request of the key (its key and name are the lease's).
+    pub(crate) lead: Arc<WantSlot<K>>,
     pub(crate) waiters: Vec<Arc<WantSlot<K>>>,
+}
+
+impl<K> Asked<K> {
+    pub(crate) fn key(&self) -> &K {
+        &self.lead.req.key
+    }
+
+    pub(crate) fn name(&self) -> &[u8] {
+        &self.lead.req.name
+    }
 }
 
 /// The request in flight: resent byte for byte until acknowledged.

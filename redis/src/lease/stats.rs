@@ -61,8 +61,9 @@ pub struct LeaseStats {
     /// go on; [`sweep`](crate::ClusterLimiter::sweep) and
     /// [`release_all`](crate::ClusterLimiter::release_all) resume the first
     /// once every group was swept. A batch returns the permits it could not
-    /// hand over and resumes the panic on the thread of the request whose
-    /// key panicked (the other requests of that key are asked again).
+    /// hand over and resumes the panic on the thread of a request of that
+    /// key still waiting (the others are asked again), or only counts it
+    /// if the key's requests were all answered before it.
     pub key_panics: u64,
 }
 
