@@ -44,13 +44,13 @@ use super::home::{Home, HomeCfg};
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::KeyHasher;
 use crate::key::{Key, KeyRef};
 use crate::map::Map;
 use crate::pack::EntryHot;
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
-use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::time::Duration;
 
@@ -84,6 +84,11 @@ pub(super) const NOTED: u64 = EntryHot::NOTED.mask();
 /// - at most one add per key per epoch returns `true`;
 /// - with times that never go backwards, a single thread gets exactly the
 ///   rule above.
+///
+/// # Keys from clients
+/// As [`KeyedWindows`]' ("Keys from clients"): a seed per instance, so
+/// keys cannot be chosen to collide; `max_keys` bounds the keys a slice
+/// holds. A sender makes a key hot only with that key's own adds.
 ///
 /// # Cost
 /// An add on a key far from the threshold costs what a

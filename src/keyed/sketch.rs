@@ -35,8 +35,8 @@ use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::counter::StripedCounter;
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::{Key, KeyHasher, KeyRef};
-use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::time::Duration;
 
@@ -76,6 +76,15 @@ use std::time::Duration;
 /// model checked with loom). The structure is not mergeable as it stands
 /// (two nodes' exact parts hold different keys); summing two nodes'
 /// reported counts gives a count with the sum of their bounds.
+///
+/// # Keys from clients
+/// Hashed as [`KeyedWindows`] hashes (a seed per instance, so keys cannot
+/// be chosen to share a doorkeeper word or a probe sequence). A sender can
+/// still crowd the exact part: a key it sends `a` times in a slice takes
+/// one of the slice's places, and once they are taken the adds of keys new
+/// to the slice are not tracked ([`untracked_adds`](Self::untracked_adds)).
+/// Memory and the error bound hold whatever is sent: no count is ever
+/// reported above the truth.
 ///
 /// # Memory
 /// [`memory_bytes`](Self::memory_bytes) never exceeds the memory given,
@@ -340,7 +349,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
         }
     }
 
-    /// The hasher of the keys (the doorkeeper and the exact part use the
+    /// The hasher of the keys ([`RandomState`] unless given: see
+    /// [`KeyedWindows`]; the doorkeeper and the exact part use the
     /// same hash).
     pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> HotKeySketchBuilder<K, C, S2> {
         HotKeySketchBuilder {
