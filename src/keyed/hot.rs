@@ -41,6 +41,7 @@
 use super::bound;
 use super::builder::HotKeyDetectorBuilder;
 use super::home::{Home, HomeCfg};
+use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
@@ -252,15 +253,30 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         if n == 0 {
             return None;
         }
+        let guard = Guard::pin(self.windows.ring.graveyard());
+        let at = self.windows.locate(now, &guard);
+        self.became_hot_with(hash, key, at, n, &guard)
+    }
+
+    /// [`became_hot_in`](Self::became_hot_in) once the add's map was found
+    /// (`at`, from [`KeyedWindows::locate`]) under `guard`: a batch finds
+    /// it once for a group of adds (`batch.rs`). `n > 0`.
+    #[inline(always)]
+    pub(super) fn became_hot_with<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        at: (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<u64> {
         let w = &self.windows;
-        let guard = Guard::pin(w.ring.graveyard());
-        let at = w.locate(now, &guard);
         let e = at.0;
-        let (en, after) = w.add_in(hash, key, at, n, &guard, || {
+        let (en, after) = w.add_in(hash, key, at, n, guard, || {
             // A new entry, under its shard's lock ("Why the check runs
             // under the slice's shard lock"): its hot word, stored before
             // the key is published.
-            let has = self.homes.get(hash, |k| key.is(k), &guard).is_some();
+            let has = self.homes.get(hash, |k| key.is(k), guard).is_some();
             CHECKED | if has { HAS_HOME } else { 0 }
         })?;
         let flags = en.hot().load(Ordering::Acquire);
@@ -278,7 +294,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             // Cold, and this add cannot reach the threshold (`bound.rs`).
             return None;
         }
-        self.heavy_step(hash, key, e, n, en, after, &guard)
+        self.heavy_step(hash, key, e, n, en, after, guard)
     }
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at

@@ -31,12 +31,14 @@
 use super::builder::HotKeyDetectorBuilder;
 use super::doorkeeper::Doorkeeper;
 use super::hot::HotKeyDetector;
+use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::counter::StripedCounter;
 use crate::error::ConfigError;
 use crate::hash::RandomState;
 use crate::key::{Key, KeyHasher, KeyRef};
+use crate::reclaim::Guard;
 use std::fmt;
 use std::time::Duration;
 
@@ -114,8 +116,8 @@ use std::time::Duration;
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct HotKeySketch<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
-    door: Doorkeeper,
-    exact: HotKeyDetector<K, C, S>,
+    pub(super) door: Doorkeeper,
+    pub(super) exact: HotKeyDetector<K, C, S>,
     filtered: StripedCounter,
     memory: usize,
     max_keys: usize,
@@ -206,6 +208,28 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketch<K, C, S> {
             return None;
         }
         self.exact.became_hot_in(hash, key, now, n)
+    }
+
+    /// The rest of an add of `n > 0` at epoch `e` once its key is hashed and
+    /// its map found (`at`, under `guard`): a batch's step (`batch.rs`).
+    #[inline(always)]
+    pub(super) fn add_hashed<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        at: (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<u64> {
+        if self.exact.windows.ring.too_old(e) {
+            return None;
+        }
+        if !self.door.admit(hash, e, n) {
+            self.filtered.add(n);
+            return None;
+        }
+        self.exact.became_hot_with(hash, key, at, n, guard)
     }
 
     /// The key's reported window sum now (its admitted adds).

@@ -15,7 +15,8 @@
 //! - `quota.rs`: default limits and per-key overrides, changed at run time
 //!   without ever over-admitting.
 //! - `acquire.rs`: requests, the retry on a sealed state, and the key-flood
-//!   policy; `read.rs`: reads (peeks, availability, retry times).
+//!   policy; `batch.rs`: batches of requests; `read.rs`: reads (peeks,
+//!   availability, retry times).
 //! - `refusals.rs`: the count of refused requests, a cell per thread;
 //!   `pace.rs`: how often requests sweep idle keys, and how much.
 //! - `keys.rs`: the keys held: the bound, the flood policy, eviction,
@@ -34,6 +35,7 @@
 //!    evicted (a lock holder's work on that one key).
 
 mod acquire;
+mod batch;
 mod builder;
 mod keys;
 mod limits;
