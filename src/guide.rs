@@ -50,6 +50,12 @@
 //!   is a decision that takes nothing. The count is always explicit.
 //! - **An add returns what the add decided, never a read** (the table
 //!   below); a method that also reads says so (`add_and_sum`).
+//! - **Many keys at once**: the per-key types' `add_many_at(items, now)`
+//!   and [`KeyedLimiter`](crate::KeyedLimiter)'s `try_acquire_many_at`
+//!   take `(key, n)` items and one time, and do exactly what the single
+//!   calls on each item in order would (a callback hears each key that
+//!   became hot, or each request's verdict); with many keys on a large
+//!   map they are faster, as the keys' cache misses overlap.
 //! - No public method returns an internal value (slice numbers, epochs).
 //!
 //! | type | `add` / `add_at` returns |
