@@ -239,56 +239,48 @@ fn run<H: BuildHasher + Clone + Default + Send + Sync + 'static>(which: &str, ha
                 })
             }
         },
-        "gv" | "gvr" => {
-            let clock = governor::clock::DefaultClock::default();
-            gov(gov_quota(), clock, hasher.clone(), |check| run!(check))
-        }
-        "gvu" | "gvur" => {
-            // As the criterion rows: governor on its coarse upkeep clock.
-            let clock = governor::clock::QuantaUpkeepClock::from_interval(Duration::from_millis(1))
-                .expect("upkeep clock");
-            gov(gov_quota(), clock, hasher.clone(), |check| run!(check))
+        "gv" | "gvr" | "gvu" | "gvur" => {
+            use governor::middleware::NoOpMiddleware;
+            use governor::state::keyed::DashMapStateStore;
+            // One concrete limiter type a branch: the op is a closure the
+            // timed loop inlines (a `dyn` call would charge governor for
+            // our harness).
+            macro_rules! gov {
+                ($clock:expr, $store:expr) => {{
+                    let clock = $clock;
+                    let s = governor::RateLimiter::<_, _, _, NoOpMiddleware<_>>::new(
+                        gov_quota(),
+                        $store,
+                        clock,
+                    );
+                    run!(|k: u64, _now: Timestamp| {
+                        let _ = black_box(s.check_key(&k));
+                    })
+                }};
+            }
+            // `gvu`: as the criterion rows, governor on its coarse upkeep
+            // clock.
+            let upkeep = || {
+                governor::clock::QuantaUpkeepClock::from_interval(Duration::from_millis(1))
+                    .expect("upkeep clock")
+            };
+            let coarse = which.starts_with("gvu");
+            match (&hasher, coarse) {
+                (Some(h), false) => gov!(
+                    governor::clock::DefaultClock::default(),
+                    DashMapStateStore::<u64, H>::with_hasher(h.clone())
+                ),
+                (Some(h), true) => gov!(
+                    upkeep(),
+                    DashMapStateStore::<u64, H>::with_hasher(h.clone())
+                ),
+                (None, false) => gov!(
+                    governor::clock::DefaultClock::default(),
+                    DashMapStateStore::<u64>::default()
+                ),
+                (None, true) => gov!(upkeep(), DashMapStateStore::<u64>::default()),
+            }
         }
         _ => unreachable!(),
-    }
-}
-
-/// Governor's keyed limiter (on its DashMap) on `clock`, hashing with
-/// `hasher` or its default, handed to `f` as the op `(key, now)`.
-fn gov<C, H>(
-    quota: governor::Quota,
-    clock: C,
-    hasher: Option<H>,
-    f: impl FnOnce(&(dyn Fn(u64, Timestamp) + Sync)),
-) where
-    C: governor::clock::Clock + Send + Sync,
-    C::Instant: governor::clock::Reference + Send + Sync,
-    H: BuildHasher + Clone + Send + Sync + 'static,
-{
-    use governor::middleware::NoOpMiddleware;
-    use governor::state::keyed::DashMapStateStore;
-    match hasher {
-        Some(h) => {
-            let s: governor::RateLimiter<
-                u64,
-                DashMapStateStore<u64, H>,
-                C,
-                NoOpMiddleware<C::Instant>,
-            > = governor::RateLimiter::new(quota, DashMapStateStore::with_hasher(h), clock);
-            f(&|k: u64, _now: Timestamp| {
-                let _ = black_box(s.check_key(&k));
-            })
-        }
-        None => {
-            let s: governor::RateLimiter<
-                u64,
-                DashMapStateStore<u64>,
-                C,
-                NoOpMiddleware<C::Instant>,
-            > = governor::RateLimiter::new(quota, DashMapStateStore::default(), clock);
-            f(&|k: u64, _now: Timestamp| {
-                let _ = black_box(s.check_key(&k));
-            })
-        }
     }
 }
