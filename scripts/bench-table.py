@@ -140,16 +140,30 @@ KEYED_LIMITER_RATIOS = [
 ]
 ZIPF_ROWS = [
     "KeyedWindows::add_at",
+    "KeyedWindows::add_at/siphash",
     "KeyedWindows::add_and_sum_at",
     "HotKeyDetector::add_at",
+    "HotKeyDetector::add_at/far",
+    "KeyedWindows::add_many_at(32)",
+    "HotKeyDetector::add_many_at(32)",
     "DashMap<u64,AtomicU64>",
+    "DashMap<u64,AtomicU64>/foldhash",
     "governor::keyed",
+    "governor::keyed/foldhash",
 ]
 ZIPF_RATIOS = [
+    ("KeyedWindows::add_at", "DashMap<u64,AtomicU64>/foldhash"),
+    ("KeyedWindows::add_at/siphash", "DashMap<u64,AtomicU64>"),
     ("KeyedWindows::add_at", "DashMap<u64,AtomicU64>"),
     ("KeyedWindows::add_and_sum_at", "DashMap<u64,AtomicU64>"),
+    ("HotKeyDetector::add_at", "KeyedWindows::add_at"),
+    ("HotKeyDetector::add_at/far", "KeyedWindows::add_at"),
     ("HotKeyDetector::add_at", "DashMap<u64,AtomicU64>"),
+    ("KeyedWindows::add_many_at(32)", "DashMap<u64,AtomicU64>/foldhash"),
+    ("KeyedWindows::add_many_at(32)", "KeyedWindows::add_at"),
+    ("HotKeyDetector::add_many_at(32)", "HotKeyDetector::add_at"),
     ("KeyedWindows::add_at", "governor::keyed"),
+    ("KeyedWindows::add_at", "governor::keyed/foldhash"),
     ("HotKeyDetector::add_at", "governor::keyed"),
 ]
 METRICS = ["counter!.increment", "handle.increment", "direct"]
@@ -302,7 +316,12 @@ GROUPS = [
         rows=ZIPF_ROWS,
         ratios=ZIPF_RATIOS,
         note="The steady state. `DashMap<u64,AtomicU64>` counts with no window (the floor of "
-        "a per-key count); governor's keyed limiter is on its coarse clock.",
+        "a per-key count); governor's keyed limiter is on its coarse clock. Hashers: ours on "
+        "their default (foldhash, seeded per instance), `/siphash` ours on std's `RandomState`; "
+        "DashMap and governor on their default (std's `RandomState`, SipHash-1-3) and, "
+        "`/foldhash`, on ours. `HotKeyDetector::add_at` has a threshold the ~2,800 most "
+        "frequent keys reach, `/far` one no key comes near. `add_many_at(32)`: the stream 32 "
+        "keys a call (the peers have no batch: one key at a time).",
         log=r"^(heap bytes per key|  KeyedWindows|  HotKeyDetector|  DashMap|  governor keyed)",
     ),
     dict(
@@ -353,9 +372,11 @@ GROUPS = [
         "the most `memory_bytes()` and live heap (counting allocator) seen, adds filtered by the "
         "doorkeeper, adds untracked for a full slice. Adds a second on four of the streams, each "
         "configuration twice, interleaved: the sketch on one and two threads sharing it (thread i "
-        "takes adds i, i + 2, ...), at both thresholds, with ahash (heavykeeper's hasher), the "
-        "exact `HotKeyDetector`, and heavykeeper 0.7's `TopK`, `BucketedTopK` and `CuckooTopK` "
-        "(k 100, width 4096, depth 4, decay 0.9; single-threaded, no window).",
+        "takes adds i, i + 2, ...), at both thresholds, with ahash (heavykeeper's hasher; the "
+        "sketch's default is foldhash, seeded per instance), through `add_many_at` 32 keys a "
+        "call, the exact `HotKeyDetector`, and heavykeeper 0.7's `TopK`, `BucketedTopK` and "
+        "`CuckooTopK` (k 100, width 4096, depth 4, decay 0.9; single-threaded, no window; "
+        "ahash, their default).",
     ),
     dict(
         bench="metrics",

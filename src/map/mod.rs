@@ -75,6 +75,7 @@ mod insert;
 pub(crate) mod lines;
 #[cfg(loom)]
 pub mod model;
+mod prefetch;
 pub(crate) mod spares;
 mod sweep;
 pub(crate) mod table;

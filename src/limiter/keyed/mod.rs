@@ -15,7 +15,8 @@
 //! - `quota.rs`: default limits and per-key overrides, changed at run time
 //!   without ever over-admitting.
 //! - `acquire.rs`: requests, the retry on a sealed state, and the key-flood
-//!   policy; `read.rs`: reads (peeks, availability, retry times).
+//!   policy; `batch.rs`: batches of requests; `read.rs`: reads (peeks,
+//!   availability, retry times).
 //! - `refusals.rs`: the count of refused requests, a cell per thread;
 //!   `pace.rs`: how often requests sweep idle keys, and how much.
 //! - `keys.rs`: the keys held: the bound, the flood policy, eviction,
@@ -34,6 +35,7 @@
 //!    evicted (a lock holder's work on that one key).
 
 mod acquire;
+mod batch;
 mod builder;
 mod keys;
 mod limits;
@@ -50,6 +52,7 @@ use self::refusals::Refusals;
 use self::slot::Shared;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
 use crate::limiter::quota::Quota;
@@ -58,7 +61,6 @@ use crate::map::Map;
 use crate::reclaim::Graveyard;
 use crate::stripes::default_cap;
 use crate::sync::AtomicU64;
-use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
 use strength_reduce::StrengthReducedU64;
@@ -93,8 +95,18 @@ pub enum FloodPolicy {
 ///
 /// `K` is the key type; methods take any borrowed form of it (`&str` for a
 /// `String` key, see [`KeyRef`](crate::keyed::KeyRef)). The hasher `S`
-/// defaults to `RandomState` (keys come from clients: a keyed hash resists
-/// collision floods).
+/// defaults to [`RandomState`] (see "Keys from clients").
+///
+/// # Keys from clients
+/// Keys are hashed under a seed drawn from the operating system for this
+/// limiter, so clients cannot choose keys that collide. They can invent
+/// keys: with `max_keys` at most that many are held, and while all are
+/// busy a new key is decided by the [`FloodPolicy`] and counted; memory
+/// stays bounded. Under a known seed (a fixed hasher) crafted keys all
+/// collide and a request compares its key with each of them held (at most
+/// `max_keys`); no key is ever over-admitted. The
+/// [guide](crate::guide#keys-from-untrusted-clients) has the whole
+/// picture.
 ///
 /// ```
 /// use std::time::Duration;
@@ -148,7 +160,7 @@ impl<K: Key> KeyedLimiter<K> {
     /// A limiter of `quotas` for every key (one [`Quota`], or several
     /// enforced together: a request is granted only if every quota of its
     /// key has room, and takes its permits from all of them in one atomic
-    /// step), on the monotonic clock, with a `RandomState` hasher and no
+    /// step), on the monotonic clock, with a [`RandomState`] hasher and no
     /// bound on the keys held (see [`builder`](Self::builder) for those).
     ///
     /// Errors: an invalid quota ([`Quota::validate`]); no quota
