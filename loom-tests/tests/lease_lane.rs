@@ -30,7 +30,7 @@ mod sync {
 #[path = "../../redis/src/lease/lane.rs"]
 mod lane;
 
-use lane::{Duty, Join, Lane, Slot};
+use lane::{Duty, Join, Lane, Slot, Waited};
 use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -43,10 +43,11 @@ type L = Lane<u64, u64>;
 
 /// What the model checks of the drivers: never two at once, and the
 /// answers the drivers kept because their waiter had gone.
-#[derive(Default)]
 struct Audit {
     driving: AtomicBool,
     kept: AtomicU64,
+    /// The most requests a batch takes.
+    batch: usize,
 }
 
 /// One batch: every queued slot answered with its value times ten, the
@@ -58,7 +59,7 @@ fn drive(lane: &L, audit: &Audit) {
         "two drivers at once"
     );
     let mut wakes = Vec::new();
-    for slot in lane.take(8) {
+    for slot in lane.take(audit.batch) {
         match slot.finish_later(slot.req * 10) {
             Ok(w) => wakes.extend(w),
             Err(r) => {
@@ -90,21 +91,28 @@ fn lane_thread(lane: Arc<L>, audit: Arc<Audit>) -> thread::JoinHandle<()> {
 }
 
 /// A synchronous caller (`remote.rs`'s `miss`): joins (ahead if `warm`),
-/// drives one batch if the lane was idle, then releases or hands off, and
-/// waits.
+/// drives one batch if the lane was idle or the duty was passed to it,
+/// then releases, passes the duty to a parked caller, or hands it to the
+/// lane's thread; waits.
 fn sync_caller(lane: &L, audit: &Audit, v: u64, warm: bool) -> Option<u64> {
     let slot = Arc::new(Slot::new(v));
-    match lane.join(Arc::clone(&slot), warm) {
+    let mut lead = match lane.join(Arc::clone(&slot), warm) {
         Join::Full => return None,
-        Join::Follow => {}
-        Join::Lead => {
+        Join::Follow => false,
+        Join::Lead => true,
+    };
+    loop {
+        if lead {
             drive(lane, audit);
-            if !lane.release() {
+            if !lane.release() && !lane.pass_to_waiter() {
                 lane.hand_off();
             }
         }
+        match slot.wait() {
+            Waited::Answered(r) => return Some(r),
+            Waited::Lead => lead = true,
+        }
     }
-    Some(slot.wait())
 }
 
 /// A caller of the lane, run on a thread of its own.
@@ -113,8 +121,17 @@ type Caller = Box<dyn FnOnce(&L, &Audit) -> Option<u64> + Send>;
 /// Sets up a lane and its thread, runs `callers` on their own threads,
 /// then stops the lane and joins its thread; what each caller returned.
 fn run(bound: usize, callers: Vec<Caller>) -> (Vec<Option<u64>>, Arc<Audit>) {
+    run_with(bound, 8, callers)
+}
+
+/// [`run`] with batches of at most `batch` requests.
+fn run_with(bound: usize, batch: usize, callers: Vec<Caller>) -> (Vec<Option<u64>>, Arc<Audit>) {
     let lane = Arc::new(Lane::new(bound));
-    let audit = Arc::new(Audit::default());
+    let audit = Arc::new(Audit {
+        driving: AtomicBool::new(false),
+        kept: AtomicU64::new(0),
+        batch,
+    });
     let t = lane_thread(Arc::clone(&lane), Arc::clone(&audit));
     lane.set_thread(t.thread().clone());
     let hs: Vec<_> = callers
@@ -150,6 +167,27 @@ fn two_callers_each_get_their_answer() {
             ],
         );
         assert_eq!(out, vec![Some(10), Some(20)]);
+        assert_eq!(audit.kept.load(Ordering::SeqCst), 0);
+    });
+}
+
+/// Three synchronous callers on a lane whose batches take one request
+/// each: every batch leaves the others queued, so the duty passes from
+/// caller to parked caller (or to the lane's thread when none is parked
+/// yet); each gets its own answer, and never two drivers at once.
+#[test]
+fn the_duty_passes_from_caller_to_waiting_caller() {
+    model(|| {
+        let (out, audit) = run_with(
+            4,
+            1,
+            vec![
+                Box::new(|l, a| sync_caller(l, a, 1, false)),
+                Box::new(|l, a| sync_caller(l, a, 2, false)),
+                Box::new(|l, a| sync_caller(l, a, 3, true)),
+            ],
+        );
+        assert_eq!(out, vec![Some(10), Some(20), Some(30)]);
         assert_eq!(audit.kept.load(Ordering::SeqCst), 0);
     });
 }

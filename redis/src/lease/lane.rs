@@ -13,10 +13,15 @@
 //!   lone caller waits for no hand-off), then gives the duty up
 //!   ([`release`](Lane::release)) or, with slots queued meanwhile, hands
 //!   it to the lane's thread ([`hand_off`](Lane::hand_off));
+//! - to a synchronous caller waiting in the lane, passed by the driver
+//!   that leaves it ([`pass_to_waiter`](Lane::pass_to_waiter)): that
+//!   caller's thread must be woken for its answer anyway, so it wakes to
+//!   drive instead (one wake-up, where handing the lane to its thread
+//!   would cost that thread's and then the caller's);
 //! - to the lane's thread, asked by [`hand_off`](Lane::hand_off): by a
-//!   caller after its batch, or at once by an async caller that joined an
-//!   idle lane (an executor thread never waits on Redis). The thread
-//!   drives until the queue is empty.
+//!   caller after its batch when no synchronous caller waits, or at once
+//!   by an async caller that joined an idle lane (an executor thread never
+//!   waits on Redis). The thread drives until the queue is empty.
 //!
 //! # Warm keys first
 //! A request of a key that holds (or held) a lease on this node joins
@@ -35,7 +40,10 @@
 //!    waits in a lane nobody drives.
 //! 2. **One driver**: `driving` is set by the one party that takes the
 //!    duty and cleared only by its release; the duty passes only by a
-//!    hand-off, which the driver makes and then stops driving.
+//!    hand-off or a pass to a waiter, which the driver makes and then stops
+//!    driving. A waiter the duty was passed to is still queued (no one
+//!    else takes or answers it: only the driver does), and learns of the
+//!    duty from its slot ([`Waited::Lead`]).
 //! 3. **Bounded**: a join finds at most `bound` slots in its queue or is
 //!    refused ([`Join::Full`]) at once, without waiting.
 //!
@@ -57,6 +65,15 @@
 use super::sync::{lock, Arc, Mutex, Thread};
 use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
+
+/// How a synchronous waiter's wait ended.
+#[derive(Debug)]
+pub(crate) enum Waited<R> {
+    /// Its answer.
+    Answered(R),
+    /// The lane's duty was passed to it: drive, then wait again.
+    Lead,
+}
 
 /// What a caller joining a lane must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +219,27 @@ impl<T, R> Lane<T, R> {
         }
     }
 
+    /// The driver passes the duty to a synchronous caller waiting in the
+    /// lane (the first found, warm keys' queue first), and stops driving;
+    /// `false` if none waits parked (then it must drive on or hand off).
+    pub(crate) fn pass_to_waiter(&self) -> bool {
+        let t = {
+            let s = lock(&self.state);
+            debug_assert!(s.driving, "only the driver passes the duty");
+            s.first
+                .iter()
+                .chain(s.queue.iter())
+                .find_map(|slot| slot.lead())
+        };
+        match t {
+            Some(t) => {
+                t.unpark();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The lane's thread: whether the duty was handed to it (it takes it),
     /// or the lane stopped.
     pub(crate) fn poll_duty(&self) -> Duty {
@@ -262,6 +300,8 @@ impl Wake {
 enum Answer<R> {
     /// Not finished: the waiter's wake-up, once it stored one.
     Waiting(Option<Wake>),
+    /// Not finished, and the lane's duty passed to its (parked) waiter.
+    Lead,
     Ready(R),
     /// Read by the waiter.
     Taken,
@@ -306,7 +346,28 @@ impl<T, R> Slot<T, R> {
                 *a = Answer::Ready(r);
                 Ok(w)
             }
+            // Only a stopping lane answers a slot the duty was passed to
+            // (its waiter was woken already, and finds the answer).
+            Answer::Lead => {
+                *a = Answer::Ready(r);
+                Ok(None)
+            }
             _ => Err(r),
+        }
+    }
+
+    /// Marks the slot as the lane's next driver if its waiter is parked
+    /// (a thread), and returns that thread to unpark. Under the lane's
+    /// lock, by the driver.
+    fn lead(&self) -> Option<Thread> {
+        let mut a = lock(&self.answer);
+        match &mut *a {
+            Answer::Waiting(Some(Wake::Thread(t))) => {
+                let t = t.clone();
+                *a = Answer::Lead;
+                Some(t)
+            }
+            _ => None,
         }
     }
 
@@ -324,13 +385,18 @@ impl<T, R> Slot<T, R> {
         }
     }
 
-    /// Parks the calling thread until the slot is answered; its answer.
-    pub(crate) fn wait(&self) -> R {
+    /// Parks the calling thread until the slot is answered, or the lane's
+    /// duty is passed to it.
+    pub(crate) fn wait(&self) -> Waited<R> {
         loop {
             {
                 let mut a = lock(&self.answer);
                 match std::mem::replace(&mut *a, Answer::Taken) {
-                    Answer::Ready(r) => return r,
+                    Answer::Ready(r) => return Waited::Answered(r),
+                    Answer::Lead => {
+                        *a = Answer::Waiting(None);
+                        return Waited::Lead;
+                    }
                     Answer::Waiting(_) => {
                         *a = Answer::Waiting(Some(Wake::Thread(super::sync::current())))
                     }
@@ -358,8 +424,8 @@ impl<T, R> Slot<T, R> {
                 *a = Answer::Waiting(Some(Wake::Task(w)));
                 Poll::Pending
             }
-            Answer::Taken | Answer::Abandoned => {
-                unreachable!("a slot is not polled after its answer")
+            Answer::Taken | Answer::Abandoned | Answer::Lead => {
+                unreachable!("a slot is not polled after its answer, nor led by a task")
             }
         }
     }
@@ -406,7 +472,7 @@ mod tests {
         let s = slot(1);
         assert!(s.finish(10).is_ok());
         assert_eq!(s.finish(11), Err(11), "answered once");
-        assert_eq!(s.wait(), 10);
+        assert!(matches!(s.wait(), Waited::Answered(10)));
         let gone = slot(2);
         gone.abandon();
         assert!(gone.abandoned());

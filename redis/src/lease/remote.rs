@@ -10,9 +10,10 @@
 //! key's own code runs on the caller's thread: if it panics, nothing has
 //! changed) and joins the lane of the key's group:
 //! - the lane was idle: a synchronous caller drives one batch itself (its
-//!   request goes straight out, with whatever queued meanwhile), then
-//!   hands the lane to its thread if more queued; an async caller hands it
-//!   to the thread at once;
+//!   request goes straight out, with whatever queued meanwhile), then, if
+//!   more queued, passes the lane to a synchronous caller waiting in it
+//!   (which must be woken anyway) or else hands it to the lane's thread;
+//!   an async caller hands it to the thread at once;
 //! - a batch is in flight: the caller waits (parked, or as a pending
 //!   future) and goes in the next one, with every request queued
 //!   meanwhile (up to `max_batch_keys` keys);
@@ -47,7 +48,7 @@
 
 use super::config::{OutagePolicy, Shed};
 use super::grant::Grant;
-use super::lane::{Join, Lane, Slot, Wake};
+use super::lane::{Join, Lane, Slot, Waited, Wake};
 use super::memo::Refusal;
 use super::script::{name_of, LeaseNames, Return};
 use super::sizes::Sizes;
@@ -329,19 +330,26 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             Ok(s) => s,
             Err(grant) => return grant,
         };
-        match self.lanes[g].join(Arc::clone(&slot), warm) {
+        let mut lead = match self.lanes[g].join(Arc::clone(&slot), warm) {
             Join::Full => return self.shed(key, n, g),
-            Join::Follow => {}
-            Join::Lead => {
+            Join::Follow => false,
+            Join::Lead => true,
+        };
+        loop {
+            if lead {
                 let duty = Duty(self, g);
                 self.drive(g);
                 std::mem::forget(duty);
-                if !self.lanes[g].release() {
-                    self.lanes[g].hand_off();
+                let lane = &self.lanes[g];
+                if !lane.release() && !lane.pass_to_waiter() {
+                    lane.hand_off();
                 }
             }
+            match slot.wait() {
+                Waited::Answered(a) => return a.grant(),
+                Waited::Lead => lead = true,
+            }
         }
-        slot.wait().grant()
     }
 
     /// The checks before a request joins its lane: `Err` the decision
