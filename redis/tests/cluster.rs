@@ -183,6 +183,23 @@ fn redis_holds_no_slice_older_than_the_window() {
     assert!(stored_ring(&mut conn, "exp", "old").is_none());
 }
 
+/// The window as built: its length, slices and slice length.
+#[test]
+fn a_node_reports_its_window() {
+    let n: ClusterWindows<String> = ClusterWindows::builder(
+        "redis://127.0.0.1:1/",
+        "shape",
+        Duration::from_secs(600),
+        12,
+    )
+    .flush_interval(None)
+    .build()
+    .unwrap();
+    assert_eq!(n.window(), Duration::from_secs(600));
+    assert_eq!(n.slices(), 12);
+    assert_eq!(n.slice_len(), Duration::from_secs(50));
+}
+
 #[test]
 fn a_node_with_another_window_shape_is_refused() {
     let redis = RedisServer::start();
