@@ -258,6 +258,11 @@
 //!   `Clone` or `Hash` that panics while a shard moves to a bigger table,
 //!   and an `Eq` that panics while a `HotKeyDetector` marks a heavy key's
 //!   slices. Callbacks run under no lock: they may call back in.
+//! - **Walks end.** A walk (`take_all`, `top`, `hot_keys`, and the
+//!   detectors' and sketch's reads) visits the keys held when it started,
+//!   each once, and no other: keys its callback, the key type's code or
+//!   other threads add meanwhile are left for the next walk, so a callback
+//!   that adds keys cannot make it run forever.
 //! - **Bounded memory.** An uncontended window holds 16 bytes per slice
 //!   plus a small header; stripes are added only under contention. Per-key
 //!   structures keep one map per live slice, about 43 bytes a key for 1M

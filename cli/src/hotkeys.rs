@@ -80,7 +80,8 @@ use threads::run_threads;
          are counted once they reach an admission level (from the first add in a slice after \
          one in which the key reached it); the others are kept back and counted nowhere. A \
          reported sum is never above the key's true count (a hot record is never a false \
-         positive) and at most slices x (level - 1) below it, plus any admitted adds not \
+         positive) and at most slices x (level - 1) below it (each key's adds are made by \
+         one thread, so they meet one doorkeeper shard), plus any admitted adds not \
          tracked because a slice was full. Stderr gives, at the end, the adds kept back, the \
          adds not tracked, the admission level and the memory held against the limit.\n\n",
         "Without --memory every key live in the window is counted exactly, in memory that \

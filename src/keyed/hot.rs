@@ -338,7 +338,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     }
 
     /// Every key that [`is_hot_at`](Self::is_hot_at) `now` (in unspecified
-    /// order; a scan of every live slice, one shard at a time).
+    /// order): a scan of the keys every live slice held when it started
+    /// (keys added meanwhile, by other threads or by the key type's own
+    /// code, are left for the next call).
     pub fn hot_keys_at(&self, now: Timestamp) -> Vec<K> {
         let now = now.as_nanos();
         let guard = Guard::pin(self.windows.ring.graveyard());

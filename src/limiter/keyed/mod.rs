@@ -108,6 +108,36 @@ pub enum FloodPolicy {
 /// [guide](crate::guide#keys-from-untrusted-clients) has the whole
 /// picture.
 ///
+/// # Time never runs backwards for a key
+/// An evicted key forgets its grants, so a request for it stamped before
+/// the eviction's time must not be judged in a window that held them: a key
+/// the limiter takes in (a new one, or one evicted before) starts at the
+/// *eviction floor*, the newest time any eviction judged idleness at,
+/// rounded down to its slice. A request stamped earlier than the floor
+/// (with [`try_acquire_at`](Self::try_acquire_at), or a clock that lags
+/// another thread's) is judged, and its grant counted, in the floor's
+/// slice: later than its stamp, never earlier, so nothing is over-admitted
+/// (its [`Decision::reset_after`](crate::Decision::reset_after) counts from
+/// that slice). With one clock and requests in time order the floor is
+/// never ahead of a request.
+///
+/// ```
+/// use std::time::Duration;
+/// use stripecount::{KeyedLimiter, Quota, Timestamp};
+///
+/// let lim = KeyedLimiter::new(Quota::per(2, Duration::from_secs(2)).slices(2))?;
+/// let sec = Duration::from_secs(1);
+/// lim.try_acquire_at(&"old", Timestamp::ZERO, 1);
+/// // Evicted at 10 s: the floor is the slice of 10 s.
+/// assert_eq!(lim.evict_idle_at(Timestamp::ZERO + 10 * sec), 1);
+/// // A new key stamped at 5 s is judged in the slice of 10 s: its window
+/// // then empties 2 s after 10 s, 7 s after its stamp.
+/// let d = lim.decide_at(&"new", Timestamp::ZERO + 5 * sec, 1);
+/// assert!(d.is_granted());
+/// assert_eq!(d.reset_after(), 7 * sec);
+/// # Ok::<(), stripecount::ConfigError>(())
+/// ```
+///
 /// ```
 /// use std::time::Duration;
 /// use stripecount::clock::ManualClock;
