@@ -23,7 +23,8 @@
 //! interleaved: the sketch on one thread and on two (one shared sketch,
 //! thread `i` taking the adds `i, i + 2, ...` with their timestamps), the
 //! same at the threshold of 2,000, on one thread with ahash (the hasher
-//! heavykeeper uses), the exact `HotKeyDetector` on one thread, and
+//! heavykeeper uses), on one thread through `add_many_at` (32 keys a
+//! call), the exact `HotKeyDetector` on one thread, and
 //! heavykeeper's `TopK`, `BucketedTopK` and `CuckooTopK` (k 100, width
 //! 4096, depth 4, decay 0.9; `&mut self`, so one thread, and no window).
 //!
@@ -272,6 +273,21 @@ fn ours(keys: &[u64], threads: usize, threshold: u64) -> f64 {
     r
 }
 
+/// The sketch on one thread through `add_many_at`, 32 keys a call (the
+/// call's time that of its first key).
+fn ours_batch(keys: &[u64]) -> f64 {
+    let d = sketch((THRESHOLD, None));
+    let r = rate(|| {
+        for (c, chunk) in keys.chunks(32).enumerate() {
+            d.add_many_at(chunk.iter().map(|k| (k, 1)), ts(c * 32), |k, _| {
+                black_box(k);
+            });
+        }
+    });
+    black_box(d.hot_keys_at(ts(keys.len() - 1)));
+    r
+}
+
 fn ours_ahash(keys: &[u64]) -> f64 {
     let d = HotKeySketch::<u64, _>::builder(WINDOW, SLICES, THRESHOLD)
         .memory(MEMORY)
@@ -338,24 +354,27 @@ fn cuckoo(keys: &[u64]) -> f64 {
 }
 
 /// The timed configurations, in the order of the table's columns.
-const RATE_COLS: [&str; 9] = [
+const RATE_COLS: [&str; 10] = [
     "sketch, 1 thread",
     "sketch, 2 threads",
     "sketch, threshold 2,000",
     "sketch, threshold 2,000, 2 threads",
     "sketch (ahash)",
+    "sketch, batches of 32",
     "`HotKeyDetector` (exact)",
     "`TopK`",
     "`BucketedTopK`",
     "`CuckooTopK`",
 ];
 /// The ratios of the table: (numerator, denominator) columns.
-const RATIOS: [(usize, usize, &str); 5] = [
-    (0, 6, "sketch / `TopK`"),
-    (4, 6, "sketch (ahash) / `TopK`"),
+const RATIOS: [(usize, usize, &str); 7] = [
+    (0, 7, "sketch / `TopK`"),
+    (0, 8, "sketch / `BucketedTopK`"),
+    (5, 8, "sketch, batches / `BucketedTopK`"),
+    (4, 7, "sketch (ahash) / `TopK`"),
     (1, 0, "2 threads / 1"),
     (3, 2, "2 threads / 1 (2,000)"),
-    (0, 5, "sketch / exact"),
+    (0, 6, "sketch / exact"),
 ];
 
 fn main() {
@@ -414,6 +433,7 @@ fn main() {
                 ours(&keys, 1, 2_000),
                 ours(&keys, 2, 2_000),
                 ours_ahash(&keys),
+                ours_batch(&keys),
                 e,
                 topk(&keys),
                 bucketed(&keys),

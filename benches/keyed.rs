@@ -2,6 +2,17 @@
 //! `DashMap<u64, AtomicU64>` (no window: the floor of a keyed count) and
 //! governor's keyed limiter, at 1, 2, 4 and 8 threads sharing one instance.
 //!
+//! Hashers: ours hash with their default, foldhash under a seed drawn from
+//! the operating system (`stripecount::hash::RandomState`); each peer runs
+//! twice, on its own default (std's `RandomState`, SipHash-1-3, for both
+//! DashMap and governor) and on ours (rows ending `/foldhash`), so that
+//! every ratio can be read with the same hasher on both sides.
+//! `KeyedWindows::add_at/siphash` is ours on std's hasher.
+//!
+//! Batches (`keyed_zipf_preinserted` only): `add_many_at(32)` adds the
+//! stream 32 keys a call (`add_many_at`, the call's time that of its first
+//! key); its peers add one key at a time (none takes more).
+//!
 //! Every row walks the one Zipf stream of `stripecount_baselines::zipf`
 //! (Zipf(1.0) over 1M `u64` keys, the stream the contention report walks),
 //! each thread from its own offset, with time advancing 1 ms every 4096
@@ -30,6 +41,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 use stripecount::clock::ManualClock;
+use stripecount::hash::RandomState as Fold;
 use stripecount::{HotKeyDetector, KeyedWindows, Timestamp};
 use stripecount_baselines::harness::Pool;
 use stripecount_baselines::keyed::DashCounter;
@@ -41,8 +53,14 @@ const START_NS: u64 = 1_000_000_000;
 const START: Timestamp = Timestamp::from_nanos(START_NS);
 /// Adds per millisecond of time.
 const ADDS_PER_MS: u64 = 4096;
-/// The hot-key detector's threshold (adds in a window).
+/// The hot-key detector's threshold (adds in a window): the ~2,800 most
+/// frequent keys of the stream reach it.
 const THRESHOLD: u64 = 1000;
+/// A threshold no key of the stream comes near: the detector's cost on
+/// keys far from it.
+const FAR: u64 = 1 << 40;
+/// Keys a batch call adds.
+const BATCH: usize = 32;
 /// The key of the one-hot-key rows.
 const HOT_KEY: u64 = 7;
 
@@ -64,7 +82,11 @@ fn windows() -> KeyedWindows<u64, ManualClock> {
 }
 
 fn detector() -> HotKeyDetector<u64, ManualClock> {
-    HotKeyDetector::builder(window(), 10, THRESHOLD)
+    detector_of(THRESHOLD)
+}
+
+fn detector_of(threshold: u64) -> HotKeyDetector<u64, ManualClock> {
+    HotKeyDetector::builder(window(), 10, threshold)
         .clock(ManualClock::new())
         .build()
         .expect("a valid detector")
@@ -74,6 +96,20 @@ type Governor = governor::DefaultKeyedRateLimiter<u64>;
 
 fn governor() -> Governor {
     governor::RateLimiter::keyed(governor::Quota::per_second(NonZeroU32::MAX))
+}
+
+type GovernorFold = governor::RateLimiter<
+    u64,
+    governor::state::keyed::DashMapStateStore<u64, Fold>,
+    governor::clock::DefaultClock,
+    governor::middleware::NoOpMiddleware,
+>;
+
+fn governor_fold() -> GovernorFold {
+    governor::RateLimiter::dashmap_with_hasher(
+        governor::Quota::per_second(NonZeroU32::MAX),
+        Fold::new(),
+    )
 }
 
 /// The structures of the Zipf rows, each with its add.
@@ -112,6 +148,56 @@ impl Subject for Hk {
     #[inline(always)]
     fn add(&self, key: u64, now: Timestamp) {
         black_box(self.0.add_at(&key, now, 1));
+    }
+}
+
+struct KwSip(KeyedWindows<u64, ManualClock, std::collections::hash_map::RandomState>);
+impl Subject for KwSip {
+    fn make() -> Self {
+        KwSip(
+            KeyedWindows::builder(window(), 10)
+                .clock(ManualClock::new())
+                .hasher(std::collections::hash_map::RandomState::new())
+                .build()
+                .expect("a valid window"),
+        )
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, now: Timestamp) {
+        black_box(self.0.add_at(&key, now, 1));
+    }
+}
+
+struct HkFar(HotKeyDetector<u64, ManualClock>);
+impl Subject for HkFar {
+    fn make() -> Self {
+        HkFar(detector_of(FAR))
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, now: Timestamp) {
+        black_box(self.0.add_at(&key, now, 1));
+    }
+}
+
+struct DmFold(DashCounter<u64, Fold>);
+impl Subject for DmFold {
+    fn make() -> Self {
+        DmFold(DashCounter::with_hasher(Fold::new()))
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, _: Timestamp) {
+        black_box(self.0.add(&key, 1));
+    }
+}
+
+struct GvFold(GovernorFold);
+impl Subject for GvFold {
+    fn make() -> Self {
+        GvFold(governor_fold())
+    }
+    #[inline(always)]
+    fn add(&self, key: u64, _: Timestamp) {
+        let _ = black_box(self.0.check_key(&key));
     }
 }
 
@@ -229,9 +315,55 @@ fn zipf(c: &mut Criterion, z: &Arc<ZipfStream>) {
             zipf_row::<KwSum>(&mut g, &pool, z, "KeyedWindows::add_and_sum_at", preinsert);
             zipf_row::<Dm>(&mut g, &pool, z, "DashMap<u64,AtomicU64>", preinsert);
             zipf_row::<Gv>(&mut g, &pool, z, "governor::keyed", preinsert);
+            if preinsert {
+                zipf_row::<KwSip>(&mut g, &pool, z, "KeyedWindows::add_at/siphash", true);
+                zipf_row::<HkFar>(&mut g, &pool, z, "HotKeyDetector::add_at/far", true);
+                zipf_row::<DmFold>(&mut g, &pool, z, "DashMap<u64,AtomicU64>/foldhash", true);
+                zipf_row::<GvFold>(&mut g, &pool, z, "governor::keyed/foldhash", true);
+                batch_rows(&mut g, &pool, z);
+            }
         }
         g.finish();
     }
+}
+
+/// The batch rows: op `i` of a thread adds the stream's keys `i..i + BATCH`
+/// (from the thread's offset) in one call when `i` is a multiple of
+/// `BATCH`, and does nothing otherwise, so that the row's operations a
+/// second are adds a second (the empty ops' loop is counted against it).
+fn batch_rows(
+    g: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    pool: &Pool,
+    z: &Arc<ZipfStream>,
+) {
+    let stride = z.offset(1, pool.threads());
+    let at = now_of(next_index());
+    let w = windows();
+    let d = detector();
+    for k in z.all_keys() {
+        w.add_at(&k, at, 1);
+        d.add_at(&k, at, 1);
+    }
+    let keys = move |z: &ZipfStream, t: usize, i: u64| -> [u64; BATCH] {
+        let from = stride * t + i as usize;
+        std::array::from_fn(|j| z.key(from + j))
+    };
+    let name = format!("KeyedWindows::add_many_at({BATCH})");
+    bench_threads(g, pool, &name, Arc::new((w, z.clone())), move |s, t, i| {
+        if i % BATCH as u64 == 0 {
+            let ks = keys(&s.1, t, i);
+            black_box(s.0.add_many_at(ks.iter().map(|k| (k, 1)), now_of(i)));
+        }
+    });
+    let name = format!("HotKeyDetector::add_many_at({BATCH})");
+    bench_threads(g, pool, &name, Arc::new((d, z.clone())), move |s, t, i| {
+        if i % BATCH as u64 == 0 {
+            let ks = keys(&s.1, t, i);
+            s.0.add_many_at(ks.iter().map(|k| (k, 1)), now_of(i), |k, _| {
+                black_box(k);
+            });
+        }
+    });
 }
 
 fn one_hot_key(c: &mut Criterion) {

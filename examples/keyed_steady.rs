@@ -22,10 +22,21 @@
 //! first of its key in a new slice, so none rolls, and no sweep step
 //! falls in the run (to measure the share of a `kl` request the roll and
 //! the sweep take together: BENCHMARKS.md, per-key limits).
+//! Batches: `kwb`, `hkb` and `klb` are `kw`, `hk` and `kl` through
+//! `add_many_at` / `try_acquire_many_at`, `BATCH` keys a call (default 32;
+//! a call's time is its first key's; callgrind:
+//! `--toggle-collect='keyed_steady::timed_batch*'`). Hashers: each
+//! structure on its library's default, unless `HASH=sip` (std's
+//! `RandomState`, SipHash-1-3) or `HASH=fold` (stripecount's default,
+//! foldhash) puts every structure of the run on that one. `THRESHOLD=n`:
+//! the detector's threshold (default 1000, which the stream's ~2,800
+//! most frequent keys reach; a threshold no key reaches measures the
+//! detector on keys far from it).
 //! With `HOT=1` every timed op is on one key among the pre-inserted
 //! ones; with `HOT=only` the structure holds that key alone, as in the
 //! benches' one-hot-key rows (warm-up ops are on it too;
 //! `--toggle-collect='keyed_steady::timed_hot*'`).
+use std::hash::BuildHasher;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -46,6 +57,28 @@ fn timed(z: &ZipfStream, from: usize, warm: u64, ops: u64, add: &impl Fn(u64, Ti
     }
 }
 
+/// The batch modes' timed loop: `batch` keys a call, at the time of its
+/// first.
+#[inline(never)]
+fn timed_batch(
+    z: &ZipfStream,
+    from: usize,
+    warm: u64,
+    ops: u64,
+    batch: usize,
+    add: &impl Fn(&[u64], Timestamp),
+) {
+    let mut keys = vec![0; batch];
+    let mut i = warm;
+    while i < warm + ops {
+        for (j, k) in keys.iter_mut().enumerate() {
+            *k = z.key(from + i as usize + j);
+        }
+        add(&keys, now_of(i));
+        i += batch as u64;
+    }
+}
+
 /// One hot key instead of the stream (`HOT=1` or `HOT=only`).
 #[inline(never)]
 fn timed_hot(warm: u64, ops: u64, add: &impl Fn(u64, Timestamp)) {
@@ -54,17 +87,31 @@ fn timed_hot(warm: u64, ops: u64, add: &impl Fn(u64, Timestamp)) {
     }
 }
 
+const MODES: [&str; 12] = [
+    "kw", "hk", "dm", "gv", "gvr", "gvu", "gvur", "kl", "klr", "kwb", "hkb", "klb",
+];
+
 fn main() {
+    let which = std::env::args().nth(1).unwrap_or_else(|| "kw".into());
+    assert!(MODES.contains(&which.as_str()), "{}", MODES.join(" | "));
+    match std::env::var("HASH").as_deref() {
+        Ok("sip") => run(&which, Some(std::collections::hash_map::RandomState::new())),
+        Ok("fold") => run(&which, Some(stripecount::hash::RandomState::new())),
+        Ok(h) => panic!("HASH={h}: sip | fold"),
+        Err(_) => run(&which, None::<stripecount::hash::RandomState>),
+    }
+}
+
+/// Mode `which`, every structure hashing with `hasher`, or each with its
+/// library's default (`None`).
+fn run<H: BuildHasher + Clone + Default + Send + Sync + 'static>(which: &str, hasher: Option<H>) {
     let args: Vec<String> = std::env::args().collect();
-    let which = args.get(1).map(|s| s.as_str()).unwrap_or("kw");
-    assert!(
-        ["kw", "hk", "dm", "gv", "gvr", "gvu", "gvur", "kl", "klr"].contains(&which),
-        "kw | hk | dm | gv | gvr | gvu | gvur | kl | klr"
-    );
     let hot = std::env::var_os("HOT").is_some_and(|v| v == "1" || v == "only");
     // `HOT=only`: the structure holds the hot key alone (criterion's
     // one-hot-key rows); `HOT=1` pre-inserts every key first.
     let hot_only = std::env::var_os("HOT").is_some_and(|v| v == "only");
+    let batch: usize = std::env::var("BATCH").map_or(32, |v| v.parse().unwrap());
+    let threshold: u64 = std::env::var("THRESHOLD").map_or(1000, |v| v.parse().unwrap());
     let ops: u64 = args
         .get(2)
         .map(|s| s.parse().unwrap())
@@ -87,9 +134,21 @@ fn main() {
             governor::Quota::per_second(NonZeroU32::MAX)
         }
     };
+    let report = |el: Duration| {
+        let all = ops * threads as u64;
+        println!(
+            "{which} x{threads}: {:.1} ns/op, {:.1} M adds/s",
+            el.as_nanos() as f64 / all as f64,
+            all as f64 / el.as_secs_f64() / 1e6
+        );
+    };
+    // `$add(key, now)` the single op; `$many(keys, now)` the batch's.
     macro_rules! run {
-        ($add:expr) => {{
-            let add = $add;
+        ($add:expr) => {
+            run!($add, |_: &[u64], _: Timestamp| unreachable!())
+        };
+        ($add:expr, $many:expr) => {{
+            let (add, many) = ($add, $many);
             if !hot_only {
                 for k in z.all_keys() {
                     add(k, Timestamp::from_nanos(START));
@@ -101,9 +160,11 @@ fn main() {
             let t = Instant::now();
             std::thread::scope(|sc| {
                 for th in 0..threads {
-                    let (z, add) = (&z, &add);
+                    let (z, add, many) = (&z, &add, &many);
                     sc.spawn(move || {
-                        if hot {
+                        if which.ends_with('b') {
+                            timed_batch(z, z.offset(th, threads), warm, ops, batch, many)
+                        } else if hot {
                             timed_hot(warm, ops, add)
                         } else {
                             timed(z, z.offset(th, threads), warm, ops, add)
@@ -111,74 +172,115 @@ fn main() {
                     });
                 }
             });
-            let el = t.elapsed();
-            let all = ops * threads as u64;
-            println!(
-                "{which} x{threads}: {:.1} ns/op, {:.1} M adds/s",
-                el.as_nanos() as f64 / all as f64,
-                all as f64 / el.as_secs_f64() / 1e6
-            );
+            report(t.elapsed());
         }};
     }
+    // Ours: `hasher`, or our default (what `main` passes as `H` then).
+    macro_rules! hashed {
+        ($builder:expr) => {
+            $builder
+                .hasher(hasher.clone().unwrap_or_default())
+                .build()
+                .unwrap()
+        };
+    }
     match which {
-        "kw" => {
-            let s = KeyedWindows::builder(w, 10)
-                .clock(ManualClock::new())
-                .build()
-                .unwrap();
-            run!(|k: u64, now: Timestamp| {
-                black_box(s.add_at(&k, now, 1));
-            })
+        "kw" | "kwb" => {
+            let s = hashed!(KeyedWindows::builder(w, 10).clock(ManualClock::new()));
+            run!(
+                |k: u64, now: Timestamp| {
+                    black_box(s.add_at(&k, now, 1));
+                },
+                |keys: &[u64], now: Timestamp| {
+                    black_box(s.add_many_at(keys.iter().map(|k| (k, 1)), now));
+                }
+            )
         }
-        "hk" => {
-            let s = HotKeyDetector::builder(w, 10, 1000)
-                .clock(ManualClock::new())
-                .build()
-                .unwrap();
-            run!(|k: u64, now: Timestamp| {
-                black_box(s.add_at(&k, now, 1));
-            })
+        "hk" | "hkb" => {
+            let s = hashed!(HotKeyDetector::builder(w, 10, threshold).clock(ManualClock::new()));
+            run!(
+                |k: u64, now: Timestamp| {
+                    black_box(s.add_at(&k, now, 1));
+                },
+                |keys: &[u64], now: Timestamp| {
+                    s.add_many_at(keys.iter().map(|k| (k, 1)), now, |k, _| {
+                        black_box(k);
+                    });
+                }
+            )
         }
-        "dm" => {
-            let s = DashCounter::<u64>::new();
-            run!(|k: u64, _now: Timestamp| {
-                black_box(s.add(&k, 1));
-            })
-        }
-        "gv" | "gvr" => {
-            let s = governor::DefaultKeyedRateLimiter::<u64>::keyed(gov_quota());
-            run!(|k: u64, _now: Timestamp| {
-                let _ = black_box(s.check_key(&k));
-            })
-        }
-        "gvu" | "gvur" => {
-            // As the criterion rows: governor on its coarse upkeep clock.
-            let clock = governor::clock::QuantaUpkeepClock::from_interval(Duration::from_millis(1))
-                .expect("upkeep clock");
-            let s: governor::RateLimiter<
-                u64,
-                governor::state::keyed::DashMapStateStore<u64>,
-                governor::clock::QuantaUpkeepClock,
-                governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
-            > = governor::RateLimiter::new(
-                gov_quota(),
-                governor::state::keyed::DashMapStateStore::<u64>::default(),
-                clock,
-            );
-            run!(|k: u64, _now: Timestamp| {
-                let _ = black_box(s.check_key(&k));
-            })
-        }
-        "kl" | "klr" => {
+        "kl" | "klr" | "klb" => {
             let limit = if refusing { 1 } else { u64::from(u32::MAX) };
-            let s = KeyedLimiter::builder(Quota::per(limit, w).slices(10))
-                .clock(ManualClock::new())
-                .build()
-                .unwrap();
-            run!(|k: u64, now: Timestamp| {
-                black_box(s.try_acquire_at(&k, now, 1));
-            })
+            let s =
+                hashed!(KeyedLimiter::builder(Quota::per(limit, w).slices(10))
+                    .clock(ManualClock::new()));
+            run!(
+                |k: u64, now: Timestamp| {
+                    black_box(s.try_acquire_at(&k, now, 1));
+                },
+                |keys: &[u64], now: Timestamp| {
+                    s.try_acquire_many_at(keys.iter().map(|k| (k, 1)), now, |_, ok| {
+                        black_box(ok);
+                    });
+                }
+            )
         }
-        _ => panic!("which?"),
+        "dm" => match &hasher {
+            Some(h) => {
+                let s = DashCounter::<u64, H>::with_hasher(h.clone());
+                run!(|k: u64, _now: Timestamp| {
+                    black_box(s.add(&k, 1));
+                })
+            }
+            None => {
+                let s = DashCounter::<u64>::new();
+                run!(|k: u64, _now: Timestamp| {
+                    black_box(s.add(&k, 1));
+                })
+            }
+        },
+        "gv" | "gvr" | "gvu" | "gvur" => {
+            use governor::middleware::NoOpMiddleware;
+            use governor::state::keyed::DashMapStateStore;
+            // One concrete limiter type a branch: the op is a closure the
+            // timed loop inlines (a `dyn` call would charge governor for
+            // our harness).
+            macro_rules! gov {
+                ($clock:expr, $store:expr) => {{
+                    let clock = $clock;
+                    let s = governor::RateLimiter::<_, _, _, NoOpMiddleware<_>>::new(
+                        gov_quota(),
+                        $store,
+                        clock,
+                    );
+                    run!(|k: u64, _now: Timestamp| {
+                        let _ = black_box(s.check_key(&k));
+                    })
+                }};
+            }
+            // `gvu`: as the criterion rows, governor on its coarse upkeep
+            // clock.
+            let upkeep = || {
+                governor::clock::QuantaUpkeepClock::from_interval(Duration::from_millis(1))
+                    .expect("upkeep clock")
+            };
+            let coarse = which.starts_with("gvu");
+            match (&hasher, coarse) {
+                (Some(h), false) => gov!(
+                    governor::clock::DefaultClock::default(),
+                    DashMapStateStore::<u64, H>::with_hasher(h.clone())
+                ),
+                (Some(h), true) => gov!(
+                    upkeep(),
+                    DashMapStateStore::<u64, H>::with_hasher(h.clone())
+                ),
+                (None, false) => gov!(
+                    governor::clock::DefaultClock::default(),
+                    DashMapStateStore::<u64>::default()
+                ),
+                (None, true) => gov!(upkeep(), DashMapStateStore::<u64>::default()),
+            }
+        }
+        _ => unreachable!(),
     }
 }

@@ -142,16 +142,30 @@ KEYED_LIMITER_RATIOS = [
 ]
 ZIPF_ROWS = [
     "KeyedWindows::add_at",
+    "KeyedWindows::add_at/siphash",
     "KeyedWindows::add_and_sum_at",
     "HotKeyDetector::add_at",
+    "HotKeyDetector::add_at/far",
+    "KeyedWindows::add_many_at(32)",
+    "HotKeyDetector::add_many_at(32)",
     "DashMap<u64,AtomicU64>",
+    "DashMap<u64,AtomicU64>/foldhash",
     "governor::keyed",
+    "governor::keyed/foldhash",
 ]
 ZIPF_RATIOS = [
+    ("KeyedWindows::add_at", "DashMap<u64,AtomicU64>/foldhash"),
+    ("KeyedWindows::add_at/siphash", "DashMap<u64,AtomicU64>"),
     ("KeyedWindows::add_at", "DashMap<u64,AtomicU64>"),
     ("KeyedWindows::add_and_sum_at", "DashMap<u64,AtomicU64>"),
+    ("HotKeyDetector::add_at", "KeyedWindows::add_at"),
+    ("HotKeyDetector::add_at/far", "KeyedWindows::add_at"),
     ("HotKeyDetector::add_at", "DashMap<u64,AtomicU64>"),
+    ("KeyedWindows::add_many_at(32)", "DashMap<u64,AtomicU64>/foldhash"),
+    ("KeyedWindows::add_many_at(32)", "KeyedWindows::add_at"),
+    ("HotKeyDetector::add_many_at(32)", "HotKeyDetector::add_at"),
     ("KeyedWindows::add_at", "governor::keyed"),
+    ("KeyedWindows::add_at", "governor::keyed/foldhash"),
     ("HotKeyDetector::add_at", "governor::keyed"),
 ]
 METRICS = ["counter!.increment", "handle.increment", "direct"]
@@ -305,7 +319,12 @@ GROUPS = [
         rows=ZIPF_ROWS,
         ratios=ZIPF_RATIOS,
         note="The steady state. `DashMap<u64,AtomicU64>` counts with no window (the floor of "
-        "a per-key count); governor's keyed limiter is on its coarse clock.",
+        "a per-key count); governor's keyed limiter is on its coarse clock. Hashers: ours on "
+        "their default (foldhash, seeded per instance), `/siphash` ours on std's `RandomState`; "
+        "DashMap and governor on their default (std's `RandomState`, SipHash-1-3) and, "
+        "`/foldhash`, on ours. `HotKeyDetector::add_at` has a threshold the ~2,800 most "
+        "frequent keys reach, `/far` one no key comes near. `add_many_at(32)`: the stream 32 "
+        "keys a call (the peers have no batch: one key at a time).",
         log=r"^(heap bytes per key|  KeyedWindows|  HotKeyDetector|  DashMap|  governor keyed)",
     ),
     dict(
@@ -356,9 +375,11 @@ GROUPS = [
         "the most `memory_bytes()` and live heap (counting allocator) seen, adds filtered by the "
         "doorkeeper, adds untracked for a full slice. Adds a second on four of the streams, each "
         "configuration twice, interleaved: the sketch on one and two threads sharing it (thread i "
-        "takes adds i, i + 2, ...), at both thresholds, with ahash (heavykeeper's hasher), the "
-        "exact `HotKeyDetector`, and heavykeeper 0.7's `TopK`, `BucketedTopK` and `CuckooTopK` "
-        "(k 100, width 4096, depth 4, decay 0.9; single-threaded, no window).",
+        "takes adds i, i + 2, ...), at both thresholds, with ahash (heavykeeper's hasher; the "
+        "sketch's default is foldhash, seeded per instance), through `add_many_at` 32 keys a "
+        "call, the exact `HotKeyDetector`, and heavykeeper 0.7's `TopK`, `BucketedTopK` and "
+        "`CuckooTopK` (k 100, width 4096, depth 4, decay 0.9; single-threaded, no window; "
+        "ahash, their default).",
     ),
     dict(
         bench="metrics",
@@ -394,8 +415,27 @@ GROUPS = [
         "`x-api-key` header. Before the warm-up, three requests a key. `granted`: 10^9 per "
         "hour a key, nothing refused (the cluster limiter grants from leases sized to the "
         "key's rate); `refusing`: 1 per minute a key, so every measured request should be "
-        "refused with a 429 (the cluster limiter asks Redis once a key, then refuses from its memo until the retry time). A cell marked "
+        "refused with a 429 (the cluster limiter asks Redis once a key, then refuses from its memo until the retry time); `flood`: "
+        "every request a key never seen before (no priming), 10^6 per 10 s a key, so nothing is "
+        "refused and every cluster request needs Redis. A cell marked "
         "`(invalid)` did not hold its shape.",
+    ),
+    dict(
+        bench="flood",
+        kind="markdown",
+        title="The Redis layer: a cluster limiter under a flood of new keys",
+        note="`redis/benches/flood.rs`, not criterion: `ClusterLimiter::decide` from 1, 2, 8 and 64 "
+        "caller threads on a local redis-server, against a local `KeyedLimiter` on the same key "
+        "streams in the same run, each configuration twice. `new`: every request a key never seen "
+        "before (10^6 per 10 s a key: all granted; a new key's lease is the one permit its request "
+        "takes), with a warm client beside the callers (8 primed keys, one request every ~100 us: "
+        "its latencies in the last column); `warm`: 4,096 keys the node leases, a limit never "
+        "reached, slices of a minute. Latencies are each request's, on its thread. Round trips and "
+        "keys a round trip from `LeaseStats`; Redis time a key: the lease script's `INFO "
+        "commandstats` time over the keys it leased or refused; threads: the limiter's (one a "
+        "group; a single instance has one); heap: bytes the limiter holds a new key after the run "
+        "(a counting allocator). redis-server, the callers and the limiter's thread share the "
+        "machine's 2 CPUs.",
     ),
     dict(
         bench="cluster",
@@ -645,7 +685,7 @@ def render_server(spec, src):
     with open(path) as f:
         d = json.load(f)
     rows = {(r["shape"], r["config"], r["run"]): r for r in d["rows"]}
-    shapes = [s for s in ("granted", "refusing") if any(k[0] == s for k in rows)]
+    shapes = [s for s in ("granted", "refusing", "flood") if any(k[0] == s for k in rows)]
     configs = [c for c in SERVER_CONFIGS if any(k[1] == c for k in rows)]
     runs = sorted({k[2] for k in rows})
     ld = read_load(os.path.join(os.path.dirname(path), f"{spec['bench']}.load"))
@@ -702,6 +742,24 @@ def render_server(spec, src):
                 ]
                 cells.append(" / ".join(f"{r:.2f}x" for r in rs) if rs else "-")
             lines.append(f"| `{a}` / `{b}` | " + " | ".join(cells) + " |")
+    flood = [(c, n) for c in configs for n in runs if ("flood", c, n) in rows]
+    if flood and "warm_p50_us" in rows[("flood",) + flood[0]]:
+        lines += [
+            "",
+            "`flood`: a warm client's requests during the flood (one connection of its own, 8 "
+            "primed keys, back to back), latency in microseconds, and the process's threads "
+            "half-way through the run (the server's and the load generator's runtimes, plus "
+            "whatever the limiter runs):",
+            "",
+            "| | run | p50 | p99 | p99.9 | max | threads |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for c, n in flood:
+            r = rows[("flood", c, n)]
+            lines.append(
+                f"| `{c}` | {n} | {r['warm_p50_us']:.0f} | {r['warm_p99_us']:.0f} | "
+                f"{r['warm_p999_us']:.0f} | {r['warm_max_us']:.0f} | {r['threads']} |"
+            )
     lines.append("")
     return lines
 

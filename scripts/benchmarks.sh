@@ -34,16 +34,19 @@
 #    about 3 min) is not criterion either: `HotKeySketch`'s accuracy
 #    against the true window counts and its adds a second against
 #    heavykeeper, each configuration twice, written to hotkeys.md in the
-#    first pass.
+#    first pass. `flood` (redis/benches/flood.rs, about 1 min, starts a
+#    redis-server) neither: the cluster limiter under a flood of new keys and
+#    on warm keys from 1 to 64 callers against a local KeyedLimiter, twice,
+#    written to flood.md in the first pass.
 # Then `python3 scripts/bench-table.py --write BENCHMARKS.md` renders one
 # table per bench from the runs' criterion estimates (median of the samples)
 # and the server bench's server.json, with the date, the machine, the load
 # and the command.
 #
 # BENCH_ONLY="counter window" runs those benches only (names of benches/*.rs,
-# plus `layer`, `cluster` and `server` with BENCH_LAYERS=1, and `callgrind`
-# for step 4 alone) and rewrites only their sections of BENCHMARKS.md, each
-# dated; BENCH_RENDER=0 leaves
+# plus `layer`, `cluster`, `flood` and `server` with BENCH_LAYERS=1, and
+# `callgrind` for step 4 alone) and rewrites only their sections of
+# BENCHMARKS.md, each dated; BENCH_RENDER=0 leaves
 # BENCHMARKS.md alone. Everything a run produces is kept in
 # ${CARGO_TARGET_DIR:-target}/benchmarks/.
 set -euo pipefail
@@ -56,7 +59,7 @@ runs="${BENCH_RUNS:-2}"
 benches=(counter window clock limiter multi keyed metrics hotkeys)
 layers=()
 if [ "${BENCH_LAYERS:-0}" = 1 ]; then
-    layers=(layer cluster server)
+    layers=(layer cluster flood server)
 fi
 callgrind_only=0
 if [ -n "${BENCH_ONLY:-}" ]; then
@@ -79,6 +82,7 @@ cargo_bench() {
     case "$1" in
     layer) echo cargo bench -p stripecount-tower --bench layer ;;
     cluster) echo cargo bench -p stripecount-redis --bench cluster ;;
+    flood) echo cargo bench -p stripecount-redis --bench flood ;;
     server) echo cargo bench -p stripecount-tower --features redis --bench server ;;
     metrics) echo cargo bench -p stripecount --features metrics --bench metrics ;;
     *) echo cargo bench -p stripecount --bench "$1" ;;
@@ -119,16 +123,16 @@ for r in $(seq 1 "$runs"); do
     mkdir -p "$dir"
     rm -rf "$target/criterion"
     for b in "${benches[@]}" "${layers[@]}"; do
-        # The server and hotkeys benches interleave their own two runs:
-        # once is enough.
-        if { [ "$b" = server ] || [ "$b" = hotkeys ]; } && [ "$r" -gt 1 ]; then
+        # The server, hotkeys and flood benches interleave their own two
+        # runs: once is enough.
+        if { [ "$b" = server ] || [ "$b" = hotkeys ] || [ "$b" = flood ]; } && [ "$r" -gt 1 ]; then
             continue
         fi
         echo "== run $r/$runs: $b, load $(load) ($(elapsed))"
         before=$(load)
         t0=$SECONDS
         args=("${crit[@]}")
-        if [ "$b" = server ] || [ "$b" = hotkeys ]; then
+        if [ "$b" = server ] || [ "$b" = hotkeys ] || [ "$b" = flood ]; then
             args=()
         fi
         # shellcheck disable=SC2046

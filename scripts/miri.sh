@@ -84,7 +84,7 @@ stage "setup: Miri's sysroot and the test binaries" "$base" --no-run \
 
 threaded=(--test keyed_threads --test keyed_rotation --test keyed_limiter_threads)
 single=(--test keyed --test keyed_edges --test keyed_hot --test keyed_limiter --test keyed_panics
-    --test keyed_user_code --test keyed_callbacks)
+    --test keyed_user_code --test keyed_callbacks --test keyed_batch)
 tb="$base -Zmiri-tree-borrows"
 churn=reclaim::epoch::tests::readers_never_see_a_freed_object_under_churn
 

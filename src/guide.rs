@@ -50,6 +50,12 @@
 //!   is a decision that takes nothing. The count is always explicit.
 //! - **An add returns what the add decided, never a read** (the table
 //!   below); a method that also reads says so (`add_and_sum`).
+//! - **Many keys at once**: the per-key types' `add_many_at(items, now)`
+//!   and [`KeyedLimiter`](crate::KeyedLimiter)'s `try_acquire_many_at`
+//!   take `(key, n)` items and one time, and do exactly what the single
+//!   calls on each item in order would (a callback hears each key that
+//!   became hot, or each request's verdict); with many keys on a large
+//!   map they are faster, as the keys' cache misses overlap.
 //! - No public method returns an internal value (slice numbers, epochs).
 //!
 //! | type | `add` / `add_at` returns |
@@ -126,6 +132,63 @@
 //!   permits, so a change never over-admits and never resets a window.
 //!   Overrides are operator data: not evicted, not counted in `max_keys`.
 //!
+//! # Keys from untrusted clients
+//! The per-key structures hash keys with
+//! [`hash::RandomState`](crate::hash::RandomState) unless given another
+//! hasher: foldhash, about ten times SipHash's speed on small keys, under
+//! seeds drawn from the operating system, a new one for every structure.
+//! Client addresses, API keys and URLs are chosen by whoever sends them;
+//! this is what such a sender can and cannot do to a structure bounded by
+//! `max_keys` (a [`KeyedLimiter`](crate::KeyedLimiter)'s keys, a
+//! [`KeyedWindows`](crate::KeyedWindows) slice's keys, a
+//! [`HotKeySketch`](crate::HotKeySketch)'s memory).
+//!
+//! What it can do, whatever the hash:
+//! - **Fill the bound.** New keys cost nothing to invent: `max_keys` of
+//!   them fill a limiter, or a window's slice, and then a new key is not
+//!   tracked (a limiter refuses it with
+//!   [`Denied::TooManyKeys`](crate::Denied::TooManyKeys) or, with
+//!   [`FloodPolicy::AdmitUntracked`](crate::limiter::FloodPolicy::AdmitUntracked),
+//!   admits it uncounted; a window's add returns `false`), counted in
+//!   `untracked_decisions()` and `untracked_adds()`, until the flood's keys
+//!   are idle for a window (evicted) or their slice leaves it. It costs the
+//!   sender one request a key a window (a slice, for windows). Memory
+//!   stays at the bound. Set `max_keys` above what your own traffic holds
+//!   and watch those counts.
+//! - **Crowd a sketch's exact part.** A key that reaches the admission
+//!   level in a slice (`admission_level()` requests) takes one of the
+//!   slice's exact places; enough of them fill it, and the adds of other
+//!   keys new to that slice are not tracked (`untracked_adds()`). No
+//!   reported count is ever above a key's true count, whatever is sent.
+//! - **See the order of walks.** `take_all`, `top` among equal counts and
+//!   the other walks visit keys shard by shard, an order the seed decides:
+//!   do not show it to clients unsorted.
+//!
+//! What it cannot do with the default hasher:
+//! - **Choose keys that collide.** Without the seeds, which shard, which
+//!   probe group and which doorkeeper word a key lands in cannot be
+//!   predicted, so lookups stay one or two control groups long (tables are
+//!   at most 7/8 full) and a doorkeeper word holds its share of keys.
+//! - **Carry collisions over.** Each structure has its own seed: keys found
+//!   to collide in one (by timing it) do not collide in another, nor after
+//!   a restart.
+//!
+//! foldhash is not a cryptographic hash: a sender able to time very many
+//! requests and adapt its keys could learn more about a seed than SipHash
+//! would ever let it. Where that is the threat, pass std's
+//! `RandomState` (`.hasher(std::hash::RandomState::new())`): SipHash-1-3,
+//! about 15 ns more a hash of a small key.
+//!
+//! With a known seed (a fixed hasher such as
+//! `BuildHasherDefault<DefaultHasher>`, or foldhash's `FixedState`), keys
+//! can be crafted whose hashes are equal: they all land in one shard and
+//! one probe sequence, so each operation on one of them compares it with
+//! every one of them held, up to `max_keys` comparisons an operation (and
+//! without a bound, as many as the flood has keys). Counts, limits and
+//! memory bounds still hold exactly (`tests/keyed_hash_flood.rs` floods
+//! each structure so). Never give a fixed or guessable seed to a structure
+//! whose keys come from clients.
+//!
 //! # Waiting for a permit
 //! Every limiter can wait instead of refusing: a loop of one `decide(n)`
 //! (all `n` permits or none) and one sleep for the refusal's
@@ -195,6 +258,11 @@
 //!   `Clone` or `Hash` that panics while a shard moves to a bigger table,
 //!   and an `Eq` that panics while a `HotKeyDetector` marks a heavy key's
 //!   slices. Callbacks run under no lock: they may call back in.
+//! - **Walks end.** A walk (`take_all`, `top`, `hot_keys`, and the
+//!   detectors' and sketch's reads) visits the keys held when it started,
+//!   each once, and no other: keys its callback, the key type's code or
+//!   other threads add meanwhile are left for the next walk, so a callback
+//!   that adds keys cannot make it run forever.
 //! - **Bounded memory.** An uncontended window holds 16 bytes per slice
 //!   plus a small header; stripes are added only under contention. Per-key
 //!   structures keep one map per live slice, about 43 bytes a key for 1M

@@ -36,7 +36,8 @@
 //! clock-reading method has an `_at` twin that takes a [`Timestamp`]; a
 //! request has a bool form and a [`Decision`] form), what each guarantees,
 //! and how to use them in a service. The modules hold the rest of the
-//! names: [`clock`], [`limiter`], [`keyed`], [`window`], [`counter`].
+//! names: [`clock`], [`limiter`], [`keyed`], [`window`], [`counter`], and
+//! [`hash`] (the per-key structures' default hasher, seeded per instance).
 //!
 //! # Features
 //! - `tsc` (default): [`clock::MonotonicClock`] reads the CPU's time-stamp
@@ -62,6 +63,7 @@ pub mod clock;
 pub mod counter;
 mod error;
 pub mod guide;
+pub mod hash;
 mod key;
 pub mod keyed;
 pub mod limiter;

@@ -1,6 +1,7 @@
 //! `HotKeySketch` against the exact `HotKeyDetector` fed the same adds:
 //! the stated error bound (a reported count is never above the exact one
-//! and at most `slices * (a - 1)` below it) checked for every key at every
+//! and at most `slices * (a - 1)` below it for a key added by one thread,
+//! `undercount_bound()` for racing threads) checked for every key at every
 //! check time of every run, hot reports only for keys truly at the
 //! threshold, every key past the bound reported hot, exact counts for keys
 //! that stay admitted, memory that never passes its limit whatever the

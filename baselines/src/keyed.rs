@@ -2,7 +2,7 @@
 //! map of `AtomicU64`. These count forever (no window, no eviction), so
 //! they bound from above what a per-key window can cost.
 
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -48,10 +48,11 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> AtomicMap<K> {
     }
 }
 
-/// `DashMap<K, AtomicU64>`: the most common choice; every lookup takes its
-/// shard's reader lock.
-pub struct DashCounter<K> {
-    inner: dashmap::DashMap<K, AtomicU64>,
+/// `DashMap<K, AtomicU64, S>`: the most common choice; every lookup takes
+/// its shard's reader lock. `S` is DashMap's default, std's `RandomState`
+/// (SipHash-1-3), unless built [`with_hasher`](Self::with_hasher).
+pub struct DashCounter<K, S = std::collections::hash_map::RandomState> {
+    inner: dashmap::DashMap<K, AtomicU64, S>,
 }
 
 impl<K: Hash + Eq + Clone> Default for DashCounter<K> {
@@ -61,10 +62,19 @@ impl<K: Hash + Eq + Clone> Default for DashCounter<K> {
 }
 
 impl<K: Hash + Eq + Clone> DashCounter<K> {
-    /// An empty map.
+    /// An empty map on DashMap's default hasher.
     pub fn new() -> Self {
         DashCounter {
             inner: dashmap::DashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, S: BuildHasher + Clone> DashCounter<K, S> {
+    /// An empty map hashing with `hasher`.
+    pub fn with_hasher(hasher: S) -> Self {
+        DashCounter {
+            inner: dashmap::DashMap::with_hasher(hasher),
         }
     }
 

@@ -2,7 +2,8 @@
 //! Loom models of the cluster limiter's lease word
 //! (`redis/src/lease/word.rs`): grants racing for a lease's last permit,
 //! a grant racing the lease's return (revoke) and its expiry, and a grant
-//! racing the installation of the next lease. Each with the naive design
+//! racing the installation of the next lease, and the one grant that asks
+//! for a renewal. Each with the naive design
 //! it replaces as a counter-example loom must catch.
 //!
 //! The word's source is compiled here with loom's atomics (the `sync`
@@ -45,7 +46,7 @@ fn granted(t: Take) -> u64 {
 fn racing_grants_of_the_last_permit_and_its_return() {
     model(|| {
         let w = Arc::new(LeaseWord::new());
-        w.install(DL, 3, 1);
+        w.install(DL, 3, 1, 0);
         let grants: Vec<_> = (0..2)
             .map(|_| {
                 let w = w.clone();
@@ -70,7 +71,7 @@ fn racing_grants_of_the_last_permit_and_its_return() {
 fn a_grant_racing_the_lease_expiry() {
     model(|| {
         let w = Arc::new(LeaseWord::new());
-        w.install(DL, 3, 2);
+        w.install(DL, 3, 2, 0);
         let early = {
             let w = w.clone();
             thread::spawn(move || granted(w.try_take(DL - 1, 1)))
@@ -98,19 +99,19 @@ fn a_grant_racing_the_lease_expiry() {
 fn a_grant_racing_the_next_lease() {
     model(|| {
         let w = Arc::new(LeaseWord::new());
-        w.install(DL, 3, 1);
+        w.install(DL, 3, 1, 0);
         let grants: Vec<_> = (0..2)
             .map(|_| {
                 let w = w.clone();
                 thread::spawn(move || match w.try_take(10, 1) {
-                    Take::Granted { tag } => Some(tag),
+                    Take::Granted { tag, .. } => Some(tag),
                     Take::Miss => None,
                 })
             })
             .collect();
         let sender = {
             let w = w.clone();
-            thread::spawn(move || w.install(2 * DL, 4, 2))
+            thread::spawn(move || w.install(2 * DL, 4, 2, 0))
         };
         let tags: Vec<u64> = grants
             .into_iter()
@@ -126,6 +127,42 @@ fn a_grant_racing_the_next_lease() {
         );
         assert!(new <= 2);
         assert_eq!(w.revoke() + new, 2, "new lease");
+    });
+}
+
+/// Three grants race the sweeper's revoke on a lease of three permits
+/// whose renewal mark is 2: a renewal is asked exactly when a grant takes
+/// the lease from 2 to 1, by that grant alone (invariant 4), and every
+/// permit is granted or returned once.
+#[test]
+fn one_grant_asks_the_renewal_and_only_when_it_crosses_the_mark() {
+    model(|| {
+        let w = Arc::new(LeaseWord::new());
+        w.install(DL, 3, 3, 1);
+        let grants: Vec<_> = (0..3)
+            .map(|_| {
+                let w = w.clone();
+                thread::spawn(move || match w.try_take(10, 1) {
+                    Take::Granted { renew, .. } => (1u64, u64::from(renew)),
+                    Take::Miss => (0, 0),
+                })
+            })
+            .collect();
+        let ret = {
+            let w = w.clone();
+            thread::spawn(move || w.revoke())
+        };
+        let (g, renewals) = grants
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .fold((0, 0), |(g, r), (a, b)| (g + a, r + b));
+        let r = ret.join().unwrap();
+        assert_eq!(g + r, 3, "granted {g}, returned {r}");
+        assert_eq!(
+            renewals,
+            u64::from(g >= 2),
+            "{g} granted, {renewals} renewals"
+        );
     });
 }
 

@@ -29,8 +29,7 @@ impl Flusher {
         Self::spawn("stripecount-redis-flusher", every, move || inner.tick())
     }
 
-    /// A thread named `name` that calls `step` every `every` until stopped
-    /// (the flusher, and the cluster limiter's sweeper).
+    /// A thread named `name` that calls `step` every `every` until stopped.
     pub(crate) fn spawn(
         name: &str,
         every: Duration,

@@ -71,8 +71,8 @@
 //!   inside a flush loses no batch and doubles none: a key whose code
 //!   panics when its counts are taken is left out, its counts dropped
 //!   *and counted* ([`Stats::dropped_panicked`]); the other keys are
-//!   flushed. The background flusher (and the limiter's sweeper) counts
-//!   such panics and goes on; [`ClusterWindows::flush`] resumes the first
+//!   flushed. The background flusher (and the limiter's threads) count
+//!   such panics and go on; [`ClusterWindows::flush`] resumes the first
 //!   once every group was flushed.
 //!
 //! # The cluster limiter
@@ -112,8 +112,19 @@
 //!   ([`Grant::Granted`]).
 //! - **Local grants.** A grant from a held lease is one compare-and-swap
 //!   on the key's lease word: no lock, no allocation, no I/O. A request
-//!   the lease cannot serve makes one round trip (returns plus a new
-//!   lease), or gets the [`OutagePolicy`] if Redis is unreachable.
+//!   the lease cannot serve goes to Redis (returns plus a new lease), or
+//!   gets the [`OutagePolicy`] if Redis is unreachable.
+//! - **Batched round trips.** Per group one request is in flight, and it
+//!   leases every key whose requests queued meanwhile (up to
+//!   [`max_batch_keys`](ClusterLimiterBuilder::max_batch_keys)): a flood
+//!   of new keys costs a round trip per batch, and a lone request goes
+//!   straight out. A request waits on its thread
+//!   ([`decide`](ClusterLimiter::decide)) or as a future without a thread
+//!   ([`decide_async`](ClusterLimiter::decide_async)); past
+//!   [`max_queue`](ClusterLimiterBuilder::max_queue) waiting requests in
+//!   a group it is shed at once ([`Grant::Overloaded`]). A new key's first
+//!   lease is what waits for it (one permit for a key seen once), later
+//!   ones follow the node's rate of the key.
 //! - **Exactly once.** Leases and returns use the flush's sequence
 //!   protocol: a lease whose reply was lost is granted once (the resend is
 //!   answered from Redis's record), a return whose reply was lost is
@@ -125,11 +136,48 @@
 //!   most [`max_batch`](ClusterLimiterBuilder::max_batch) each, and less near the
 //!   limit (a lease gets at most half the room left beyond the request).
 //!   Permits of a lease whose slice ended count until returned (the next
-//!   miss of the key, or the sweeper within its interval). A key Redis
+//!   miss of the key, or its group's thread within the sweep interval). A key Redis
 //!   refused is refused locally until the retry time Redis gave
 //!   ([`refusal_memo`](ClusterLimiterBuilder::refusal_memo), on by
 //!   default: no round trip per refused request), so permits returned for
 //!   it meanwhile wait until then.
+//!
+//! ## Under a flood of new keys
+//! Every request of a key the node holds no lease for needs Redis (a
+//! crawler, a botnet, a cold start, a limit per client address). The node
+//! keeps that cheap and bounded:
+//! - **One round trip per batch, not per key.** A group's requests queue
+//!   in its lane while its request is in flight; the next carries them all
+//!   (up to [`max_batch_keys`](ClusterLimiterBuilder::max_batch_keys),
+//!   each key once), so the more requests wait, the fewer round trips
+//!   each costs; a lone request still goes straight out.
+//! - **Waiting costs no thread.** [`decide`](ClusterLimiter::decide)
+//!   parks its own thread; [`decide_async`](ClusterLimiter::decide_async)
+//!   returns a future the group's thread wakes, on any runtime. The node
+//!   runs one thread per group, whatever the load.
+//! - **Nothing a key, for a key seen once.** A new key's first lease is
+//!   what its waiting requests need (one permit for one request), so
+//!   Redis counts no unused permits for it and the node keeps no lease and
+//!   no record of it, only a size record in a fixed table (128 KiB).
+//! - **Warm keys go first.** A request of a key whose lease this node
+//!   holds or held (a renewal) joins a queue of its own, taken before the
+//!   new keys', in batches of its own: a flood delays a renewal by at most
+//!   the batch in flight, and never sheds it. With
+//!   [`renew_early`](ClusterLimiterBuilder::renew_early) a busy key's lease
+//!   asks for the next one when a quarter is left, so its requests do not
+//!   wait at all until its slice ends.
+//! - **A bounded queue, and a quick answer past it.** At most
+//!   [`max_queue`](ClusterLimiterBuilder::max_queue) requests wait per
+//!   group (per queue); the next gets [`Grant::Overloaded`] at once, with
+//!   the time the node expects to need to drain the queue: it was not
+//!   decided and nothing was counted (the tower layer answers `503` with
+//!   `Retry-After`). With [`Shed::Outage`] the outage policy decides it
+//!   instead. [`ClusterLimiter::waiting`] and
+//!   [`LeaseStats::shed`] show how close a node runs to it.
+//!
+//! Nothing of this changes what is counted or granted: each batch is one
+//! request of the exactly-once protocol, and each key in it is leased as
+//! a lone request would be.
 //!
 //! # Redis Cluster
 //! [`ClusterWindows`] and [`ClusterLimiter`] run on a Redis Cluster with
@@ -233,7 +281,7 @@
 //! `reads.rs` its reads; `results.rs` what its reads and flushes report
 //! ([`SumParts`], [`FlushReport`]); `flush.rs` the flush, `take.rs` its
 //! take and cut, `probe.rs` its other round trips; `fanout.rs` a flush
-//! over every group; `flusher.rs` its thread (and the limiter's sweeper);
+//! over every group; `flusher.rs` its thread;
 //! `link.rs` the connection and backoff, `sample.rs` its `TIME` samples;
 //! `timeline.rs` server time; `script.rs` and `flush.lua`, `hot_read.lua`
 //! the scripts and their protocol, `resp.rs` how requests are written;
@@ -280,7 +328,8 @@ pub use error::ClusterError;
 pub use health::{Health, LinkState, Stats};
 pub use key::RedisKey;
 pub use lease::{
-    ClusterLimiter, ClusterLimiterBuilder, Grant, LeaseStats, OutagePolicy, MAX_LEASE,
+    ClusterLimiter, ClusterLimiterBuilder, Grant, GrantFuture, LeaseStats, OutagePolicy, Shed,
+    MAX_BATCH_KEYS, MAX_LEASE,
 };
 pub use node::ClusterWindows;
 pub use results::{FlushReport, SumParts};

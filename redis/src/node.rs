@@ -252,6 +252,36 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         self.inner.time()
     }
 
+    /// The window length: [`slices`](Self::slices) slices of
+    /// [`slice_len`](Self::slice_len).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use stripecount_redis::ClusterWindows;
+    ///
+    /// let node = ClusterWindows::<String>::new("redis://127.0.0.1:6379/", "api", Duration::from_secs(10), 5)?;
+    /// assert_eq!(node.window(), Duration::from_secs(10));
+    /// assert_eq!((node.slices(), node.slice_len()), (5, Duration::from_secs(2)));
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(
+            self.inner
+                .slice_nanos
+                .saturating_mul(self.inner.slices as u64),
+        )
+    }
+
+    /// The number of slices per window.
+    pub fn slices(&self) -> usize {
+        self.inner.slices
+    }
+
+    /// The slice length (on the server's timeline).
+    pub fn slice_len(&self) -> Duration {
+        Duration::from_nanos(self.inner.slice_nanos)
+    }
+
     /// The node's id in Redis (random per node: a restarted process is a
     /// new node with a new flush sequence).
     pub fn node_id(&self) -> &str {

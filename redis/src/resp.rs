@@ -7,8 +7,8 @@ pub(crate) struct Request {
     pub(crate) bytes: Vec<u8>,
 }
 
-/// Appends `n` in decimal.
-fn decimal(out: &mut Vec<u8>, mut n: u64) {
+/// `n`'s decimal digits, at the end of a buffer: `(buffer, start)`.
+fn digits(mut n: u64) -> ([u8; 20], usize) {
     let mut d = [0u8; 20];
     let mut i = d.len();
     loop {
@@ -19,6 +19,12 @@ fn decimal(out: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
+    (d, i)
+}
+
+/// Appends `n` in decimal.
+fn decimal(out: &mut Vec<u8>, n: u64) {
+    let (d, i) = digits(n);
     out.extend_from_slice(&d[i..]);
 }
 
@@ -47,10 +53,29 @@ impl Request {
         self
     }
 
+    /// A bulk string of `n` in decimal (no allocation: a request's numbers
+    /// are most of its arguments).
     pub(crate) fn num(&mut self, n: u64) -> &mut Self {
-        let mut d = Vec::with_capacity(20);
-        decimal(&mut d, n);
-        self.arg(&d)
+        let (d, i) = digits(n);
+        self.arg(&d[i..])
+    }
+
+    /// Appends arguments encoded before (`Request::args` of another
+    /// request): counted in this one's length by its creator.
+    pub(crate) fn raw(&mut self, encoded: &[u8]) -> &mut Self {
+        self.bytes.extend_from_slice(encoded);
+        self
+    }
+
+    /// The encoded arguments of a request built only to be appended with
+    /// [`raw`](Self::raw): its bytes without the array header.
+    pub(crate) fn args(&self) -> &[u8] {
+        let header = self
+            .bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        &self.bytes[header..]
     }
 
     /// Appends another request (a pipeline).

@@ -282,7 +282,13 @@ impl FlushReply {
         let mut at = 0;
         while at < blob.len() {
             let m = f64_at(&blob, at).ok_or_else(|| protocol("short ring"))?;
-            let len = 8 + 16 * (m as usize);
+            // A count from the wire: checked, so a bad reply is an error,
+            // never an overflow (a float casts to usize saturating).
+            let len = (m as usize)
+                .checked_mul(16)
+                .and_then(|l| l.checked_add(8))
+                .filter(|&l| l <= blob.len() - at)
+                .ok_or_else(|| protocol("bad ring"))?;
             if at + 8 + len > blob.len() || !Ring::is_valid(&blob[at + 8..at + 8 + len]) {
                 return Err(protocol("bad ring"));
             }
@@ -369,6 +375,27 @@ impl HotReply<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reply whose ring counts are wrong (huge, infinite, past the blob)
+    /// is an error, never an overflow or a panic.
+    #[test]
+    fn a_flush_reply_with_bad_ring_counts_is_an_error() {
+        for m in [1e300, f64::INFINITY, f64::MAX, 3.0, 1.8446744073709552e19] {
+            let mut blob = m.to_le_bytes().to_vec();
+            blob.extend_from_slice(&[0u8; 24]);
+            let v = Value::Array(vec![
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(0),
+                Value::Int(0),
+                Value::BulkString(blob),
+                Value::BulkString(Vec::new()),
+                Value::Int(0),
+                Value::Int(0),
+            ]);
+            assert!(FlushReply::decode(v, 1).is_err(), "{m}");
+        }
+    }
 
     #[test]
     fn the_script_hashes_are_stable() {

@@ -1,11 +1,13 @@
 //! The crate's synchronization helpers.
 //!
-//! - The loom switch for the lease word (`lease/word.rs`), the one atomic
-//!   protocol of this crate that has a loom model: std's atomics, or loom's
-//!   when built with `RUSTFLAGS="--cfg loom"`. The loom model
-//!   (`loom-tests/tests/lease_word.rs`) compiles `lease/word.rs` itself with
-//!   a `sync` module of its own, so the Redis client never builds under
-//!   loom.
+//! - The loom switch for the cluster limiter's two concurrent protocols
+//!   with loom models: the lease word (`lease/word.rs`) and the lanes
+//!   of requests with the hand-off of their answers (`lease/lane.rs`):
+//!   std's atomics, locks and threads, or loom's when built with
+//!   `RUSTFLAGS="--cfg loom"`. The loom models
+//!   (`loom-tests/tests/lease_word.rs`, `lease_lane.rs`) compile those files
+//!   themselves with a `sync` module of their own, so the Redis client
+//!   never builds under loom.
 //! - Locking that ignores poisoning ([`lock`], [`read`], [`write`]): a
 //!   panic in one thread while it held a lock does not turn every later
 //!   flush, read or lease request of the node into a panic; the guarded
@@ -17,7 +19,10 @@ pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 
-use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+pub(crate) use std::sync::{Arc, Mutex};
+pub(crate) use std::thread::{current, park, Thread};
+
+use std::sync::{MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 /// Locks `m`, poisoned or not (module docs).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

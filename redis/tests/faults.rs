@@ -18,7 +18,7 @@ use support::{flush_ok, wait_until, RedisServer, Rng, Skewed};
 fn builder(url: &str, ns: &str) -> stripecount_redis::ClusterWindowsBuilder<String> {
     ClusterWindows::builder(url, ns, Duration::from_secs(600), 10)
         .flush_interval(None)
-        .timeouts(Duration::from_millis(500), Duration::from_millis(500))
+        .timeouts(Duration::from_secs(5), Duration::from_secs(5))
 }
 
 fn node(url: &str, ns: &str) -> ClusterWindows<String> {
@@ -251,7 +251,7 @@ fn counts_older_than_the_window_are_dropped_and_counted_during_an_outage() {
     let n: ClusterWindows<String, ManualClock> =
         ClusterWindows::builder(&proxy.url(), "old", Duration::from_secs(10), 10)
             .flush_interval(None)
-            .timeouts(Duration::from_millis(200), Duration::from_millis(200))
+            .timeouts(Duration::from_secs(2), Duration::from_secs(2))
             .clock(clock.clone())
             .build()
             .unwrap();
@@ -380,7 +380,7 @@ fn a_node_whose_clock_is_5s_off_files_counts_in_the_same_slices() {
     let mk = |off: i64| -> ClusterWindows<String, Skewed> {
         ClusterWindows::builder(&redis.url(), "skew", Duration::from_secs(10), 10)
             .flush_interval(None)
-            .timeouts(Duration::from_millis(200), Duration::from_millis(200))
+            .timeouts(Duration::from_secs(2), Duration::from_secs(2))
             .clock(Skewed {
                 wall: WallClock::new(),
                 off: off as u64,

@@ -60,7 +60,7 @@ fn builder(url: &str, ns: &str, limit: u64) -> ClusterLimiterBuilder<String> {
         Quota::per(limit, Duration::from_secs(86_400)).slices(1),
     )
     .max_batch(8)
-    .timeouts(Duration::from_millis(200), Duration::from_millis(200))
+    .timeouts(Duration::from_secs(2), Duration::from_secs(5))
     .backoff(Duration::from_millis(1), Duration::from_millis(5))
     .sweep_interval(Duration::from_secs(3_600))
 }
@@ -251,17 +251,32 @@ fn three_nodes_hammer(memo: bool, strict: bool) {
             )
         })
         .collect();
+    // At least 0.8 s, and until the key was refused a few times (and,
+    // with the memo, refused by it): on a slow machine the run takes
+    // longer, and the verdict is the same.
     let run = Duration::from_millis(800);
     let start = Instant::now();
+    let all: Vec<Arc<ClusterLimiter<String>>> = nodes.clone();
+    let refusals = Arc::new(AtomicU64::new(0));
+    let go_on = {
+        let refusals = Arc::clone(&refusals);
+        move || {
+            let t = start.elapsed();
+            assert!(t < Duration::from_secs(120), "the key was never refused");
+            let by_memo: u64 = all.iter().map(|n| n.stats().memo_refusals).sum();
+            t < run || refusals.load(Ordering::Relaxed) < 20 || (memo && by_memo == 0)
+        }
+    };
     let mut threads = Vec::new();
     for (ni, node) in nodes.iter().enumerate() {
         for t in 0..2u64 {
             let node = Arc::clone(node);
+            let (go_on, refusals) = (go_on.clone(), Arc::clone(&refusals));
             threads.push(std::thread::spawn(move || {
                 let mut rng = Rng::new(ni as u64 * 10 + t + 1);
                 let mut grants: Vec<(u64, u64)> = Vec::new();
                 let mut refused = 0u64;
-                while start.elapsed() < run {
+                while go_on() {
                     let n = 1 + rng.next() % 2;
                     let g = node
                         .decide_from_lease("k", n)
@@ -270,7 +285,10 @@ fn three_nodes_hammer(memo: bool, strict: bool) {
                         Grant::Granted { slice_start } => {
                             grants.push((slice_start.as_nanos() / (SLICE_MS * 1_000_000), n))
                         }
-                        Grant::Refused { .. } => refused += 1,
+                        Grant::Refused { .. } => {
+                            refused += 1;
+                            refusals.fetch_add(1, Ordering::Relaxed);
+                        }
                         other => panic!("Redis is up: {other:?}"),
                     }
                 }

@@ -2,12 +2,15 @@
 //! loopback ports): keys on every master, no window of any key over the
 //! limit, and with `wait_for_replicas` none while a master is SIGKILLed
 //! (its replica held back first, so the master grants leases the replica
-//! never gets) and the replica takes over.
+//! never gets) and the replica takes over. Every verdict waits for what it
+//! judges (a refusal of every key, a decision on every key after the
+//! failover) instead of for a time, so it is the same on any machine and
+//! in any build.
 
 mod support;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use stripecount::Quota;
@@ -28,7 +31,7 @@ fn limiter(c: &RedisCluster, ns: &str, slice_ms: u64, wait: bool) -> ClusterLimi
         .max_batch(8)
         .sweep_interval(Duration::from_millis(20))
         .backoff(Duration::from_millis(10), Duration::from_millis(100))
-        .timeouts(Duration::from_millis(200), Duration::from_millis(500));
+        .timeouts(Duration::from_secs(2), Duration::from_secs(5));
     let b = if wait {
         b.wait_for_replicas(1, Duration::from_millis(50))
     } else {
@@ -37,34 +40,44 @@ fn limiter(c: &RedisCluster, ns: &str, slice_ms: u64, wait: bool) -> ClusterLimi
     b.build().unwrap()
 }
 
-/// Three threads a limiter asking for keys `k0..k{KEYS}` until `done`;
-/// returns the permits granted per key and server slice, and how many
-/// requests Redis refused and how many met an outage.
+/// Three threads a limiter asking for keys `k0..k{KEYS}` until every key
+/// was refused at least once (its window full: the limit was tested on
+/// every key); returns the permits granted per key and server slice, and
+/// how many requests Redis refused and how many met an outage.
 type PerKey = HashMap<String, HashMap<u64, u64>>;
 
-fn hammer(nodes: &[Arc<ClusterLimiter<String>>], done: &AtomicBool) -> (PerKey, u64, u64) {
+fn hammer(nodes: &[Arc<ClusterLimiter<String>>]) -> (PerKey, u64, u64) {
     let slice_ns = u64::try_from(nodes[0].slice_len().as_nanos()).unwrap();
+    // Bit `k` set once key `k` was refused.
+    let refused_keys = AtomicU64::new(0);
+    let all = (1u64 << KEYS) - 1;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     std::thread::scope(|sc| {
         let threads: Vec<_> = nodes
             .iter()
             .enumerate()
             .flat_map(|(ni, n)| (0..3).map(move |t| (ni, t, n)))
             .map(|(ni, t, n)| {
+                let refused_keys = &refused_keys;
                 sc.spawn(move || {
                     let mut rng = Rng::new(ni as u64 * 10 + t + 1);
                     let (mut grants, mut refused, mut outage) = (Vec::new(), 0u64, 0u64);
-                    while !done.load(Ordering::Relaxed) {
-                        let key = format!("k{}", rng.next() % KEYS);
+                    while refused_keys.load(Ordering::Relaxed) != all {
+                        assert!(std::time::Instant::now() < deadline, "keys never refused");
+                        let k = rng.next() % KEYS;
+                        let key = format!("k{k}");
                         let want = 1 + rng.next() % 2;
                         match n.decide(key.as_str(), want) {
                             Grant::Granted { slice_start } => {
                                 let slice = slice_start.as_nanos() / slice_ns;
                                 grants.push((key, slice, want));
                             }
-                            Grant::Refused { .. } => refused += 1,
+                            Grant::Refused { .. } => {
+                                refused += 1;
+                                refused_keys.fetch_or(1 << k, Ordering::Relaxed);
+                            }
                             _ => outage += 1,
                         }
-                        std::thread::sleep(Duration::from_micros(200));
                     }
                     (grants, refused, outage)
                 })
@@ -92,19 +105,14 @@ fn never_over(per: &PerKey) {
 #[test]
 fn limiters_never_exceed_the_limit_with_keys_on_every_master() {
     let c = RedisCluster::start(3, 1);
+    // Slices of 1 s: every key's window fills (and refuses) however slow
+    // the machine is.
     let nodes: Vec<_> = (0..3)
-        .map(|_| Arc::new(limiter(&c, "lim", 100, false)))
+        .map(|_| Arc::new(limiter(&c, "lim", 1_000, false)))
         .collect();
-    let done = AtomicBool::new(false);
-    let (per, refused, outage) = std::thread::scope(|sc| {
-        sc.spawn(|| {
-            std::thread::sleep(Duration::from_millis(1_000));
-            done.store(true, Ordering::Relaxed);
-        });
-        hammer(&nodes, &done)
-    });
+    let (per, refused, outage) = hammer(&nodes);
     assert_eq!(outage, 0);
-    assert!(refused > 0, "the keys were not overloaded");
+    assert!(refused > 0);
     assert_eq!(per.len() as u64, KEYS);
     never_over(&per);
     for n in &nodes {
@@ -118,38 +126,47 @@ fn limiters_never_exceed_the_limit_with_keys_on_every_master() {
 }
 
 /// Every thread of every limiter asks for 2 permits of each key, 30
-/// times over; into `per` (key, server slice), returns the requests that
-/// met an outage.
-fn ask_all(nodes: &[Arc<ClusterLimiter<String>>], keys: &[String], per: &mut PerKey) -> u64 {
+/// times over; into `per` (key, server slice), and into `decided` the keys
+/// that got an answer other than an outage; returns the requests that met
+/// an outage.
+fn ask_all(
+    nodes: &[Arc<ClusterLimiter<String>>],
+    keys: &[String],
+    per: &mut PerKey,
+    decided: &mut HashSet<String>,
+) -> u64 {
     let slice_ns = u64::try_from(nodes[0].slice_len().as_nanos()).unwrap();
-    let results: Vec<(Vec<(String, u64)>, u64)> = std::thread::scope(|sc| {
+    type Asked = (Vec<(String, u64)>, Vec<String>, u64);
+    let results: Vec<Asked> = std::thread::scope(|sc| {
         let threads: Vec<_> = nodes
             .iter()
             .flat_map(|n| (0..3).map(move |_| n))
             .map(|n| {
                 sc.spawn(move || {
-                    let (mut grants, mut outage) = (Vec::new(), 0u64);
+                    let (mut grants, mut refused, mut outage) = (Vec::new(), Vec::new(), 0u64);
                     for _ in 0..30 {
                         for k in keys {
                             match n.decide(k.as_str(), 2) {
                                 Grant::Granted { slice_start } => {
                                     grants.push((k.clone(), slice_start.as_nanos() / slice_ns))
                                 }
-                                Grant::Refused { .. } => {}
+                                Grant::Refused { .. } => refused.push(k.clone()),
                                 _ => outage += 1,
                             }
                         }
                     }
-                    (grants, outage)
+                    (grants, refused, outage)
                 })
             })
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     });
     let mut outage = 0;
-    for (grants, o) in results {
+    for (grants, refused, o) in results {
         outage += o;
+        decided.extend(refused);
         for (k, e) in grants {
+            decided.insert(k.clone());
             *per.entry(k).or_default().entry(e).or_default() += 2;
         }
     }
@@ -157,25 +174,26 @@ fn ask_all(nodes: &[Arc<ClusterLimiter<String>>], keys: &[String], per: &mut Per
 }
 
 /// The keys' permits are taken in full while a master's replica is held
-/// back (asleep, cut from it), the master is SIGKILLed, and once the
-/// replica has taken over other nodes ask for them again, within the same
-/// window (slices of 2 s). Without `wait_for_replicas` the promoted
-/// replica never had the dead master's last leases and grants them again:
-/// the dead master's keys get twice the limit in one window.
+/// back (stopped, cut from it: `RedisCluster::hold_back_replica`), the
+/// master is SIGKILLed, the replica is resumed and takes over, and then
+/// other nodes ask for every key until each got a decision, all within one
+/// window (slices of 30 s: a failover takes seconds). Without
+/// `wait_for_replicas` the promoted replica never had the dead master's
+/// leases and grants them again: the dead master's keys get more than the
+/// limit in one window.
 fn failover(wait: bool) -> (PerKey, u64, u64) {
     let mut c = RedisCluster::start(3, 1);
     let m = (0..c.nodes.len()).find(|&i| c.is_master(i)).unwrap();
     let r = c.replica_of(m, m);
     let nodes: Vec<_> = (0..3)
-        .map(|_| Arc::new(limiter(&c, "limfo", 2_000, wait)))
+        .map(|_| Arc::new(limiter(&c, "limfo", 30_000, wait)))
         .collect();
     let keys: Vec<String> = (0..48).map(|i| format!("a{i}")).collect();
     let mut per = PerKey::new();
-    let sleeper = c.hold_back_replica(m, r, 2);
-    let outage = ask_all(&nodes, &keys, &mut per);
+    c.hold_back_replica(m, r);
+    let outage = ask_all(&nodes, &keys, &mut per, &mut HashSet::new());
     c.nodes[m].sigkill();
-    sleeper.join().unwrap();
-    c.wait_promoted(r);
+    c.promote(r);
     if wait {
         // The promoted replica has no replica of its own: until the old
         // master is back, as its replica, its keys' leases are not used.
@@ -183,17 +201,24 @@ fn failover(wait: bool) -> (PerKey, u64, u64) {
         c.wait_replica_up(m);
     }
     // Other nodes ask now (the first ones remember their refusals until
-    // the window frees room: they would not ask).
+    // the window frees room: they would not ask), until every key was
+    // decided: the promoted replica's keys meet outages while the nodes
+    // find it (and, with `wait`, while its new replica catches up).
     let others: Vec<_> = (0..3)
-        .map(|_| Arc::new(limiter(&c, "limfo", 2_000, wait)))
+        .map(|_| Arc::new(limiter(&c, "limfo", 30_000, wait)))
         .collect();
-    // Until every key was granted (with `wait`, the promoted replica's
-    // keys are refused while its new replica catches up: on a loaded
-    // machine every request of a round may meet that).
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let mut after = ask_all(&others, &keys, &mut per);
-    while wait && per.len() < keys.len() && std::time::Instant::now() < deadline {
-        after += ask_all(&others, &keys, &mut per);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut decided = HashSet::new();
+    let mut after = 0;
+    while decided.len() < keys.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "keys never decided after the failover: {:?}",
+            keys.iter()
+                .filter(|k| !decided.contains(*k))
+                .collect::<Vec<_>>()
+        );
+        after += ask_all(&others, &keys, &mut per, &mut decided);
     }
     let not_replicated = nodes
         .iter()

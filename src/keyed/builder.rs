@@ -7,8 +7,8 @@ use super::hot::HotKeyDetector;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::{Key, KeyHasher};
-use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -44,7 +44,7 @@ pub struct KeyedWindowsBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
 
 impl<K: Key> KeyedWindowsBuilder<K> {
     /// The builder of windows of `window` in `slices` slices, on the
-    /// monotonic clock, hashing with `RandomState`, with no bound on keys.
+    /// monotonic clock, hashing with [`RandomState`], with no bound on keys.
     pub(super) fn new(window: Duration, slices: usize) -> Self {
         KeyedWindowsBuilder {
             window,
@@ -71,8 +71,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindowsBuilder<K, C, S> {
         }
     }
 
-    /// The hasher of every slice's map (`RandomState` unless given: see
-    /// [`KeyedWindows`] for why; a faster one suits trusted keys).
+    /// The hasher of every slice's map ([`RandomState`] unless given: see
+    /// [`KeyedWindows`] for why).
     pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> KeyedWindowsBuilder<K, C, S2> {
         KeyedWindowsBuilder {
             window: self.window,

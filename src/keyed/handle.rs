@@ -7,10 +7,10 @@
 use super::windows::KeyedWindows;
 use super::HotKeyDetector;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
+use crate::hash::RandomState;
 use crate::key::Key;
 use crate::key::KeyHasher;
 use crate::reclaim::Guard;
-use std::collections::hash_map::RandomState;
 
 /// A handle on one key of a [`KeyedWindows`]: adds without hashing the key
 /// again.

@@ -19,6 +19,9 @@
 // - `entry.rs`: one key's count in one slice (24 bytes inline in the map's
 //   slot): one CAS an add, striped into a [`crate::StripedCounter`] under
 //   contention, sealed and lent when its table moves.
+// - `batch.rs`: batches (a group of keys hashed, their misses started,
+//   then added in order, each by its single call's path); `many.rs`: the
+//   types' `add_many` methods on it.
 // - `add.rs`: the add path; `windows.rs`: [`KeyedWindows`] (construction,
 //   eviction, sizes); `reads.rs`: its reads and takes; `handle.rs`: the
 //   handles; `builder.rs`: [`KeyedWindowsBuilder`] and
@@ -62,6 +65,7 @@
 // holds nothing. A contended entry adds a striped counter.
 
 mod add;
+pub(crate) mod batch;
 mod bound;
 mod builder;
 mod doorkeeper;
@@ -70,6 +74,7 @@ mod exact;
 mod handle;
 mod home;
 mod hot;
+mod many;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;

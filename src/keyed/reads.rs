@@ -19,6 +19,7 @@ use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, Timestamp};
 use crate::key::{Key, KeyHasher, KeyRef};
+use crate::map::{Map, Marks};
 use crate::reclaim::Guard;
 use std::collections::HashMap;
 
@@ -82,8 +83,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     }
 
     /// The `k` keys with the largest non-zero window sums at `now`,
-    /// largest first (ties in unspecified order). A scan of every live
-    /// slice, one shard at a time: adds racing it may or may not be seen.
+    /// largest first (ties in unspecified order). A scan of the keys every
+    /// live slice held at one instant (as [`take_all`](Self::take_all)
+    /// takes them): adds racing it to those keys may or may not be seen,
+    /// keys added after it started are not.
     pub fn top_at(&self, now: Timestamp, k: usize) -> Vec<(K, u64)> {
         let now = now.as_nanos();
         if k == 0 {
@@ -105,10 +108,16 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// Every key with adds in the window at `now`, and its window sum. The
     /// keys are the maps' own (valid while `guard` is); the caller's code
     /// (the key's `Hash` and `Eq`, here) runs outside every shard lock.
+    /// The keys are those the live slices held at one instant (`walk`):
+    /// keys that code or other threads add meanwhile are not read.
     pub(super) fn sums_at<'g>(&'g self, now: u64, guard: &'g Guard<'g>) -> HashMap<&'g K, u64> {
+        let mut maps = Vec::new();
+        self.ring
+            .for_each_live(self.epoch(now), guard, |m| maps.push(m));
         let mut sums: HashMap<&'g K, u64> = HashMap::new();
-        self.ring.for_each_live(self.epoch(now), guard, |m| {
+        for (m, marks) in Self::walk(&maps, guard) {
             m.map.for_each_batch(
+                &marks,
                 guard,
                 // Under the shard lock no move runs: never `None`.
                 |en| Some(en.read().unwrap_or(0)),
@@ -119,8 +128,20 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                     }
                 },
             );
-        });
+        }
         sums
+    }
+
+    /// The start of a walk over `maps` (slice maps in slot order): each
+    /// map with the keys it holds at one instant, the same for all of them
+    /// (`crate::map`, "Walks"). The walk visits those keys and no others.
+    fn walk<'g>(maps: &[&'g SliceMap<K, S>], guard: &'g Guard<'g>) -> Vec<Walked<'g, K, S>> {
+        let inner: Vec<_> = maps.iter().map(|m| &m.map).collect();
+        // The newest slice first: it takes most of the inserts.
+        let mut first: Vec<usize> = (0..maps.len()).collect();
+        first.sort_unstable_by_key(|&i| std::cmp::Reverse(maps[i].epoch));
+        let marks = Map::mark_all(&inner, &first, guard);
+        maps.iter().copied().zip(marks).collect()
     }
 
     /// `key`'s entry in the slice of `now`, if that slice holds it.
@@ -166,6 +187,14 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// what is taken or in what stays, never both, never neither. For
     /// callers that ship counts elsewhere (a flush), one shard at a time.
     ///
+    /// The walk takes what the structure held when it started, and only
+    /// that: every key and slice held at one instant (all the slices'
+    /// shard locks are held together for a moment, the time to note which
+    /// slots are in use; adds to held keys do not wait, inserts of new keys
+    /// do). Keys and slices added after that, by `f` or by other threads,
+    /// are left for the next take; adds to a key that was held land in
+    /// this take or stay for the next one.
+    ///
     /// `f` runs under no lock: it may call any method of this structure
     /// (add, read, take). If it panics, the panic propagates, and the
     /// count of that call and those of the shard's keys it was not yet
@@ -176,8 +205,11 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// keep it quick (collect into a buffer, then ship).
     pub fn take_all(&self, mut f: impl FnMut(&K, Timestamp, u64)) {
         let guard = Guard::pin(self.ring.graveyard());
-        self.ring.for_each_map(&guard, |m| {
+        let mut maps = Vec::new();
+        self.ring.for_each_map(&guard, |m| maps.push(m));
+        for (m, marks) in Self::walk(&maps, &guard) {
             m.map.for_each_batch(
+                &marks,
                 &guard,
                 |en| Some(en.take()).filter(|&c| c > 0),
                 |batch| {
@@ -194,7 +226,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                     }
                 },
             );
-        });
+        }
     }
 
     /// [`take_all`](Self::take_all) for one key: `f(start, count)`, under
@@ -215,6 +247,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         });
     }
 }
+
+/// A slice map a walk visits, and the keys it held at the walk's start.
+type Walked<'g, K, S> = (&'g SliceMap<K, S>, Marks<'g, K, Entry>);
 
 /// The counts of a [`KeyedWindows::take_all`] batch from `next` on, taken
 /// but not yet given to the callback: added back if it unwinds.

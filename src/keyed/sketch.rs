@@ -31,12 +31,14 @@
 use super::builder::HotKeyDetectorBuilder;
 use super::doorkeeper::Doorkeeper;
 use super::hot::HotKeyDetector;
+use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::counter::StripedCounter;
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::{Key, KeyHasher, KeyRef};
-use std::collections::hash_map::RandomState;
+use crate::reclaim::Guard;
 use std::fmt;
 use std::time::Duration;
 
@@ -77,6 +79,15 @@ use std::time::Duration;
 /// (two nodes' exact parts hold different keys); summing two nodes'
 /// reported counts gives a count with the sum of their bounds.
 ///
+/// # Keys from clients
+/// Hashed as [`KeyedWindows`] hashes (a seed per instance, so keys cannot
+/// be chosen to share a doorkeeper word or a probe sequence). A sender can
+/// still crowd the exact part: a key it sends `a` times in a slice takes
+/// one of the slice's places, and once they are taken the adds of keys new
+/// to the slice are not tracked ([`untracked_adds`](Self::untracked_adds)).
+/// Memory and the error bound hold whatever is sent: no count is ever
+/// reported above the truth.
+///
 /// # Memory
 /// [`memory_bytes`](Self::memory_bytes) never exceeds the memory given,
 /// however many distinct keys arrive. A key's own heap data (a `String`'s
@@ -105,8 +116,8 @@ use std::time::Duration;
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
 pub struct HotKeySketch<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
-    door: Doorkeeper,
-    exact: HotKeyDetector<K, C, S>,
+    pub(super) door: Doorkeeper,
+    pub(super) exact: HotKeyDetector<K, C, S>,
     filtered: StripedCounter,
     memory: usize,
     max_keys: usize,
@@ -197,6 +208,28 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketch<K, C, S> {
             return None;
         }
         self.exact.became_hot_in(hash, key, now, n)
+    }
+
+    /// The rest of an add of `n > 0` at epoch `e` once its key is hashed and
+    /// its map found (`at`, under `guard`): a batch's step (`batch.rs`).
+    #[inline(always)]
+    pub(super) fn add_hashed<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        at: (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+    ) -> Option<u64> {
+        if self.exact.windows.ring.too_old(e) {
+            return None;
+        }
+        if !self.door.admit(hash, e, n) {
+            self.filtered.add(n);
+            return None;
+        }
+        self.exact.became_hot_with(hash, key, at, n, guard)
     }
 
     /// The key's reported window sum now (its admitted adds).
@@ -340,7 +373,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
         }
     }
 
-    /// The hasher of the keys (the doorkeeper and the exact part use the
+    /// The hasher of the keys ([`RandomState`] unless given: see
+    /// [`KeyedWindows`]; the doorkeeper and the exact part use the
     /// same hash).
     pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> HotKeySketchBuilder<K, C, S2> {
         HotKeySketchBuilder {

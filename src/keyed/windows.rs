@@ -14,12 +14,12 @@ use super::builder::KeyedWindowsBuilder;
 use super::ring::Ring;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::KeyHasher;
 use crate::key::{Key, KeyRef};
 use crate::reclaim::Guard;
 use crate::sync::{AtomicU64, Ordering};
 use crate::window::slice_nanos;
-use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::time::Duration;
 use strength_reduce::StrengthReducedU64;
@@ -39,11 +39,22 @@ use strength_reduce::StrengthReducedU64;
 /// holds nothing. [`KeyedWindowsBuilder::max_keys`] bounds the keys of
 /// each slice.
 ///
-/// The hasher `S` defaults to the standard library's `RandomState`
-/// (SipHash-1-3, randomly keyed): keys often come from clients (IPs, API
-/// keys, URLs), and a keyed hash keeps a crafted flood of colliding keys
-/// from turning lookups into scans. A faster hasher can be given with
-/// [`KeyedWindowsBuilder::hasher`] where keys are trusted.
+/// # Keys from clients
+/// The hasher `S` defaults to [`RandomState`](crate::hash::RandomState):
+/// foldhash under a seed drawn from the operating system for this instance,
+/// so keys sent by clients (addresses, API keys, URLs) cannot be chosen to
+/// collide. A sender can still invent keys: with
+/// [`max_keys`](KeyedWindowsBuilder::max_keys) a slice holds at most that
+/// many, a later new key's adds in it are not tracked
+/// ([`untracked_adds`](Self::untracked_adds)) and memory stays bounded;
+/// without it, every invented key holds a slot until its slice leaves the
+/// window. Under a known seed (a fixed hasher) crafted keys all collide,
+/// and an add compares its key with each of them the slice holds (at most
+/// `max_keys`); counts stay exact. The
+/// [guide](crate::guide#keys-from-untrusted-clients) has the whole
+/// picture; [`KeyedWindowsBuilder::hasher`] takes another hasher (std's
+/// SipHash `RandomState` for the strongest guarantee, at ~15 ns more an
+/// add).
 ///
 /// ```
 /// use stripecount::clock::ManualClock;

@@ -133,7 +133,8 @@ impl Decision {
     }
 
     /// How long until the window holds no permit (the limit is fully
-    /// available again), if nothing else is granted.
+    /// available again), if nothing else is granted: after a grant, with
+    /// the grant counted; for a peek, the window as it is (zero if empty).
     pub fn reset_after(&self) -> Duration {
         self.times.reset()
     }

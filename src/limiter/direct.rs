@@ -184,9 +184,16 @@ impl<S: Shape, C: Clock> Limiter<S, C> {
         })
     }
 
-    /// Whether `n` permits would be granted now, consuming nothing: a
-    /// [`Decision`] as [`decide`](Self::decide) would give, without its
-    /// effect.
+    /// Whether `n` permits would be granted now, consuming nothing: the
+    /// verdict [`decide`](Self::decide) would give, without its effect.
+    ///
+    /// The other fields describe the window as it is, the request *not*
+    /// counted (a peek changes nothing): [`remaining`](Decision::remaining)
+    /// is what one request could get now (a granted `decide` of `n` would
+    /// leave `n` fewer), and [`reset_after`](Decision::reset_after) is when
+    /// the window as it is empties (zero for an empty window; a granted
+    /// `decide` would count its slice in). [`retry_after`](Decision::retry_after)
+    /// is the same as `decide`'s.
     ///
     /// ```
     /// use stripecount::{Quota, RateLimiter};

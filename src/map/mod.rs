@@ -56,11 +56,17 @@
 //! Shard locks are taken poisoned or not (`sync::lock_whole`): the caller's
 //! code under a lock (the key's `Eq`, `Clone`, `Hash`) runs in an insert
 //! before anything is written (`insert.rs`), and in a move, which cannot be
-//! undone halfway, a panic aborts (`grow.rs`). Visits
-//! ([`Map::for_each_batch`]) run it under no lock. A key's `Drop` runs when
+//! undone halfway, a panic aborts (`grow.rs`). Walks
+//! ([`Map::for_each_batch`], `walk.rs`) run it under no lock. A key's `Drop` runs when
 //! a table is freed: at the start of an insert (`Graveyard::free_one`) or
 //! when the map is dropped, every key dropped even if one panics. The rest
 //! of the map does not panic.
+//!
+//! # Walks
+//! `walk.rs`: a walk marks the keys every shard holds at one instant (all
+//! shard locks held at once), then visits those and no others, so that
+//! keys inserted during it (by its own callback or by other threads) are
+//! not visited and it ends after one pass.
 //!
 //! # Changes of structure
 //! `insert.rs`: inserts and removals of one key. `grow.rs`: moving a shard
@@ -75,16 +81,19 @@ mod insert;
 pub(crate) mod lines;
 #[cfg(loom)]
 pub mod model;
+mod prefetch;
 pub(crate) mod spares;
 mod sweep;
 pub(crate) mod table;
 mod teardown;
 mod value;
+mod walk;
 
 pub(crate) use value::Value;
+pub(crate) use walk::Marks;
 
 use self::spares::Spares;
-use self::table::{Slot, Table};
+use self::table::Table;
 use crate::reclaim::Guard;
 use crate::sync::{lock_whole, Arc, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
@@ -294,46 +303,6 @@ where
         let i = self.shard(hash);
         let mut st = lock_whole(&self.locks[i]);
         self.rebuild(i, &mut st, cfg, guard);
-    }
-
-    /// Visits every key held, one shard at a time: under the shard's lock
-    /// (no move or sweep runs, so `read` sees each state once and final)
-    /// `read(state)` for each key, keeping the `Some` results with the key;
-    /// then, the lock released, `f(batch)` (left empty for the next shard).
-    /// So the caller's code (the key's `Hash`, `Eq`, `Clone`, a callback)
-    /// runs in `f`, under no lock: it may call back into the map, and a
-    /// panic there leaves the map whole. The keys are valid while `guard`
-    /// is: tables are freed only through the collector, and a key is never
-    /// written or dropped while its table lives (`table/`, invariant 1).
-    pub(crate) fn for_each_batch<'g, T>(
-        &'g self,
-        guard: &'g Guard<'g>,
-        mut read: impl FnMut(&V) -> Option<T>,
-        mut f: impl FnMut(&mut Vec<(&'g K, T)>),
-    ) {
-        let _ = guard;
-        let mut batch = Vec::new();
-        for i in 0..self.shards {
-            {
-                let _st = lock_whole(&self.locks[i]);
-                // SAFETY: as in `upsert` (`insert.rs`): under the lock, and a
-                // table is freed only through the collector, after `guard`.
-                let Some(t) = (unsafe { self.ptrs[i].current.load(Ordering::Acquire).as_ref() })
-                else {
-                    continue;
-                };
-                t.for_each(|s: &'g Slot<K, V>| {
-                    if let Some(x) = read(s.value()) {
-                        // SAFETY: `FULL` slot, loaded with `Acquire`.
-                        batch.push((unsafe { s.key() }, x));
-                    }
-                });
-            }
-            if !batch.is_empty() {
-                f(&mut batch);
-                batch.clear();
-            }
-        }
     }
 
     /// Calls `f` on the key's state under its shard's lock (no move or

@@ -293,6 +293,64 @@ impl ModelMap {
         self.map.evict_idle(0, &(), &guard.0)
     }
 
+    /// `Map::rebuild_shard`: moves every key of key `k`'s shard to a new
+    /// table, as an insert into a full table would.
+    pub fn rebuild(&self, k: u32, guard: &Pinned<'_>) {
+        self.map.rebuild_shard(self.map.hash(&k), &(), &guard.0);
+    }
+
+    /// A walk (`walk.rs`): `Map::mark_all`, then `Map::for_each_batch`
+    /// over the marks, reading each value ([`Probe::read`]). The keys it
+    /// visited, in the order visited; panics if it read a value that is
+    /// not a live key's (one moved out, or still moving in).
+    pub fn walk(&self) -> Vec<u32> {
+        self.walk_with(|| {})
+    }
+
+    /// [`walk`](Self::walk), calling `between` between the mark and the
+    /// visits (a model's move after the mark, on the walking thread).
+    pub fn walk_with(&self, between: impl FnOnce()) -> Vec<u32> {
+        let g = self.pin();
+        let marks = Map::mark_all(&[&self.map], &[0], &g.0).pop().unwrap();
+        between();
+        let mut seen = Vec::new();
+        self.map.for_each_batch(
+            &marks,
+            &g.0,
+            |v| Some(v.read()),
+            |batch| {
+                for (k, w) in batch.iter() {
+                    assert_eq!(*w, OPEN, "key {} read in a state not its live one", k.k);
+                    seen.push(k.k);
+                }
+            },
+        );
+        seen
+    }
+
+    /// The walk the marks replaced, kept as the models' counter-example:
+    /// each shard read under its lock as the walk reaches it, with no mark
+    /// of the start, so a key inserted into a shard not reached yet is
+    /// visited.
+    pub fn walk_unmarked(&self) -> Vec<u32> {
+        let g = self.pin();
+        let mut seen = Vec::new();
+        for i in 0..self.map.shards() {
+            let _st = crate::sync::lock_whole(&self.map.locks[i]);
+            // SAFETY: under the lock, and the guard keeps the table.
+            let t = unsafe { self.map.ptrs[i].current.load(Ordering::Acquire).as_ref() };
+            if let Some(t) = t {
+                t.for_each(|s| {
+                    s.value().read();
+                    // SAFETY: `FULL`, loaded with `Acquire`.
+                    seen.push(unsafe { s.key() }.k);
+                });
+            }
+        }
+        drop(g);
+        seen
+    }
+
     /// `Graveyard::collect`: collects, then frees every ready table.
     pub fn collect(&self) {
         self.graveyard.collect();

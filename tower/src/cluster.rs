@@ -1,18 +1,17 @@
 //! The layer on a fleet-wide limit (feature `redis`):
 //! [`LayerLimiter`] for stripecount-redis's [`ClusterLimiter`].
 //!
-//! # Never blocking the executor
+//! # Never blocking the executor, no thread per request
 //! A `ClusterLimiter` grants most requests from a lease this node holds:
-//! [`ClusterLimiter::decide_from_lease`], one compare-and-swap, no lock,
-//! no I/O. That is the whole of [`LayerLimiter::check`] on a held lease:
-//! the layer stays lock-free there. A request the lease cannot serve needs
-//! a round trip (return unused permits, lease a new batch), made by the
-//! limiter's blocking client: it runs on tokio's blocking pool
-//! (`spawn_blocking`), never on an executor thread, and the request waits
-//! for it in [`ClusterPending`]. Dropping that future (a client gone)
-//! lets the round trip finish: what it leased stays this node's lease for
-//! the next request, and what it granted was this request's (counted,
-//! never lost or doubled; the limiter's own guarantees).
+//! one compare-and-swap, no lock, no I/O ([`Check::Ready`]). A request the
+//! lease cannot serve needs Redis: [`ClusterLimiter::decide_async`] queues
+//! it in its group's batch and [`ClusterPending`] awaits the batch's reply,
+//! which the limiter's own thread for that group sends and files. No
+//! executor thread blocks and no thread is taken per waiting request (a
+//! flood of new keys costs one batch per round trip, not a blocking-pool
+//! thread per request). Dropping the future (a client gone) gives the
+//! request up: not sent if its batch has not gone yet, and permits leased
+//! for it after that stay in this node's lease for the key's next request.
 //!
 //! # The fields
 //! A fleet-wide grant does not say how many permits the key has left
@@ -21,7 +20,10 @@
 //! `r=0` and `t` when Redis said when the request would fit. An outage
 //! refused by the limiter's `OutagePolicy` is a `503`
 //! ([`Refusal::Unavailable`](crate::Refusal::Unavailable)); an outage
-//! admitted by it is a grant.
+//! admitted by it is a grant. A request shed because the node's queue of
+//! requests waiting for Redis is full
+//! ([`Grant::Overloaded`](stripecount_redis::Grant::Overloaded)) is a `503`
+//! with `Retry-After`.
 
 use crate::limit::{Check, LayerLimiter, Verdict};
 use std::borrow::Borrow;
@@ -34,15 +36,14 @@ use std::time::Duration;
 use stripecount::keyed::KeyRef;
 use stripecount::limiter::MAX_LIMITS;
 use stripecount::{Clock, Denied};
-use stripecount_redis::{ClusterLimiter, Grant, RedisKey};
-use tokio::task::JoinHandle;
+use stripecount_redis::{ClusterLimiter, Grant, GrantFuture, RedisKey};
 
-/// A decision of a [`ClusterLimiter`] that needed a round trip, made on
-/// tokio's blocking pool. Needs a tokio runtime (the one serving the
-/// requests).
+/// A decision of a [`ClusterLimiter`] that waits for Redis: the limiter's
+/// [`GrantFuture`], read as a [`Verdict`]. Runtime-agnostic (the limiter's
+/// thread wakes it).
 #[derive(Debug)]
 pub struct ClusterPending {
-    join: JoinHandle<Grant>,
+    grant: GrantFuture,
     limit: u64,
 }
 
@@ -51,12 +52,9 @@ impl Future for ClusterPending {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Verdict> {
         let limit = self.limit;
-        Poll::Ready(match std::task::ready!(Pin::new(&mut self.join).poll(cx)) {
-            Ok(grant) => verdict(grant, limit),
-            // The decision panicked or the runtime is shutting down: no
-            // decision, so no grant.
-            Err(_) => Verdict::unavailable(limit),
-        })
+        Pin::new(&mut self.grant)
+            .poll(cx)
+            .map(|grant| verdict(grant, limit))
     }
 }
 
@@ -67,6 +65,7 @@ fn verdict(grant: Grant, limit: u64) -> Verdict {
             Verdict::refused(0, limit, Denied::Exhausted, retry_after)
         }
         Grant::OutageRefused => Verdict::unavailable(limit),
+        Grant::Overloaded { retry_after } => Verdict::overloaded(limit, retry_after),
         // Grant is non-exhaustive: an outcome this layer does not know is
         // not a grant.
         _ => Verdict::unavailable(limit),
@@ -77,7 +76,7 @@ impl<K, C, Q> LayerLimiter<Q> for ClusterLimiter<K, C>
 where
     K: RedisKey + Borrow<Q>,
     C: Clock,
-    Q: KeyRef<K> + Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    Q: KeyRef<K> + Hash + Eq + ?Sized,
 {
     type Pending = ClusterPending;
 
@@ -87,9 +86,8 @@ where
         if let Some(grant) = this.decide_from_lease(key, 1) {
             return Check::Ready(verdict(grant, limit));
         }
-        let (lim, key) = (Arc::clone(this), key.to_owned());
-        let join = tokio::task::spawn_blocking(move || lim.decide::<K>(&key, 1));
-        Check::Pending(ClusterPending { join, limit })
+        let grant = this.decide_async(key, 1);
+        Check::Pending(ClusterPending { grant, limit })
     }
 
     fn windows(&self) -> Vec<Duration> {

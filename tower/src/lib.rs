@@ -100,14 +100,17 @@
 //! ```
 //!
 //! A `ClusterLimiter` grants most requests from a lease its server holds,
-//! in `call`, without I/O or a lock; a request the lease cannot serve waits
-//! for a round trip to Redis made on tokio's blocking pool, never on the
-//! executor's thread (so the layer needs a tokio runtime with this
-//! limiter). A fleet-wide grant does not know the key's permits left
+//! in `call`, without I/O or a lock; a request the lease cannot serve
+//! awaits its place in the next batch of requests the limiter sends to
+//! Redis (one round trip for every key queued meanwhile), without blocking
+//! the executor's thread and without a thread of its own, on any runtime.
+//! A fleet-wide grant does not know the key's permits left
 //! across the fleet: its responses carry `RateLimit-Policy` but no
 //! `RateLimit`; refusals carry both. When Redis is unreachable the
 //! limiter's outage policy decides: admitted, or `503` without fields
-//! ([`Refusal::Unavailable`]).
+//! ([`Refusal::Unavailable`]); when more requests wait for Redis than the
+//! limiter queues (a flood of new keys), the excess gets `503` with
+//! `Retry-After` at once.
 //!
 //! [`KeyedLimiter`]: stripecount::KeyedLimiter
 //!
@@ -202,8 +205,8 @@
 //! - `axum`: [`PeerIp`] and [`ClientIp`] also read axum's
 //!   `ConnectInfo<SocketAddr>`.
 //! - `redis`: the layer on stripecount-redis's `ClusterLimiter` (one limit
-//!   across a fleet; needs a tokio runtime, and Rust 1.88 as
-//!   stripecount-redis does).
+//!   across a fleet, on any runtime; needs Rust 1.88 as stripecount-redis
+//!   does).
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -128,6 +128,17 @@ impl Verdict {
         }
     }
 
+    /// The limiter could not decide now because it is overloaded (a
+    /// fleet-wide limiter's queue of requests waiting for its store is
+    /// full): refused as [`unavailable`](Self::unavailable) (`503`), with
+    /// `Retry-After` from `retry_after`, when it expects to have room.
+    pub fn overloaded(limit: u64, retry_after: Duration) -> Verdict {
+        Verdict {
+            unavailable: true,
+            ..Verdict::refused(0, limit, Denied::Exhausted, Some(retry_after))
+        }
+    }
+
     /// Whether the request was granted.
     pub fn is_granted(&self) -> bool {
         self.denied.is_none()

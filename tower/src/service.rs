@@ -182,7 +182,13 @@ fn refusal<X: KeyExtractor, L: LayerLimiter<X::Ref>>(
     v: &Verdict,
 ) -> Response<Bytes> {
     if v.is_unavailable() {
-        return (st.respond)(&Refusal::Unavailable);
+        // No rate-limit fields (nothing was counted); a `Retry-After` if
+        // the limiter said when it expects to decide again (overloaded).
+        let mut response = (st.respond)(&Refusal::Unavailable);
+        if let Some((name, value)) = retry_after(v) {
+            response.headers_mut().insert(name, value);
+        }
+        return response;
     }
     let mut response = (st.respond)(&Refusal::Limited(v));
     if v.denied() != Some(Denied::TooManyKeys) {

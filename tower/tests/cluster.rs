@@ -75,7 +75,7 @@ fn granted(replies: &[(usize, Reply)]) -> usize {
         .count()
 }
 
-/// Leases of one permit: every grant is a round trip on the blocking pool
+/// Leases of one permit: every grant is a round trip awaited by the layer
 /// (the layer's pending path) and nothing is left unused on a node, so
 /// each key gets exactly its limit across the two servers, and both serve
 /// some of it. The window is an hour: the test cannot outlast it.
@@ -183,5 +183,49 @@ async fn an_unreachable_redis_follows_the_outage_policy() {
         assert_eq!(r.field("ratelimit"), None);
         assert_eq!(r.field("retry-after"), None);
         assert_eq!(open.get("/", Some("alice")).await.status, StatusCode::OK);
+    }
+}
+
+/// More requests waiting for Redis than the limiter queues: the excess is
+/// answered at once, `503` with `Retry-After` and no rate-limit fields
+/// (nothing was counted), while the queued ones wait (as futures, no
+/// thread each) and are granted once Redis answers. Made certain by
+/// freezing the server (SIGSTOP) with the first request in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_queue_a_request_is_shed_with_503_and_retry_after() {
+    let redis = RedisServer::start();
+    let limiter = std::sync::Arc::new(
+        ClusterLimiter::<String>::builder(&redis.url(), "shed", Quota::per_hour(100))
+            .max_queue(2)
+            .timeouts(Duration::from_secs(5), Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    );
+    let server = Stack::start(app(std::sync::Arc::clone(&limiter))).await;
+    assert_eq!(server.get("/", Some("warm")).await.status, StatusCode::OK);
+    redis.pause();
+    let mut set = JoinSet::new();
+    let spawn = |set: &mut JoinSet<Reply>, key: &str| {
+        let (client, addr, key) = (server.client.clone(), server.addr, key.to_owned());
+        set.spawn(async move { support::send(client, addr, "/".into(), Some(key)).await });
+    };
+    spawn(&mut set, "k0");
+    while !limiter.health().batch_in_flight {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    spawn(&mut set, "k1");
+    spawn(&mut set, "k2");
+    while limiter.waiting() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let shed = server.get("/", Some("k3")).await;
+    assert_eq!(shed.status, StatusCode::SERVICE_UNAVAILABLE);
+    let retry: u64 = shed.field("retry-after").unwrap().parse().unwrap();
+    assert!(retry >= 1, "{retry}");
+    assert_eq!(shed.field("ratelimit"), None);
+    assert_eq!(limiter.stats().shed, 1);
+    redis.resume();
+    while let Some(r) = set.join_next().await {
+        assert_eq!(r.unwrap().status, StatusCode::OK);
     }
 }

@@ -51,6 +51,12 @@ impl KeyRef {
         // references have the same layout and metadata.
         unsafe { &*(b as *const [u8] as *const KeyRef) }
     }
+
+    /// The key's bytes.
+    #[inline]
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl std::borrow::Borrow<KeyRef> for Key {

@@ -13,6 +13,15 @@ use stripecount::{HotKeyDetector, HotKeySketch, Timestamp};
 pub(super) trait Detect: Send + Sync + 'static {
     /// An add of `n` at `now`: the window sum if it made the key hot.
     fn became_hot_at(&self, key: &KeyRef, now: Timestamp, n: u64) -> Option<u64>;
+    /// An add of 1 for each of `keys` at `now`, in order: `on_hot(key,
+    /// sum)` after each add that made its key hot (the library's
+    /// `add_many_at`: the single adds, with the keys' misses overlapped).
+    fn add_many_at<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a KeyRef>,
+        now: Timestamp,
+        on_hot: impl FnMut(&'a KeyRef, u64),
+    );
     /// Every key with a non-zero sum at `now`, with its sum.
     fn top_at(&self, now: Timestamp) -> Vec<(Key, u64)>;
     /// Drops the slices that left the window at `now`.
@@ -34,6 +43,15 @@ impl Detect for Exact {
     #[inline]
     fn became_hot_at(&self, key: &KeyRef, now: Timestamp, n: u64) -> Option<u64> {
         HotKeyDetector::became_hot_at(self, key, now, n)
+    }
+    #[inline]
+    fn add_many_at<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a KeyRef>,
+        now: Timestamp,
+        on_hot: impl FnMut(&'a KeyRef, u64),
+    ) {
+        HotKeyDetector::add_many_at(self, keys.map(|k| (k, 1)), now, on_hot)
     }
     fn top_at(&self, now: Timestamp) -> Vec<(Key, u64)> {
         self.windows().top_at(now, usize::MAX)
@@ -62,6 +80,15 @@ impl Detect for Sketch {
     #[inline]
     fn became_hot_at(&self, key: &KeyRef, now: Timestamp, n: u64) -> Option<u64> {
         HotKeySketch::became_hot_at(self, key, now, n)
+    }
+    #[inline]
+    fn add_many_at<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a KeyRef>,
+        now: Timestamp,
+        on_hot: impl FnMut(&'a KeyRef, u64),
+    ) {
+        HotKeySketch::add_many_at(self, keys.map(|k| (k, 1)), now, on_hot)
     }
     fn top_at(&self, now: Timestamp) -> Vec<(Key, u64)> {
         HotKeySketch::top_at(self, now, usize::MAX)

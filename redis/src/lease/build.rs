@@ -1,16 +1,18 @@
 //! Building a [`ClusterLimiter`] from its validated builder: the quota's
 //! shape in Redis's terms (the slices judged, one more when strict), the
 //! groups with a sender and a link each, the local limiter of
-//! `OutagePolicy::LocalShare`, the first connection, and the sweeper
-//! thread.
+//! `OutagePolicy::LocalShare`, the first connection, and the lanes'
+//! threads.
 
 use super::config::{ClusterLimiterBuilder, OutagePolicy};
+use super::driver::Drivers;
+use super::lane::Lane;
 use super::limiter::ClusterLimiter;
 use super::remote::{Sender, Shared, TimeRef};
 use super::script::{LeaseNames, LeaseShape, LEASE};
+use super::sizes::Sizes;
 use super::stats::LeaseCounters;
 use crate::error::ClusterError;
-use crate::flusher::Flusher;
 use crate::health::Counters;
 use crate::key::RedisKey;
 use crate::link::Link;
@@ -19,9 +21,13 @@ use crate::sync::lock;
 use crate::timeline::ServerTime;
 use scc::HashIndex;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use stripecount::{Clock, KeyedLimiter, Quota};
+
+/// Size records (`sizes.rs`) a limiter keeps, spread over its groups:
+/// 128 KiB in all.
+const SIZE_RECORDS: usize = 16_384;
 
 impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     pub(crate) fn from_builder(b: ClusterLimiterBuilder<K, C>) -> Result<Self, ClusterError> {
@@ -60,39 +66,49 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                     seq: 0,
                     outbox: None,
                     held: HashMap::new(),
+                    sizes: Sizes::new(SIZE_RECORDS / n_groups),
                     returns: Vec::new(),
+                    wakes: Vec::new(),
+                    wake_on_send: Vec::new(),
                     turn_at: None,
                 }))
             })
             .collect::<Result<Vec<_>, ClusterError>>()?;
+        let shape = LeaseShape {
+            slices: q.slice_count() as u64,
+            judged,
+            strict: q.is_strict(),
+            slice_ms,
+            limit: q.limit(),
+            record_ttl_ms: slice_ms * (judged + 1) + 300_000,
+            cluster_groups: b.cluster.config_groups(),
+        };
         let inner = Arc::new(Shared {
             words: HashIndex::new(),
             memo: HashIndex::new(),
             memo_on: b.refusal_memo,
+            renew_early: b.renew_early,
             time,
             judged,
             slice_ns,
+            window_ns: slice_ns.saturating_mul(judged),
             quota: q,
             max_batch: b.max_batch,
+            max_batch_keys: b.max_batch_keys,
             margin_ns: u64::try_from(b.margin.as_nanos()).unwrap_or(u64::MAX),
             durability: b.cluster.durability,
             policy: b.policy,
+            shed: b.shed,
             local,
             names: (0..groups.len())
                 .map(|g| LeaseNames::new(&b.namespace, groups.tag(g), &node_id))
                 .collect(),
-            shape: LeaseShape {
-                slices: q.slice_count() as u64,
-                judged,
-                strict: q.is_strict(),
-                slice_ms,
-                limit: q.limit(),
-                record_ttl_ms: slice_ms * (judged + 1) + 300_000,
-                cluster_groups: b.cluster.config_groups(),
-            },
+            lease_args: shape.fixed_args(),
             lua,
             node_id,
             in_flight: senders.iter().map(|_| AtomicBool::new(false)).collect(),
+            lanes: senders.iter().map(|_| Lane::new(b.max_queue)).collect(),
+            last_rtt: senders.iter().map(|_| AtomicU64::new(0)).collect(),
             senders,
             groups,
             link_health: Counters::new(n_groups),
@@ -113,14 +129,11 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
                 }
             }
         }
-        let shared = Arc::clone(&inner);
-        let sweeper = Flusher::spawn("stripecount-redis-sweeper", b.sweep_interval, move || {
-            shared.tick()
-        })
-        .map_err(|e| ClusterError::Config(format!("no sweeper thread: {e}")))?;
+        let drivers = Drivers::start(&inner, b.sweep_interval)
+            .map_err(|e| ClusterError::Config(format!("no lane thread: {e}")))?;
         Ok(ClusterLimiter {
             inner,
-            sweeper: Some(sweeper),
+            drivers: Some(drivers),
         })
     }
 }

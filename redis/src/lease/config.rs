@@ -3,6 +3,10 @@
 
 use super::limiter::ClusterLimiter;
 use super::word::MAX_LEASE;
+
+/// The most keys one request to Redis may lease
+/// ([`ClusterLimiterBuilder::max_batch_keys`]).
+pub const MAX_BATCH_KEYS: usize = 4096;
 use crate::config::MAX_CLUSTER_SLICES;
 use crate::error::ClusterError;
 use crate::group::ClusterOptions;
@@ -35,6 +39,22 @@ pub enum OutagePolicy {
     },
 }
 
+/// What a request gets when its group's queue of requests waiting for
+/// Redis is full ([`ClusterLimiterBuilder::max_queue`]): it is shed at
+/// once, before any round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shed {
+    /// [`Grant::Overloaded`](crate::Grant::Overloaded) with the time this
+    /// node expects to need to drain the queue (the default): not
+    /// decided, nothing counted; a tower layer answers `503` with
+    /// `Retry-After`.
+    Overloaded,
+    /// The [`OutagePolicy`] decides, as if Redis were unreachable
+    /// ([`Grant::OutageAdmitted`](crate::Grant::OutageAdmitted) or
+    /// [`Grant::OutageRefused`](crate::Grant::OutageRefused)).
+    Outage,
+}
+
 /// Builds a [`ClusterLimiter`] ([`ClusterLimiter::builder`]). Every node of
 /// a namespace must use the same quota: limit, window, slices and
 /// strictness (checked by Redis: a node that differs gets
@@ -63,10 +83,14 @@ pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) quota: Quota,
     pub(crate) policy: OutagePolicy,
     pub(crate) max_batch: u64,
+    pub(crate) max_batch_keys: usize,
+    pub(crate) max_queue: usize,
+    pub(crate) shed: Shed,
     pub(crate) margin: Duration,
     pub(crate) link: LinkConfig,
     pub(crate) sweep_interval: Duration,
     pub(crate) refusal_memo: bool,
+    pub(crate) renew_early: bool,
     pub(crate) cluster: ClusterOptions,
     pub(crate) clock: C,
     _k: PhantomData<fn() -> K>,
@@ -80,10 +104,14 @@ impl<K: RedisKey> ClusterLimiterBuilder<K> {
             quota,
             policy: OutagePolicy::FailClosed,
             max_batch: 1024,
+            max_batch_keys: 256,
+            max_queue: 4096,
+            shed: Shed::Overloaded,
             margin: Duration::from_millis(1),
             link: LinkConfig::default(),
             sweep_interval: Duration::from_millis(100),
             refusal_memo: true,
+            renew_early: false,
             cluster: ClusterOptions::default(),
             clock: WallClock::new(),
             _k: PhantomData,
@@ -104,6 +132,35 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
     /// the under-admission (see the crate docs).
     pub fn max_batch(mut self, permits: u64) -> Self {
         self.max_batch = permits;
+        self
+    }
+
+    /// The most keys one request to Redis leases (default 256, at most
+    /// [`MAX_BATCH_KEYS`](crate::MAX_BATCH_KEYS)). A request that misses
+    /// its lease while its group's previous request is in flight waits for
+    /// the next one, which carries every key queued meanwhile up to this
+    /// many (each key once, whatever its requests); more wait for the one
+    /// after. Larger batches cost Redis less a key (its fixed work per
+    /// call is paid once) and make each round trip longer.
+    pub fn max_batch_keys(mut self, keys: usize) -> Self {
+        self.max_batch_keys = keys;
+        self
+    }
+
+    /// The most requests of one group waiting for Redis on this node
+    /// (default 4096): a request that would be one more is shed at once
+    /// (see [`shed`](Self::shed)), so a flood of new keys faster than Redis
+    /// answers them gets a quick answer instead of an ever longer wait.
+    /// Requests a held lease serves never wait.
+    pub fn max_queue(mut self, requests: usize) -> Self {
+        self.max_queue = requests;
+        self
+    }
+
+    /// What a request shed by a full queue gets (default
+    /// [`Shed::Overloaded`]).
+    pub fn shed(mut self, shed: Shed) -> Self {
+        self.shed = shed;
         self
     }
 
@@ -131,8 +188,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         self
     }
 
-    /// How often the background sweeper returns the unused permits of
-    /// leases whose slice ended (default 100 ms).
+    /// How often each group's thread returns the unused permits of leases
+    /// whose slice ended (default 100 ms).
     pub fn sweep_interval(mut self, every: Duration) -> Self {
         self.sweep_interval = every;
         self
@@ -159,6 +216,22 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
     /// trip.
     pub fn refusal_memo(mut self, on: bool) -> Self {
         self.refusal_memo = on;
+        self
+    }
+
+    /// Whether a lease running low asks for the next one before it runs out
+    /// (default off). On: a lease of at least 8 permits marks a quarter of
+    /// them, and the grant that takes it below the mark queues a renewal
+    /// (in the warm keys' queue, ahead of new keys) while the lease still
+    /// grants; the renewal's lease replaces it, and what it still held is
+    /// returned. So a busy key's requests do not wait for Redis when its
+    /// lease runs out, only when its slice ends (then every lease ends).
+    /// The cost: a renewal a lease, and up to a quarter of a lease returned
+    /// to Redis a step later than it would have been used. Counted in
+    /// [`LeaseStats::renewals`](crate::LeaseStats::renewals). Off: a lease
+    /// is renewed by the request that finds it empty.
+    pub fn renew_early(mut self, on: bool) -> Self {
+        self.renew_early = on;
         self
     }
 
@@ -215,10 +288,14 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
             quota: self.quota,
             policy: self.policy,
             max_batch: self.max_batch,
+            max_batch_keys: self.max_batch_keys,
+            max_queue: self.max_queue,
+            shed: self.shed,
             margin: self.margin,
             link: self.link,
             sweep_interval: self.sweep_interval,
             refusal_memo: self.refusal_memo,
+            renew_early: self.renew_early,
             cluster: self.cluster,
             clock,
             _k: PhantomData,
@@ -227,7 +304,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
 
     /// Validates the configuration and builds the limiter: tries to connect
     /// and sample the server's time once (a failure is recorded in its
-    /// health, not returned) and starts the sweeper. Errors only on an
+    /// health, not returned) and starts a thread for each group (its
+    /// batches and its sweeps). Errors only on an
     /// invalid configuration.
     pub fn build(self) -> Result<ClusterLimiter<K, C>, ClusterError> {
         self.validate()?;
@@ -264,6 +342,12 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         }
         if self.max_batch == 0 || self.max_batch > MAX_LEASE {
             return bad(format!("max_batch must be 1 to {MAX_LEASE}"));
+        }
+        if self.max_batch_keys == 0 || self.max_batch_keys > MAX_BATCH_KEYS {
+            return bad(format!("max_batch_keys must be 1 to {MAX_BATCH_KEYS}"));
+        }
+        if self.max_queue == 0 {
+            return bad("max_queue is 0".into());
         }
         if let OutagePolicy::LocalShare { expected_nodes: 0 } = self.policy {
             return bad("LocalShare needs expected_nodes >= 1".into());

@@ -35,8 +35,23 @@ pub enum Grant {
     },
     /// Redis unreachable: admitted by the outage policy.
     OutageAdmitted,
-    /// Redis unreachable: refused by the outage policy.
+    /// Redis unreachable: refused by the outage policy. (Also the answer
+    /// of a request still waiting for Redis when its limiter is dropped.)
     OutageRefused,
+    /// Not decided: the requests of the key's group waiting for Redis on
+    /// this node already fill its queue
+    /// ([`max_queue`](crate::ClusterLimiterBuilder::max_queue)), so the
+    /// request was shed at once, before any round trip (a flood of new
+    /// keys faster than Redis answers them). Nothing was counted; asking
+    /// again after `retry_after` (the time this node expects to need to
+    /// drain the queue) may fit. With
+    /// [`Shed::Outage`](crate::Shed::Outage) the outage policy decides
+    /// such requests instead.
+    Overloaded {
+        /// When the queue should have room again: its batches, each a
+        /// round trip as long as the group's last one.
+        retry_after: Duration,
+    },
 }
 
 impl Grant {

@@ -2,11 +2,12 @@
 //! same Redis and namespace, granted locally from leases.
 
 use super::config::ClusterLimiterBuilder;
+use super::driver::Drivers;
+use super::future::GrantFuture;
 use super::grant::Grant;
 use super::remote::Shared;
 use super::stats::LeaseStats;
 use crate::error::ClusterError;
-use crate::flusher::Flusher;
 use crate::health::Health;
 use crate::key::RedisKey;
 use crate::timeline::{ServerTime, WallClock};
@@ -27,10 +28,24 @@ use stripecount::{Clock, Quota, Timestamp};
 ///
 /// A node leases batches of a key's permits from Redis and grants from its
 /// lease locally: one load and one compare-and-swap, no lock, no
-/// allocation, no I/O. A request the lease cannot serve makes one round
-/// trip (returning unused permits and leasing a new batch, sized to this
+/// allocation, no I/O. A request the lease cannot serve goes to Redis
+/// (returning unused permits and leasing a new batch, sized to this
 /// node's rate of the key), or gets the
 /// [`OutagePolicy`](crate::OutagePolicy) when Redis is unreachable.
+///
+/// Requests that go to Redis are batched: per group (one on a single
+/// instance), one request is in flight, and it carries every key whose
+/// requests queued meanwhile (up to
+/// [`max_batch_keys`](ClusterLimiterBuilder::max_batch_keys)), so a flood
+/// of new keys costs one round trip per batch, not per key; a lone request
+/// goes straight out. A request waits on its thread
+/// ([`decide`](Self::decide)) or as a future
+/// ([`decide_async`](Self::decide_async)), never longer than the batch in
+/// flight and its own; past
+/// [`max_queue`](ClusterLimiterBuilder::max_queue) waiting requests of a
+/// group, more are shed at once ([`Grant::Overloaded`]). The node runs one
+/// thread per group, which sends batches no caller is sending and returns
+/// unused permits.
 ///
 /// ```no_run
 /// use stripecount::Quota;
@@ -49,7 +64,7 @@ use stripecount::{Clock, Quota, Timestamp};
 /// ```
 pub struct ClusterLimiter<K: RedisKey, C: Clock = WallClock> {
     pub(super) inner: Arc<Shared<K, C>>,
-    pub(super) sweeper: Option<Flusher>,
+    pub(super) drivers: Option<Drivers>,
 }
 
 impl<K: RedisKey> ClusterLimiter<K> {
@@ -180,6 +195,44 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         }
     }
 
+    /// [`decide`](Self::decide) without blocking the calling thread: the
+    /// decision at once when this node's held lease or refusal memo makes
+    /// it (the future is ready at its first poll, no allocation), else a
+    /// future that resolves when the batch carrying the request is
+    /// answered (the group's thread sends it; no thread waits for it), or
+    /// at once with [`Grant::Overloaded`] when the group's queue is full.
+    /// For async services (the tower layer uses it): any executor, no
+    /// blocking pool.
+    ///
+    /// Dropping the future gives the request up: not sent if its batch has
+    /// not gone yet; permits Redis leases for it after that stay in the
+    /// key's lease on this node for its next request.
+    ///
+    /// ```
+    /// use stripecount::Quota;
+    /// use stripecount_redis::{ClusterLimiter, Grant, OutagePolicy};
+    /// use std::time::Duration;
+    ///
+    /// let url = "redis://127.0.0.1:1/"; // nothing listens
+    /// let limiter = ClusterLimiter::<String>::builder(url, "doc", Quota::per_second(10))
+    ///     .outage(OutagePolicy::FailOpen)
+    ///     .timeouts(Duration::from_millis(50), Duration::from_millis(50))
+    ///     .build()?;
+    /// let grant = futures_executor::block_on(limiter.decide_async("alice", 1));
+    /// assert_eq!(grant, Grant::OutageAdmitted);
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
+    pub fn decide_async<Q>(&self, key: &Q, n: u64) -> GrantFuture
+    where
+        Q: KeyRef<K> + Hash + Eq + ?Sized,
+        K: Borrow<Q>,
+    {
+        match self.decide_from_lease(key, n) {
+            Some(grant) => GrantFuture::ready(grant),
+            None => self.inner.miss_async(key, n),
+        }
+    }
+
     /// `n` permits of `key` from this node's held lease only: no I/O, no
     /// lock, never blocks. `Some` is the decision (a grant from the lease,
     /// a refusal of a request above the limit, or a refusal Redis made of
@@ -189,9 +242,9 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// and [`decide`](Self::decide) would make a round trip. Nothing is
     /// taken on `None`.
     ///
-    /// For callers that must not block the thread they run on (an async
-    /// executor): decide here, and run `decide` on a thread that may block
-    /// only when this returns `None`.
+    /// For callers that must not block the thread they run on,
+    /// [`decide_async`](Self::decide_async) decides here first and waits
+    /// for Redis without a thread when this returns `None`.
     ///
     /// ```
     /// use stripecount::Quota;
@@ -267,8 +320,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         Duration::from_nanos(self.inner.slice_ns)
     }
 
-    /// Returns the unused permits of leases whose deadline passed, now (the
-    /// sweeper does this every `sweep_interval`), and forgets the refusals
+    /// Returns the unused permits of leases whose deadline passed, now (each
+    /// group's thread does this every `sweep_interval`), and forgets the refusals
     /// whose retry time passed; returns how many permits were revoked. On
     /// error they stay queued and go with the next request. A panic of the
     /// key type's own code is resumed after every group was swept (see
@@ -284,6 +337,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
     /// their keys' next requests ask Redis.)
     pub fn sweep_at(&self, now: Timestamp) -> Result<u64, ClusterError> {
         let i = &*self.inner;
+        i.memo_prune(now.as_nanos());
         let mut panicked = None;
         let r = i.each_group(|s| i.sweep(s, false, now.as_nanos(), &mut panicked));
         resume_if(panicked);
@@ -330,6 +384,15 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         h
     }
 
+    /// Requests waiting for Redis on this node now, in every group's queue
+    /// (not counting those of the batches in flight): what
+    /// [`max_queue`](ClusterLimiterBuilder::max_queue) bounds, per group.
+    /// A gauge for metrics: it stays near 0 unless new keys come faster
+    /// than one batch a round trip serves them.
+    pub fn waiting(&self) -> usize {
+        self.inner.lanes.iter().map(|l| l.queued()).sum()
+    }
+
     /// Counters of this node's round trips.
     ///
     /// ```
@@ -357,10 +420,12 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         &self.inner.node_id
     }
 
-    /// Stops the sweeper and returns every unused permit (one attempt).
+    /// Stops the groups' threads (requests still waiting for Redis are
+    /// refused, [`Grant::OutageRefused`]) and returns every unused permit
+    /// (one attempt).
     pub fn shutdown(mut self) -> Result<u64, ClusterError> {
-        if let Some(mut f) = self.sweeper.take() {
-            f.stop();
+        if let Some(mut d) = self.drivers.take() {
+            d.stop();
         }
         self.release_all()
     }

@@ -52,7 +52,8 @@
 //! limit, since the script leases at most half the room left beyond the
 //! request (batches shrink to 1 near the limit). Unused permits of a
 //! lease whose slice ended count against the window until returned: the
-//! next miss of the key returns them, or the sweeper within its interval.
+//! next miss of the key returns them, or its group's thread within the
+//! sweep interval (`sweep.rs`).
 //!
 //! The refusal memo (`memo.rs`, on by default) adds one more: a refusal
 //! with a retry time `T` is remembered, and until `T` the node refuses the
@@ -66,27 +67,38 @@
 //! # Modules
 //! `limiter.rs` the limiter and its hot path; `build.rs` its
 //! construction; `word.rs` the lease word (its loom model:
-//! `loom-tests/tests/lease_word.rs`); `remote.rs` the miss path and the
-//! outage policy; `request.rs` leases, returns and their replies;
-//! `memo.rs` the refusal memo; `sweep.rs` the sweeper;
-//! `grant.rs` the decision; `script.rs` and `lease.lua` the script and its
-//! exactly-once protocol; `config.rs` the builder; `stats.rs` counters.
+//! `loom-tests/tests/lease_word.rs`); `remote.rs` what the paths share,
+//! the miss path's entry and the outage policy; `lane.rs` a group's queue
+//! of requests and the hand-off of their answers (loom model:
+//! `loom-tests/tests/lease_lane.rs`); `batch.rs` forming a batch and filing
+//! its reply; `request.rs` sending it; `driver.rs` the groups' threads;
+//! `future.rs` the async decision; `sizes.rs` the sizes of keys that hold
+//! no lease; `memo.rs` the refusal memo; `sweep.rs`
+//! the sweeper; `grant.rs` the decision; `script.rs` and `lease.lua` the
+//! script and its exactly-once protocol; `config.rs` the builder;
+//! `stats.rs` counters.
 
+mod batch;
 mod build;
 mod config;
+mod driver;
+mod future;
 mod grant;
+mod lane;
 mod limiter;
 mod memo;
 mod remote;
 mod request;
 mod script;
+mod sizes;
 mod stats;
 mod sweep;
 mod word;
 
 use crate::sync;
 
-pub use config::{ClusterLimiterBuilder, OutagePolicy};
+pub use config::{ClusterLimiterBuilder, OutagePolicy, Shed, MAX_BATCH_KEYS};
+pub use future::GrantFuture;
 pub use grant::Grant;
 pub use limiter::ClusterLimiter;
 pub use stats::LeaseStats;

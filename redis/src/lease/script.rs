@@ -3,19 +3,22 @@
 //!
 //! # The exactly-once protocol
 //! The flush's (`src/script.rs`), for leases and returns: a node numbers
-//! its requests `1, 2, ...` (its id is random per limiter, so a new
-//! limiter starts a new sequence), sends one at a time, and keeps a request
-//! until a reply acknowledges it, resending it unchanged (same sequence)
-//! after any failure and before any other request. Redis keeps, per node,
-//! `(last applied sequence, permits it leased, its slice)`. The script,
-//! atomically:
-//! - `seq > last` (or no record): applies the returns, then the lease,
-//!   stores the record, and answers `(0, granted, slice, us left in it,
-//!   server time, us until a refused request would fit)`;
+//! each group's requests `1, 2, ...` (its id is random per limiter, so a
+//! new limiter starts a new sequence), sends one at a time, and keeps a
+//! request until a reply acknowledges it, resending it unchanged (same
+//! sequence) after any failure and before any other request. A request
+//! carries the returns and a lease of each of up to `max_batch_keys` keys
+//! (the callers queued in the group's lane, `lane.rs`; each key once).
+//! Redis keeps, per node and group, `(last applied sequence, its slice,
+//! what each of its leases granted)`. The script, atomically:
+//! - `seq > last` (or no record): applies the returns, then each lease
+//!   in order, stores the record, and answers `(0, slice, us left in it,
+//!   server time, then per key: granted, us until a refused lease would
+//!   fit)`;
 //! - `seq == last`: applied before and its reply lost: changes nothing and
-//!   answers `(1, granted, slice, us left in that slice now)` from the
-//!   record, so the lease it made is used (or returned) once and its
-//!   returns are not applied twice;
+//!   answers `(1, slice, us left in that slice now, server time, then per
+//!   key: granted, -1)` from the record, so each lease it made is used (or
+//!   returned) once and its returns are not applied twice;
 //! - `seq < last`: refuses (`SSEQ`; a node never does this).
 //!
 //! The record expires after the judged slices (the window, plus a slice
@@ -86,6 +89,19 @@ pub(crate) struct LeaseShape {
 }
 
 impl LeaseShape {
+    /// The arguments every request of the namespace carries after its
+    /// sequence, encoded once: the slices judged, the slice length, the
+    /// limit, the record's lifetime and the config string.
+    pub(crate) fn fixed_args(&self) -> Vec<u8> {
+        let mut r = Request::new(5);
+        r.num(self.judged)
+            .num(self.slice_ms)
+            .num(self.limit)
+            .num(self.record_ttl_ms)
+            .arg(self.config_string().as_bytes());
+        r.args().to_vec()
+    }
+
     /// What every node of a namespace must agree on:
     /// `slices:slice_ms:limit`, with `:strict` after it for a strict quota.
     pub(crate) fn config_string(&self) -> String {
@@ -117,65 +133,73 @@ pub(crate) fn name_of<K: RedisKey>(k: &K) -> Box<[u8]> {
     b.into()
 }
 
-/// Encodes request `seq`: the returns, then a lease of the key written
-/// `name` (at least `need` permits, `want` if there is room; `need == 0`:
-/// no lease). Runs no code of the key type: every name is written before.
+/// One key leased by a request: written `name`, at least `need` permits
+/// (or none), `want` if there is room.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ask<'a> {
+    pub(crate) name: &'a [u8],
+    pub(crate) need: u64,
+    pub(crate) want: u64,
+}
+
+/// Encodes request `seq`: a lease of each key of `asks` (each key once),
+/// and the returns; `fixed` is the namespace's
+/// [`fixed_args`](LeaseShape::fixed_args). Runs no code of the key type:
+/// every name is written before.
 pub(crate) fn lease_request(
     sha: &str,
     names: &LeaseNames,
-    shape: &LeaseShape,
+    fixed: &[u8],
     seq: u64,
-    lease: Option<(&[u8], u64, u64)>,
+    asks: &[Ask<'_>],
     returns: &[Return],
 ) -> Request {
-    let n = returns.len();
-    let mut req = Request::new(3 + 3 + n + 8 + 2 * n);
-    req.arg(b"EVALSHA").arg(sha.as_bytes()).num((3 + n) as u64);
+    let (m, n) = (asks.len(), returns.len());
+    let mut req = Request::new(3 + 2 + m + n + 7 + 2 * m + 2 * n);
+    req.arg(b"EVALSHA")
+        .arg(sha.as_bytes())
+        .num((2 + m + n) as u64);
     req.arg(&names.record).arg(&names.cfg);
-    let (need, want) = match lease {
-        Some((name, need, want)) => {
-            req.arg2(&names.data, name);
-            (need, want)
-        }
-        None => {
-            req.arg(&names.record);
-            (0, 0)
-        }
-    };
+    for a in asks {
+        req.arg2(&names.data, a.name);
+    }
     for r in returns {
         req.arg2(&names.data, &r.name);
     }
-    req.num(seq)
-        .num(shape.judged)
-        .num(shape.slice_ms)
-        .num(shape.limit)
-        .num(need)
-        .num(want)
-        .num(shape.record_ttl_ms)
-        .arg(shape.config_string().as_bytes());
+    req.num(seq).raw(fixed).num(m as u64);
+    for a in asks {
+        req.num(a.need).num(a.want);
+    }
     for r in returns {
         req.num(r.epoch).num(r.permits);
     }
     req
 }
 
-/// What the lease script answered.
+/// What the lease script answered of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Leased {
+    /// Permits leased (0: no room for the need).
+    pub(crate) granted: u64,
+    /// Refused: server microseconds until enough of the window's slices
+    /// leave it for the need to fit (`None`: not refused, or a replay).
+    pub(crate) retry_us: Option<u64>,
+}
+
+/// What the lease script answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LeaseReply {
     /// Applied before; this is the stored answer.
     pub(crate) replayed: bool,
-    /// Permits leased (0: none, or no room for `need`).
-    pub(crate) granted: u64,
-    /// The server slice the lease is in.
+    /// The server slice the leases are in.
     pub(crate) epoch: u64,
     /// Server microseconds left in that slice when the script ran (<= 0:
     /// the slice is over).
     pub(crate) left_us: i64,
     /// The server's time then (Unix microseconds): a `TIME` sample.
     pub(crate) server_us: u64,
-    /// Refused: server microseconds until enough of the window's slices
-    /// leave it for the request to fit (`None`: not refused, or a replay).
-    pub(crate) retry_us: Option<u64>,
+    /// Each leased key's answer, in the request's order.
+    pub(crate) leases: Vec<Leased>,
 }
 
 fn protocol(what: &str) -> ClusterError {
@@ -183,26 +207,35 @@ fn protocol(what: &str) -> ClusterError {
 }
 
 impl LeaseReply {
-    pub(crate) fn decode(v: &Value) -> Result<LeaseReply, ClusterError> {
+    /// Reads the reply to a request that leased `m` keys.
+    pub(crate) fn decode(v: &Value, m: usize) -> Result<LeaseReply, ClusterError> {
         let Value::Array(a) = v else {
             return Err(protocol("the lease reply is not an array"));
         };
-        if a.len() != 7 {
+        if a.len() != 5 + 2 * m {
             return Err(protocol("the lease reply has the wrong length"));
         }
-        let Value::Int(left_us) = a[3] else {
+        let Value::Int(left_us) = a[2] else {
             return Err(protocol("the lease reply's time left is not an integer"));
         };
+        let leases = a[5..]
+            .chunks_exact(2)
+            .map(|p| {
+                Ok(Leased {
+                    granted: int(&p[0])?,
+                    retry_us: match p[1] {
+                        Value::Int(r) => u64::try_from(r).ok(),
+                        _ => return Err(protocol("the lease reply's retry is not an integer")),
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, ClusterError>>()?;
         Ok(LeaseReply {
             replayed: int(&a[0])? == 1,
-            granted: int(&a[1])?,
-            epoch: int(&a[2])?,
+            epoch: int(&a[1])?,
             left_us,
-            server_us: time_us(&a[4], &a[5])?,
-            retry_us: match a[6] {
-                Value::Int(r) => u64::try_from(r).ok(),
-                _ => return Err(protocol("the lease reply's retry is not an integer")),
-            },
+            server_us: time_us(&a[3], &a[4])?,
+            leases,
         })
     }
 }
@@ -211,66 +244,88 @@ impl LeaseReply {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_request_names_the_leased_key_then_the_returned_ones() {
-        let names = LeaseNames::new("ns", None, "id");
-        let shape = LeaseShape {
+    fn shape(strict: bool) -> LeaseShape {
+        LeaseShape {
             slices: 4,
-            judged: 4,
-            strict: false,
+            judged: 4 + u64::from(strict),
+            strict,
             slice_ms: 250,
             limit: 100,
             record_ttl_ms: 9,
             cluster_groups: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn a_request_names_the_leased_keys_then_the_returned_ones() {
+        let names = LeaseNames::new("ns", None, "id");
         let rets = [Return {
             name: (*b"b").into(),
             epoch: 7,
             permits: 3,
         }];
-        let r = lease_request("sha", &names, &shape, 5, Some((b"a", 1, 8)), &rets);
+        let asks = [
+            Ask {
+                name: b"a",
+                need: 1,
+                want: 8,
+            },
+            Ask {
+                name: b"c",
+                need: 2,
+                want: 2,
+            },
+        ];
+        let r = lease_request("sha", &names, &shape(false).fixed_args(), 5, &asks, &rets);
         let s = String::from_utf8(r.bytes).unwrap();
-        assert!(s.starts_with("*17\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n4\r\n$8\r\nns:ln:id\r\n"));
-        assert!(s.contains("$6\r\nns:l:a\r\n$6\r\nns:l:b\r\n$1\r\n5\r\n"));
-        assert!(s.ends_with("$9\r\n4:250:100\r\n$1\r\n7\r\n$1\r\n3\r\n"));
+        assert!(s.starts_with("*21\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n5\r\n$8\r\nns:ln:id\r\n"));
+        assert!(s.contains("$6\r\nns:l:a\r\n$6\r\nns:l:c\r\n$6\r\nns:l:b\r\n$1\r\n5\r\n"));
+        assert!(s.ends_with(
+            "$9\r\n4:250:100\r\n$1\r\n2\r\n$1\r\n1\r\n$1\r\n8\r\n$1\r\n2\r\n$1\r\n2\r\n$1\r\n7\r\n$1\r\n3\r\n"
+        ));
         let v = Value::Array(vec![
             Value::Int(0),
-            Value::Int(8),
             Value::Int(77),
             Value::Int(-5),
             Value::BulkString(b"12".to_vec()),
             Value::BulkString(b"345".to_vec()),
+            Value::Int(8),
             Value::Int(-1),
+            Value::Int(0),
+            Value::Int(250),
         ]);
         assert_eq!(
-            LeaseReply::decode(&v).unwrap(),
+            LeaseReply::decode(&v, 2).unwrap(),
             LeaseReply {
                 replayed: false,
-                granted: 8,
                 epoch: 77,
                 left_us: -5,
                 server_us: 12_000_345,
-                retry_us: None,
+                leases: vec![
+                    Leased {
+                        granted: 8,
+                        retry_us: None
+                    },
+                    Leased {
+                        granted: 0,
+                        retry_us: Some(250)
+                    },
+                ],
             }
         );
+        assert!(LeaseReply::decode(&v, 1).is_err());
+        assert!(LeaseReply::decode(&v, 3).is_err());
     }
+
     #[test]
     fn a_strict_quota_is_judged_on_one_slice_more_and_says_so() {
-        let shape = LeaseShape {
-            slices: 4,
-            judged: 5,
-            strict: true,
-            slice_ms: 250,
-            limit: 100,
-            record_ttl_ms: 9,
-            cluster_groups: 0,
-        };
+        let shape = shape(true);
         assert_eq!(shape.config_string(), "4:250:100:strict");
         let names = LeaseNames::new("ns", None, "id");
-        let r = lease_request("sha", &names, &shape, 7, None, &[]);
+        let r = lease_request("sha", &names, &shape.fixed_args(), 7, &[], &[]);
         let s = String::from_utf8(r.bytes).unwrap();
         // The sequence, then the slices judged, then the slice length.
         assert!(s.contains("$1\r\n7\r\n$1\r\n5\r\n$3\r\n250\r\n$3\r\n100\r\n"));
-        assert!(s.ends_with("$16\r\n4:250:100:strict\r\n"));
+        assert!(s.ends_with("$16\r\n4:250:100:strict\r\n$1\r\n0\r\n"));
     }
 }

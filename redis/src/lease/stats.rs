@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeaseStats {
-    /// Requests to Redis acknowledged (leases and returns).
+    /// Requests to Redis acknowledged (leases and returns). A request
+    /// leases every key queued for its group meanwhile: `leases +
+    /// refusals` over this is the keys a round trip.
     pub round_trips: u64,
     /// Requests that failed (connection, timeout, server or protocol).
     pub errors: u64,
@@ -24,18 +26,27 @@ pub struct LeaseStats {
     /// Resent requests Redis had applied already (their reply was lost):
     /// answered from its record, not applied again.
     pub replays: u64,
-    /// Leases Redis granted (at least one permit).
+    /// Keys Redis leased permits of (at least one permit each).
     pub leases: u64,
     /// Permits leased.
     pub leased_permits: u64,
-    /// Lease requests Redis refused (no room in the window).
+    /// Keys whose lease Redis refused (no room in the window).
     pub refusals: u64,
+    /// Renewals asked
+    /// ([`renew_early`](crate::ClusterLimiterBuilder::renew_early)): a
+    /// grant took a lease below a quarter of what it held, and the key's
+    /// next lease was asked while this one still granted.
+    pub renewals: u64,
     /// Requests refused by the refusal memo: without a round trip, because
     /// Redis refused the key until a retry time not yet reached
     /// ([`refusal_memo`](crate::ClusterLimiterBuilder::refusal_memo)).
     pub memo_refusals: u64,
     /// Permits returned unused (acknowledged by Redis).
     pub returned_permits: u64,
+    /// Requests shed because their group's queue of requests waiting for
+    /// Redis was full ([`Grant::Overloaded`](crate::Grant::Overloaded), or
+    /// the outage policy with [`Shed::Outage`](crate::Shed::Outage)).
+    pub shed: u64,
     /// Requests decided by the outage policy, admitted.
     pub outage_admitted: u64,
     /// Requests decided by the outage policy, refused.
@@ -43,13 +54,16 @@ pub struct LeaseStats {
     /// Connections opened.
     pub connects: u64,
     /// Panics of the key type's own code (`RedisKey::write_key`, `Hash`,
-    /// `Eq`, `Clone`) caught by a sweep: it goes on with the other keys.
-    /// That key's unused permits are not returned; they count against the
-    /// window until their slice leaves it (never over the limit). The
-    /// sweeper thread counts them and goes on;
-    /// [`sweep`](crate::ClusterLimiter::sweep) and
+    /// `Eq`, `Clone`) caught by a sweep or by a batch: either goes on with
+    /// the other keys. A sweep leaves that key's unused permits
+    /// unreturned: they count against the window until their slice leaves
+    /// it (never over the limit); the lanes' threads count such panics and
+    /// go on; [`sweep`](crate::ClusterLimiter::sweep) and
     /// [`release_all`](crate::ClusterLimiter::release_all) resume the first
-    /// once every group was swept.
+    /// once every group was swept. A batch returns the permits it could not
+    /// hand over and resumes the panic on the thread of a request of that
+    /// key still waiting (the others are asked again), or only counts it
+    /// if the key's requests were all answered before it.
     pub key_panics: u64,
 }
 
@@ -64,8 +78,10 @@ pub(crate) struct LeaseCounters {
     pub(crate) leases: AtomicU64,
     pub(crate) leased_permits: AtomicU64,
     pub(crate) refusals: AtomicU64,
+    pub(crate) renewals: AtomicU64,
     pub(crate) memo_refusals: AtomicU64,
     pub(crate) returned_permits: AtomicU64,
+    pub(crate) shed: AtomicU64,
     pub(crate) outage_admitted: AtomicU64,
     pub(crate) outage_refused: AtomicU64,
     pub(crate) connects: AtomicU64,
@@ -85,8 +101,10 @@ impl LeaseCounters {
             leases: l(&self.leases),
             leased_permits: l(&self.leased_permits),
             refusals: l(&self.refusals),
+            renewals: l(&self.renewals),
             memo_refusals: l(&self.memo_refusals),
             returned_permits: l(&self.returned_permits),
+            shed: l(&self.shed),
             outage_admitted: l(&self.outage_admitted),
             outage_refused: l(&self.outage_refused),
             connects: l(&self.connects),

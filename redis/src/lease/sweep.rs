@@ -1,12 +1,14 @@
 //! The sweeper: revokes leases whose deadline passed and returns their
 //! unused permits (so they stop counting against the window), forgets
 //! keys with no lease for a window, and drops the refusal memo's entries
-//! whose retry time passed (`memo.rs`). A background thread runs it every
-//! `sweep_interval`; [`ClusterLimiter::sweep`](crate::ClusterLimiter::sweep)
-//! and [`release_all`](crate::ClusterLimiter::release_all) run it at once.
+//! whose retry time passed (`memo.rs`). Each lane's thread sweeps its group
+//! every `sweep_interval` (`driver.rs`);
+//! [`ClusterLimiter::sweep`](crate::ClusterLimiter::sweep) and
+//! [`release_all`](crate::ClusterLimiter::release_all) sweep every group
+//! at once.
 //!
-//! Leases must be revoked within 26 days of their deadline: the lease
-//! word compares times mod 2^40 units (`word.rs`).
+//! Leases must be revoked within 39 hours of their deadline: the lease
+//! word compares times mod 2^36 units (`word.rs`).
 
 use super::remote::{Sender, Shared};
 use super::script::{name_of, Return};
@@ -40,7 +42,6 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         now: u64,
         panicked: &mut Option<Box<dyn Any + Send>>,
     ) -> Result<u64, ClusterError> {
-        self.memo_prune(now);
         let est = self.time.server_at(now) / self.slice_ns;
         let now = units(now);
         let mut queued = 0;
@@ -119,8 +120,6 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         }
     }
 
-    /// The sweeper's step: skipped if a request holds the sender, except
-    /// for the refusal memo's expired entries (they need no lock).
     /// Runs `f` on every group's sender in turn; the sum of what it
     /// returned, or the first error (after trying every group).
     pub(crate) fn each_group(
@@ -138,20 +137,5 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             }
         }
         first.map_or(Ok(total), Err)
-    }
-
-    pub(crate) fn tick(&self) {
-        let now = self.node_now();
-        let mut swept = false;
-        for sender in &self.senders {
-            if let Ok(mut s) = sender.try_lock() {
-                // Counted in `key_panics`; the sweeper goes on.
-                let _ = self.sweep(&mut s, false, now, &mut None);
-                swept = true;
-            }
-        }
-        if !swept {
-            self.memo_prune(now);
-        }
     }
 }

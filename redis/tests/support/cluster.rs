@@ -11,6 +11,46 @@ pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
+/// Sends `CLUSTER MEET` for every pair of nodes that do not know each
+/// other yet, once every node has left the fresh state (its config epoch
+/// set by redis-cli: a node that knows another refuses that).
+fn meet_missing(nodes: &[RedisServer]) {
+    let info = |n: &RedisServer| -> Option<String> {
+        let mut c = redis::Client::open(n.url())
+            .ok()?
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .ok()?;
+        redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query::<String>(&mut c)
+            .ok()
+    };
+    let views: Vec<Option<String>> = nodes.iter().map(info).collect();
+    let epoch_set = |v: &str| {
+        v.lines()
+            .find(|l| l.contains("myself"))
+            .and_then(|l| l.split(' ').nth(6))
+            .is_some_and(|e| e != "0")
+    };
+    if !views.iter().all(|v| v.as_deref().is_some_and(epoch_set)) {
+        return;
+    }
+    for (i, v) in views.iter().enumerate() {
+        let v = v.as_deref().unwrap();
+        for (j, other) in nodes.iter().enumerate() {
+            if i != j && !v.contains(&format!(":{}@", other.port())) {
+                let mut c = nodes[i].conn();
+                let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                    .arg("MEET")
+                    .arg("127.0.0.1")
+                    .arg(other.port())
+                    .arg(other.cluster_port())
+                    .query(&mut c);
+            }
+        }
+    }
+}
+
 impl RedisCluster {
     /// `masters` masters with `replicas` replicas each, every slot
     /// assigned; returns once every node sees the cluster as `ok`.
@@ -24,15 +64,47 @@ impl RedisCluster {
             cmd.arg(format!("127.0.0.1:{}", n.port()));
         }
         cmd.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
-        let out = cmd.output().unwrap_or_else(|e| {
-            panic!("cannot run redis-cli ({e}): the cluster tests need redis-cli on the PATH (Debian's redis-tools)")
-        });
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out_path = std::env::temp_dir().join(format!(
+            "stripecount-cluster-create-{}-{}.log",
+            std::process::id(),
+            nodes[0].port()
+        ));
+        let out = std::fs::File::create(&out_path).expect("a log file");
+        let mut child = cmd
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run redis-cli ({e}): the cluster tests need redis-cli on the PATH (Debian's redis-tools)")
+            });
+        // redis-cli waits, without end, until every node knows every other.
+        // A node drops a handshake that takes longer than the node timeout
+        // (a loaded machine), and nothing meets them again: once every node
+        // has its epoch (redis-cli's `CLUSTER MEET`s come after), the pairs
+        // that still do not know each other are met again, every second.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut next_meet = Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("redis-cli") {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "redis-cli --cluster create did not finish in 120 s: {}",
+                    std::fs::read_to_string(&out_path).unwrap_or_default()
+                );
+            }
+            if Instant::now() > next_meet {
+                next_meet = Instant::now() + Duration::from_secs(1);
+                meet_missing(&nodes);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let log = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&out_path);
+        assert!(status.success(), "redis-cli --cluster create failed: {log}");
         let c = RedisCluster { nodes };
         c.wait_ok(masters * (1 + replicas));
         // Every replica attached and in sync with its master.
@@ -188,30 +260,59 @@ impl RedisCluster {
         }
     }
 
-    /// Holds replica `r` of master `m` back: asleep for `secs` (`DEBUG
-    /// SLEEP`, on the thread returned, which ends when it wakes), then cut
-    /// from its master (`CLIENT KILL TYPE replica`), which it cannot reach
-    /// again while asleep. What `m` writes from now on reaches no replica.
-    pub fn hold_back_replica(&self, m: usize, r: usize, secs: u64) -> std::thread::JoinHandle<()> {
-        let mut conn = self.conn(r);
-        let sleeper = std::thread::spawn(move || {
-            let _: () = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg(secs)
-                .query(&mut conn)
-                .unwrap();
-        });
-        while super::answers_ping(self.nodes[r].port(), Duration::from_millis(50)) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+    /// Holds replica `r` of master `m` back until [`promote`](Self::promote):
+    /// the replica is stopped (SIGSTOP), then cut from its master (`CLIENT
+    /// KILL TYPE replica`, answered before this returns). A stopped process
+    /// cannot connect again, so nothing `m` writes from now on reaches any
+    /// replica, whatever the time until `m` is killed: what the failover
+    /// tests need, on any machine and build. (Stopped without the cut, the
+    /// replica would still get what the master wrote to the connection
+    /// before dying: the kernel buffers it, several MB, and the stopped
+    /// replica reads it when resumed.)
+    pub fn hold_back_replica(&self, m: usize, r: usize) {
+        assert!(
+            !self.is_master(r) && self.replica_up(r),
+            "{r} is not an attached replica"
+        );
+        self.nodes[r].signal("STOP");
         let cut: u64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")
             .arg("replica")
             .query(&mut self.conn(m))
             .unwrap();
-        assert_eq!(cut, 1);
-        sleeper
+        assert_eq!(cut, 1, "master {m} had one replica connected");
+    }
+
+    /// Resumes replica `r` held back by [`hold_back_replica`](Self::hold_back_replica)
+    /// (its master killed meanwhile) and makes it take over its master's
+    /// slots at once (`CLUSTER FAILOVER FORCE`: no handshake with the dead
+    /// master; the other masters vote), then waits as [`wait_promoted`](Self::wait_promoted).
+    /// A replica whose automatic failover started first answers that it is a
+    /// master already: fine.
+    pub fn promote(&self, r: usize) {
+        self.nodes[r].signal("CONT");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let res: redis::RedisResult<String> = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .arg("FORCE")
+                .query(&mut self.conn(r));
+            match res {
+                Ok(_) => break,
+                Err(_) if self.is_master(r) => break,
+                Err(e) => {
+                    // Just resumed: it may not know yet that its master is
+                    // gone (`CLUSTER FAILOVER` needs a replica).
+                    assert!(
+                        Instant::now() < deadline,
+                        "CLUSTER FAILOVER FORCE on {r}: {e}"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        self.wait_promoted(r);
     }
 
     /// Waits until node `r` is a master and every live node sees the

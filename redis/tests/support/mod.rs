@@ -104,8 +104,6 @@ impl RedisServer {
                 &self.cport.get_or_insert_with(free_port).to_string(),
             ])
             .args(["--cluster-node-timeout", &timeout.to_string()])
-            // DEBUG SLEEP holds a replica back in the failover tests.
-            .args(["--enable-debug-command", "local"])
             // A replica cut from its master may still take over (its data
             // age is what the test is about).
             .args(["--cluster-replica-validity-factor", "0"])
@@ -181,8 +179,34 @@ impl RedisServer {
         }
     }
 
+    /// Sends `sig` (`"STOP"`, `"CONT"`, `"9"`, ...) to the server process.
+    pub fn signal(&self, sig: &str) {
+        let c = self.child.as_ref().expect("a running server");
+        let st = std::process::Command::new("kill")
+            .args([&format!("-{sig}"), &c.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(st.success(), "kill -{sig}");
+    }
+
+    /// Freezes the server (SIGSTOP): a request sent to it meanwhile waits,
+    /// certainly, until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Resumes a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The cluster bus port of a cluster node.
+    pub fn cluster_port(&self) -> u16 {
+        self.cport.expect("a cluster node")
     }
 
     pub fn url(&self) -> String {

@@ -114,22 +114,36 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     ) -> Result<u64, Denied> {
         let guard = Guard::pin(&self.graveyard);
         let hash = self.map.hash(key);
+        self.acquire_in(hash, key, now, n, &guard)
+    }
+
+    /// [`acquire`](Self::acquire) with the key hashed and a guard pinned
+    /// (a batch's step, `batch.rs`).
+    #[inline(always)]
+    pub(super) fn acquire_in<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        now: u64,
+        n: u64,
+        guard: &'g Guard<'g>,
+    ) -> Result<u64, Denied> {
         let cfg = &self.shared.cfg;
         let r = if self.quotas.levels() == 1 {
-            let limit = self.quotas.read_one(hash, key, &guard);
+            let limit = self.quotas.read_one(hash, key, guard);
             if let Some(r) = self.settled(now, n, n > limit) {
                 return r;
             }
-            self.on_state(hash, key, now, &guard, |st| {
+            self.on_state(hash, key, now, guard, |st| {
                 verdict(st.acquire_one(cfg, now, n, limit))
             })
         } else {
             let mut buf = [0u64; MAX_LIMITS];
-            let limits = self.quotas.read(hash, key, &guard, &mut buf);
+            let limits = self.quotas.read(hash, key, guard, &mut buf);
             if let Some(r) = self.settled(now, n, limits.iter().any(|&l| n > l)) {
                 return r;
             }
-            self.on_state(hash, key, now, &guard, |st| {
+            self.on_state(hash, key, now, guard, |st| {
                 verdict(st.acquire(cfg, now, n, limits))
             })
         };

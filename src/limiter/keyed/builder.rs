@@ -4,15 +4,15 @@
 use super::{FloodPolicy, KeyedLimiter};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::Key;
 use crate::limiter::config::MAX_LIMITS;
 use crate::limiter::quota::Quota;
-use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::marker::PhantomData;
 
 /// Builds a [`KeyedLimiter`] (from [`KeyedLimiter::builder`]): its quotas,
-/// and the clock (monotonic unless set), the hasher (`RandomState` unless
+/// and the clock (monotonic unless set), the hasher ([`RandomState`] unless
 /// set), the most keys held (unbounded unless set), the [`FloodPolicy`]
 /// (refuse unless set) and the automatic eviction of idle keys (on unless
 /// set). The quotas are validated by [`build`](Self::build).
@@ -60,8 +60,10 @@ impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiterBuilder<K, C, S> {
     }
 
     /// The hasher of the key map. Keys usually come from clients: the
-    /// default, `RandomState`, is keyed and resists collision floods; a
-    /// faster one suits keys that are trusted.
+    /// default, [`RandomState`], is seeded per instance from the operating
+    /// system, so a flood of keys cannot be crafted to collide (the
+    /// [guide](crate::guide#keys-from-untrusted-clients) says what a flood
+    /// can still do, and what `max_keys` bounds).
     pub fn hasher<S2: BuildHasher + Clone>(self, hasher: S2) -> KeyedLimiterBuilder<K, C, S2> {
         KeyedLimiterBuilder {
             quotas: self.quotas,

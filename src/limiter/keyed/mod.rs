@@ -15,7 +15,8 @@
 //! - `quota.rs`: default limits and per-key overrides, changed at run time
 //!   without ever over-admitting.
 //! - `acquire.rs`: requests, the retry on a sealed state, and the key-flood
-//!   policy; `read.rs`: reads (peeks, availability, retry times).
+//!   policy; `batch.rs`: batches of requests; `read.rs`: reads (peeks,
+//!   availability, retry times).
 //! - `refusals.rs`: the count of refused requests, a cell per thread;
 //!   `pace.rs`: how often requests sweep idle keys, and how much.
 //! - `keys.rs`: the keys held: the bound, the flood policy, eviction,
@@ -34,6 +35,7 @@
 //!    evicted (a lock holder's work on that one key).
 
 mod acquire;
+mod batch;
 mod builder;
 mod keys;
 mod limits;
@@ -50,6 +52,7 @@ use self::refusals::Refusals;
 use self::slot::Shared;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
+use crate::hash::RandomState;
 use crate::key::Key;
 use crate::limiter::config::{Config, MAX_LIMITS};
 use crate::limiter::quota::Quota;
@@ -58,7 +61,6 @@ use crate::map::Map;
 use crate::reclaim::Graveyard;
 use crate::stripes::default_cap;
 use crate::sync::AtomicU64;
-use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
 use strength_reduce::StrengthReducedU64;
@@ -93,8 +95,48 @@ pub enum FloodPolicy {
 ///
 /// `K` is the key type; methods take any borrowed form of it (`&str` for a
 /// `String` key, see [`KeyRef`](crate::keyed::KeyRef)). The hasher `S`
-/// defaults to `RandomState` (keys come from clients: a keyed hash resists
-/// collision floods).
+/// defaults to [`RandomState`] (see "Keys from clients").
+///
+/// # Keys from clients
+/// Keys are hashed under a seed drawn from the operating system for this
+/// limiter, so clients cannot choose keys that collide. They can invent
+/// keys: with `max_keys` at most that many are held, and while all are
+/// busy a new key is decided by the [`FloodPolicy`] and counted; memory
+/// stays bounded. Under a known seed (a fixed hasher) crafted keys all
+/// collide and a request compares its key with each of them held (at most
+/// `max_keys`); no key is ever over-admitted. The
+/// [guide](crate::guide#keys-from-untrusted-clients) has the whole
+/// picture.
+///
+/// # Time never runs backwards for a key
+/// An evicted key forgets its grants, so a request for it stamped before
+/// the eviction's time must not be judged in a window that held them: a key
+/// the limiter takes in (a new one, or one evicted before) starts at the
+/// *eviction floor*, the newest time any eviction judged idleness at,
+/// rounded down to its slice. A request stamped earlier than the floor
+/// (with [`try_acquire_at`](Self::try_acquire_at), or a clock that lags
+/// another thread's) is judged, and its grant counted, in the floor's
+/// slice: later than its stamp, never earlier, so nothing is over-admitted
+/// (its [`Decision::reset_after`](crate::Decision::reset_after) counts from
+/// that slice). With one clock and requests in time order the floor is
+/// never ahead of a request.
+///
+/// ```
+/// use std::time::Duration;
+/// use stripecount::{KeyedLimiter, Quota, Timestamp};
+///
+/// let lim = KeyedLimiter::new(Quota::per(2, Duration::from_secs(2)).slices(2))?;
+/// let sec = Duration::from_secs(1);
+/// lim.try_acquire_at(&"old", Timestamp::ZERO, 1);
+/// // Evicted at 10 s: the floor is the slice of 10 s.
+/// assert_eq!(lim.evict_idle_at(Timestamp::ZERO + 10 * sec), 1);
+/// // A new key stamped at 5 s is judged in the slice of 10 s: its window
+/// // then empties 2 s after 10 s, 7 s after its stamp.
+/// let d = lim.decide_at(&"new", Timestamp::ZERO + 5 * sec, 1);
+/// assert!(d.is_granted());
+/// assert_eq!(d.reset_after(), 7 * sec);
+/// # Ok::<(), stripecount::ConfigError>(())
+/// ```
 ///
 /// ```
 /// use std::time::Duration;
@@ -148,7 +190,7 @@ impl<K: Key> KeyedLimiter<K> {
     /// A limiter of `quotas` for every key (one [`Quota`], or several
     /// enforced together: a request is granted only if every quota of its
     /// key has room, and takes its permits from all of them in one atomic
-    /// step), on the monotonic clock, with a `RandomState` hasher and no
+    /// step), on the monotonic clock, with a [`RandomState`] hasher and no
     /// bound on the keys held (see [`builder`](Self::builder) for those).
     ///
     /// Errors: an invalid quota ([`Quota::validate`]); no quota

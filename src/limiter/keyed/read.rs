@@ -17,9 +17,17 @@ use std::time::Duration;
 
 impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     /// Whether `n` permits for `key` would be granted now, taking nothing:
-    /// the [`Decision`] [`decide`](Self::decide) would give, without its
-    /// effect. A key the limiter does not hold
-    /// reads as an empty window (and is not inserted).
+    /// the verdict [`decide`](Self::decide) would give, without its
+    /// effect. A key the limiter does not hold reads as an empty window
+    /// (and is not inserted).
+    ///
+    /// The other fields describe the window as it is, the request *not*
+    /// counted (a peek changes nothing): [`remaining`](Decision::remaining)
+    /// is what one request could get now (a granted `decide` of `n` would
+    /// leave `n` fewer), and [`reset_after`](Decision::reset_after) is when
+    /// the window as it is empties (zero for an empty window; a granted
+    /// `decide` would count its slice in). [`retry_after`](Decision::retry_after)
+    /// is the same as `decide`'s.
     ///
     /// ```
     /// use stripecount::{KeyedLimiter, Quota};

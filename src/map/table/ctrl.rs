@@ -47,6 +47,13 @@ pub(super) fn first(mask: u64) -> usize {
     (mask.trailing_zeros() / 8) as usize
 }
 
+/// The high bit of every `FULL` byte of `group` (a `FULL` byte's high bit
+/// is clear, `EMPTY`'s and `TOMB`'s set), in [`matches`]' format.
+#[inline]
+pub(super) fn full_mask(group: u64) -> u64 {
+    !group & MSB
+}
+
 /// Whether a control byte is `FULL` (the slot holds a live key).
 #[inline]
 pub(super) fn is_full(c: u8) -> bool {

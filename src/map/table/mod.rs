@@ -42,6 +42,7 @@ use super::lines::LineSlice;
 use crate::unwind::FirstPanic;
 
 mod ctrl;
+mod marks;
 mod prefetch;
 
 pub(crate) use self::ctrl::GROUP;

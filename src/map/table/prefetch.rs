@@ -1,7 +1,9 @@
-//! Prefetching a lookup's slots (`Table::prefetch_group`, used by `find`)
-//! and the slot a later read will want (`Table::prefetch`, used by
-//! `KeyedWindows::read_in`). Hints only: they change no state and no
-//! result, only when the lines arrive (why and what it gained: at
+//! Prefetching a lookup's slots (`Table::prefetch_group`, used by `find`),
+//! the slot a later read will want (`Table::prefetch`, used by
+//! `KeyedWindows::read_in` and by batches) and the control word a later
+//! lookup will read (`Table::prefetch_ctrl`, the first step of a batch).
+//! Hints only: they change no state and no result, only when the lines
+//! arrive (why and what it gained: at
 //! [`Table::prefetch_group`]).
 
 use super::ctrl::GROUP;
@@ -42,6 +44,19 @@ impl<K, V> Table<K, V> {
             // `wrapping_add`: an address, never dereferenced here.
             crate::sync::prefetch(first.wrapping_add(line * LINE));
         }
+    }
+
+    /// Starts fetching the control word of the group a lookup of `hash`
+    /// reads first, without reading anything of the table but its length:
+    /// the first step of a batch (`crate::keyed::batch`), which issues it
+    /// for a group of keys before any of them waits, then
+    /// [`prefetch`](Self::prefetch)es each key's slot from the word. A
+    /// hint: it changes nothing.
+    #[inline]
+    pub(crate) fn prefetch_ctrl(&self, hash: u64) {
+        let g = self.home(hash);
+        // `wrapping_add`: an address, never dereferenced here (`g < n`).
+        crate::sync::prefetch(self.ctrl.as_ptr().wrapping_add(g));
     }
 
     /// Starts fetching the line of the slot a lookup of `hash` most likely

@@ -101,11 +101,13 @@ pub async fn prime(addr: SocketAddr, keys: Arc<[HeaderValue]>, i: usize, n: usiz
 
 /// Requests back to back on `send` until `end`, counting the responses
 /// that arrive after `warm_end`; each key drawn by a xorshift seeded with
-/// `seed` (the same sequence every run).
+/// `seed` (the same sequence every run), or with `new_keys` a key never
+/// sent before (`n<seed>-<count>`).
 pub async fn drive(
     mut send: Conn,
     addr: SocketAddr,
     keys: Arc<[HeaderValue]>,
+    new_keys: bool,
     seed: u64,
     warm_end: Instant,
     end: Instant,
@@ -113,11 +115,18 @@ pub async fn drive(
     let host = HeaderValue::from_str(&addr.to_string()).unwrap();
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut counts = Counts::default();
+    let mut n = 0u64;
     loop {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let status = request(&mut send, &host, &keys[(x % keys.len() as u64) as usize]).await;
+        let status = if new_keys {
+            n += 1;
+            let key = HeaderValue::from_str(&format!("n{seed}-{n}")).unwrap();
+            request(&mut send, &host, &key).await
+        } else {
+            request(&mut send, &host, &keys[(x % keys.len() as u64) as usize]).await
+        };
         let now = Instant::now();
         if now >= end {
             return counts;
@@ -128,8 +137,55 @@ pub async fn drive(
     }
 }
 
+/// A client of its own keys (`WARM_KEYS` of them, primed) during a flood:
+/// requests back to back, each one's latency (ns) after `warm_end`.
+async fn warm_client(addr: SocketAddr, warm_end: Instant, end: Instant) -> Vec<u32> {
+    let keys: Vec<HeaderValue> = (0..WARM_KEYS)
+        .map(|k| HeaderValue::from_str(&format!("warm-{k}")).unwrap())
+        .collect();
+    let mut send = connect(addr).await;
+    let host = HeaderValue::from_str(&addr.to_string()).unwrap();
+    for _ in 0..PRIME_PASSES {
+        for k in &keys {
+            request(&mut send, &host, k).await;
+        }
+    }
+    let mut lat = Vec::with_capacity(1 << 16);
+    for i in 0.. {
+        let t0 = Instant::now();
+        request(&mut send, &host, &keys[i % keys.len()]).await;
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        if now >= warm_end {
+            lat.push(u32::try_from((now - t0).as_nanos()).unwrap_or(u32::MAX));
+        }
+    }
+    lat
+}
+
+/// The warm client's keys.
+const WARM_KEYS: usize = 8;
+
+/// Threads of this process now.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+/// What one run measured.
+pub struct Measured {
+    pub counts: Counts,
+    /// The warm client's latencies (ns, sorted), with `new_keys`.
+    pub warm: Vec<u32>,
+    /// Threads of the process half-way through the run.
+    pub threads: usize,
+}
+
 /// One run: a new server for `app`, the load against it, the counts.
-pub fn measure(app: Router, load: &Load, keys: &Arc<[HeaderValue]>) -> Counts {
+/// With `new_keys`, every request of the load is a key never seen before
+/// (no priming), and a warm client runs beside it.
+pub fn measure(app: Router, load: &Load, keys: &Arc<[HeaderValue]>, new_keys: bool) -> Measured {
     let server = runtime("server");
     let listener = server
         .block_on(TcpListener::bind("127.0.0.1:0"))
@@ -143,7 +199,13 @@ pub fn measure(app: Router, load: &Load, keys: &Arc<[HeaderValue]>) -> Counts {
     let client = runtime("load");
     let n = load.connections;
     let primed: Vec<_> = (0..n)
-        .map(|i| client.spawn(prime(addr, Arc::clone(keys), i, n)))
+        .map(|i| {
+            if new_keys {
+                client.spawn(connect(addr))
+            } else {
+                client.spawn(prime(addr, Arc::clone(keys), i, n))
+            }
+        })
         .collect();
     let conns = client.block_on(async {
         let mut conns = Vec::with_capacity(n);
@@ -154,22 +216,45 @@ pub fn measure(app: Router, load: &Load, keys: &Arc<[HeaderValue]>) -> Counts {
     });
     let warm_end = Instant::now() + Duration::from_secs_f64(load.warmup);
     let end = warm_end + Duration::from_secs_f64(load.secs);
+    let warm = new_keys.then(|| client.spawn(warm_client(addr, warm_end, end)));
     let tasks: Vec<_> = conns
         .into_iter()
         .enumerate()
         .map(|(i, send)| {
             let keys = Arc::clone(keys);
-            client.spawn(drive(send, addr, keys, i as u64 + 1, warm_end, end))
+            client.spawn(drive(
+                send,
+                addr,
+                keys,
+                new_keys,
+                i as u64 + 1,
+                warm_end,
+                end,
+            ))
         })
         .collect();
-    let counts = client.block_on(async {
+    let mid = warm_end + (end - warm_end) / 2;
+    let threads = client.spawn(async move {
+        tokio::time::sleep_until(mid.into()).await;
+        threads()
+    });
+    let (counts, warm, threads) = client.block_on(async {
         let mut total = Counts::default();
         for t in tasks {
             total.merge(t.await.expect("a load task"));
         }
-        total
+        let mut warm = match warm {
+            Some(w) => w.await.expect("the warm client"),
+            None => Vec::new(),
+        };
+        warm.sort_unstable();
+        (total, warm, threads.await.expect("the thread count"))
     });
     client.shutdown_background();
     server.shutdown_background();
-    counts
+    Measured {
+        counts,
+        warm,
+        threads,
+    }
 }

@@ -32,9 +32,15 @@
 //!   1024), so after the first requests a key needs a round trip only when
 //!   its lease runs out or a new slice begins (every minute).
 //! - `refusing`: 1 per minute per key: each key's first request (before
-//!   the warm-up) is granted, every later one refused with a 429. A
-//!   refusal of the cluster limiter is a round trip to Redis (no lease
-//!   holds a key with nothing left), on tokio's blocking pool.
+//!   the warm-up) is granted, every later one refused with a 429. The
+//!   cluster limiter asks Redis once a key, then refuses from its memo
+//!   until the retry time.
+//! - `flood`: every request a key never seen before (a crawler, a
+//!   botnet, a cold start; no priming), 10^6 per 10 s per key, so nothing
+//!   is refused: for the cluster limiter, every request needs Redis. A
+//!   warm client runs beside the load on a connection of its own (8 keys,
+//!   primed), and its requests' latencies are reported, with the
+//!   process's threads half-way through the run.
 //!
 //! A row is valid only if its shape held (`granted`: no refusal;
 //! `refusing`: at least 99% refused; no other status in either); the
@@ -45,7 +51,8 @@
 //! renders).
 //!
 //! Run (`BENCH_SERVER_CONNECTIONS`, default 32; `BENCH_SERVER_KEYS`, 1000;
-//! `BENCH_SERVER_SECS`, 2; `BENCH_SERVER_WARMUP`, 0.5):
+//! `BENCH_SERVER_SECS`, 2; `BENCH_SERVER_WARMUP`, 0.5; `BENCH_SERVER_SHAPES`,
+//! `granted refusing flood`):
 //! `cargo bench -p stripecount-tower --features redis --bench server`
 
 mod load;
@@ -74,6 +81,20 @@ use tower_service::Service;
 
 const KEY_HEADER: &str = "x-api-key";
 
+/// The shapes, from `BENCH_SERVER_SHAPES` (default all three).
+static SHAPES: std::sync::LazyLock<Vec<Shape>> = std::sync::LazyLock::new(|| {
+    std::env::var("BENCH_SERVER_SHAPES")
+        .unwrap_or_else(|_| "granted refusing flood".into())
+        .split_whitespace()
+        .map(|s| match s {
+            "granted" => Shape::Granted,
+            "refusing" => Shape::Refusing,
+            "flood" => Shape::Flood,
+            _ => panic!("BENCH_SERVER_SHAPES: granted, refusing or flood"),
+        })
+        .collect()
+});
+
 /// The load, from the environment.
 struct Load {
     connections: usize,
@@ -95,6 +116,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 enum Shape {
     Granted,
     Refusing,
+    Flood,
 }
 
 impl Shape {
@@ -102,6 +124,7 @@ impl Shape {
         match self {
             Shape::Granted => "granted",
             Shape::Refusing => "refusing",
+            Shape::Flood => "flood",
         }
     }
 
@@ -110,6 +133,7 @@ impl Shape {
         match self {
             Shape::Granted => Quota::per(1_000_000_000, Duration::from_secs(3600)).slices(60),
             Shape::Refusing => Quota::per_minute(1),
+            Shape::Flood => Quota::per(1_000_000, Duration::from_secs(10)),
         }
     }
 
@@ -119,7 +143,7 @@ impl Shape {
             return false;
         }
         match (self, config) {
-            (Shape::Granted, _) | (Shape::Refusing, Config::None) => c.refused == 0,
+            (Shape::Granted | Shape::Flood, _) | (Shape::Refusing, Config::None) => c.refused == 0,
             (Shape::Refusing, _) => c.refused as f64 >= 0.99 * c.total() as f64,
         }
     }
@@ -228,7 +252,19 @@ struct Row {
     config: Config,
     run: usize,
     counts: Counts,
+    /// The warm client's latencies (ns, sorted), in the flood.
+    warm: Vec<u32>,
+    threads: usize,
     load: String,
+}
+
+/// The `p`-quantile of sorted nanoseconds, in microseconds.
+fn pct_us(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    f64::from(sorted[i]) / 1_000.0
 }
 
 impl Row {
@@ -265,7 +301,9 @@ fn json(load: &Load, rows: &[Row], before: &str, after: &str) -> String {
         let _ = write!(
             s,
             "{}\n    {{\"shape\": \"{}\", \"config\": \"{}\", \"run\": {}, \"ok\": {}, \
-             \"refused\": {}, \"other\": {}, \"rps\": {:.1}, \"valid\": {}, \"load\": \"{}\"}}",
+             \"refused\": {}, \"other\": {}, \"rps\": {:.1}, \"valid\": {}, \"load\": \"{}\", \
+             \"threads\": {}, \"warm_p50_us\": {:.1}, \"warm_p99_us\": {:.1}, \
+             \"warm_p999_us\": {:.1}, \"warm_max_us\": {:.1}}}",
             if i == 0 { "" } else { "," },
             r.shape.name(),
             r.config.name(),
@@ -276,6 +314,11 @@ fn json(load: &Load, rows: &[Row], before: &str, after: &str) -> String {
             r.rps(load.secs),
             r.shape.holds(r.config, &r.counts),
             r.load,
+            r.threads,
+            pct_us(&r.warm, 0.5),
+            pct_us(&r.warm, 0.99),
+            pct_us(&r.warm, 0.999),
+            pct_us(&r.warm, 1.0),
         );
     }
     s.push_str("\n  ]\n}\n");
@@ -304,17 +347,20 @@ fn main() {
     );
     println!("load average before: {before}");
     let mut rows = Vec::new();
-    for shape in [Shape::Granted, Shape::Refusing] {
+    for &shape in SHAPES.iter() {
         for run in 1..=runs {
             for config in CONFIGS {
                 let ns = format!("bench_server_{}_{run}", shape.name());
                 let row_load = loadavg();
-                let counts = measure(router(config, shape, &redis, &ns), &load, &keys);
+                let flood = shape == Shape::Flood;
+                let m = measure(router(config, shape, &redis, &ns), &load, &keys, flood);
                 rows.push(Row {
                     shape,
                     config,
                     run,
-                    counts,
+                    counts: m.counts,
+                    warm: m.warm,
+                    threads: m.threads,
                     load: row_load,
                 });
             }
@@ -359,7 +405,7 @@ fn main() {
         (Config::Cluster, Config::Governor),
         (Config::Cluster, Config::None),
     ];
-    for shape in [Shape::Granted, Shape::Refusing] {
+    for &shape in SHAPES.iter() {
         for (a, b) in ratios {
             let per_run: Vec<String> = (1..=runs)
                 .map(|run| format!("{:.2}x", rps(shape, a, run) / rps(shape, b, run)))
@@ -372,6 +418,23 @@ fn main() {
                 per_run.join(" / ")
             );
         }
+    }
+    println!();
+    println!("flood: the warm client's latency (us) and the process's threads");
+    println!();
+    println!("| configuration | run | p50 | p99 | p99.9 | max | threads |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for r in rows.iter().filter(|r| r.shape == Shape::Flood) {
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            r.config.name(),
+            r.run,
+            pct_us(&r.warm, 0.5),
+            pct_us(&r.warm, 0.99),
+            pct_us(&r.warm, 0.999),
+            pct_us(&r.warm, 1.0),
+            r.threads
+        );
     }
     println!();
     println!("load average before: {before}; after: {after}");
