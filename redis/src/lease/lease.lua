@@ -8,9 +8,10 @@
 --       (each once), then the keys returned to.
 -- ARGV: 1 sequence, 2 J: the slices a request is judged against (the
 --       quota's slices, one more when it is strict), 3 slice ms, 4 limit,
---       5 record ttl ms, 6 config string, 7 m, then per leased key: need
---       (at least this many, or none) and want, then per returned key: its
---       slice (epoch) and the permits returned.
+--       5 record ttl ms, 6 config string, 7 m, 8 per leased key its need
+--       (at least this many, or none) and want, as little-endian doubles
+--       (16 bytes a key: read without a strtod each), then per returned
+--       key: its slice (epoch) and the permits returned.
 -- "The window" below is the last J slices: a lease fits if the window's
 -- permits plus its need are at most the limit.
 -- A key's value: a hash, field = slice, value = permits leased in it less
@@ -24,7 +25,7 @@ local m = tonumber(ARGV[7])
 local nret = #KEYS - 2 - (m or 0)
 
 -- Every check before the first write.
-if not m or m < 0 or nret < 0 or #ARGV ~= 7 + 2 * m + 2 * nret then
+if not m or m < 0 or nret < 0 or #ARGV ~= 8 + 2 * nret or #ARGV[8] ~= 16 * m then
   return redis.error_reply('SARGS bad argument count')
 end
 local cfg = redis.call('GET', KEYS[2])
@@ -63,7 +64,7 @@ end
 local floor = cur - J
 -- Returns only lower a live slice's count, never below 0; a slice that
 -- left the window is gone already.
-local rk, ra = 2 + m, 7 + 2 * m
+local rk, ra = 2 + m, 8
 for i = 1, nret do
   local f = ARGV[ra + 2 * i - 1]
   local n = tonumber(ARGV[ra + 2 * i])
@@ -81,27 +82,41 @@ end
 local out = { 0, cur, (cur + 1) * slice_us - now_us, t[1], t[2] }
 local grants = {}
 local field = string.format('%d', cur)
-local expire = (cur + J) * slice_ms
+-- Numbers passed to redis.call are formatted by Lua with "%.14g" (a
+-- floating-point printf, costly): the ones written per key go as decimal
+-- strings, the expiry formatted once.
+local expire = string.format('%d', (cur + J) * slice_ms)
+local asks = {}
+for i = 1, 2 * m, 64 do
+  local n = math.min(64, 2 * m - i + 1)
+  local v = { struct.unpack('<' .. string.rep('d', n), ARGV[8], 8 * i - 7) }
+  for j = 1, n do asks[i + j - 1] = v[j] end
+end
 for i = 1, m do
   local k = KEYS[2 + i]
-  local need = tonumber(ARGV[6 + 2 * i])
-  local want = tonumber(ARGV[7 + 2 * i])
+  local need = asks[2 * i - 1]
+  local want = asks[2 * i]
   local granted = 0
   -- Refused: server microseconds until enough of the window's oldest
   -- slices leave it for the lease to fit (-1: not refused).
   local retry = -1
   local h = redis.call('HGETALL', k)
-  local sum, old, live = 0, {}, {}
-  for j = 1, #h, 2 do
-    local e = tonumber(h[j])
-    if e <= floor then
-      old[#old + 1] = h[j]
-    else
-      sum = sum + tonumber(h[j + 1])
-      live[#live + 1] = { e, tonumber(h[j + 1]) }
+  -- A key new to the window (most of a flood) has no fields: no tables.
+  local sum, live = 0, nil
+  if #h > 0 then
+    local old = {}
+    live = {}
+    for j = 1, #h, 2 do
+      local e = tonumber(h[j])
+      if e <= floor then
+        old[#old + 1] = h[j]
+      else
+        sum = sum + tonumber(h[j + 1])
+        live[#live + 1] = { e, tonumber(h[j + 1]) }
+      end
     end
+    if #old > 0 then redis.call('HDEL', k, unpack(old)) end
   end
-  if #old > 0 then redis.call('HDEL', k, unpack(old)) end
   local room = limit - sum
   if room >= need then
     -- At least what the node needs; beyond it, what it wants but at most
@@ -109,10 +124,11 @@ for i = 1, m do
     -- 1) and no node sits on the last permits.
     local extra = math.min(want, math.ceil(room / 2))
     granted = math.min(room, math.max(need, extra))
-    redis.call('HINCRBY', k, field, granted)
+    redis.call('HINCRBY', k, field, string.format('%d', granted))
     -- Expires when its newest slice (this one) leaves the window.
     redis.call('PEXPIREAT', k, expire)
   elseif need <= limit then
+    live = live or {}
     table.sort(live, function(a, b) return a[1] < b[1] end)
     local left = sum
     for _, x in ipairs(live) do

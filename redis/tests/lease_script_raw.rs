@@ -1,0 +1,203 @@
+//! The lease script called directly, with requests this test writes
+//! argument by argument: what one request leases of each key (a new key, a
+//! key with room, a key with none, a slice that left the window), what it
+//! stores, its replay, and that a malformed request is refused before any
+//! write. The node-level tests (`lease*.rs`) cannot send a malformed
+//! request nor plant a key's slices.
+
+mod support;
+
+use redis::Value;
+use support::RedisServer;
+
+/// Slices of 10 minutes; a run that meets a slice edge is redone.
+const SLICE_MS: u64 = 600_000;
+const SLICES: u64 = 4;
+const LIMIT: u64 = 100;
+
+/// The needs and wants as the node writes them: little-endian doubles.
+fn asks(pairs: &[(u64, u64)]) -> Vec<u8> {
+    pairs
+        .iter()
+        .flat_map(|&(need, want)| [need as f64, want as f64])
+        .flat_map(f64::to_le_bytes)
+        .collect()
+}
+
+fn epoch(conn: &mut redis::Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
+    (s * 1000 + us / 1000) / SLICE_MS
+}
+
+/// Request `seq` of node "n" leasing `keys` with `packed` asks (`m` as
+/// said, for the malformed cases) and the `returns` (key, slice, permits).
+fn run(
+    conn: &mut redis::Connection,
+    seq: u64,
+    keys: &[&str],
+    m: usize,
+    packed: &[u8],
+    returns: &[(&str, u64, u64)],
+) -> redis::RedisResult<Value> {
+    let script = redis::Script::new(include_str!("../src/lease/lease.lua"));
+    let mut inv = script.prepare_invoke();
+    inv.key("raw:ln:n").key("raw:lcfg");
+    for k in keys {
+        inv.key(format!("raw:l:{k}"));
+    }
+    for (k, _, _) in returns {
+        inv.key(format!("raw:l:{k}"));
+    }
+    inv.arg(seq)
+        .arg(SLICES)
+        .arg(SLICE_MS)
+        .arg(LIMIT)
+        .arg(SLICES * SLICE_MS + SLICE_MS + 300_000)
+        .arg(format!("{SLICES}:{SLICE_MS}:{LIMIT}"))
+        .arg(m)
+        .arg(packed);
+    for (_, e, n) in returns {
+        inv.arg(*e).arg(*n);
+    }
+    inv.invoke(conn)
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    let Value::Array(a) = v else {
+        panic!("not an array: {v:?}")
+    };
+    a.iter()
+        .map(|x| match x {
+            Value::Int(i) => *i,
+            Value::BulkString(b) => std::str::from_utf8(b).unwrap().parse().unwrap(),
+            other => panic!("not a number: {other:?}"),
+        })
+        .collect()
+}
+
+fn fields(conn: &mut redis::Connection, key: &str) -> Vec<(u64, u64)> {
+    let mut f: Vec<(u64, u64)> = redis::cmd("HGETALL")
+        .arg(format!("raw:l:{key}"))
+        .query(conn)
+        .unwrap();
+    f.sort_unstable();
+    f
+}
+
+#[test]
+fn one_request_leases_each_key_by_its_room_and_replays_the_same() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    loop {
+        let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+        let e = epoch(&mut conn);
+        // "full": 90 leased in this slice; "old": 100 in a slice that left
+        // the window (dropped) and 10 three slices ago; "new": nothing.
+        let _: () = redis::cmd("HSET")
+            .arg("raw:l:full")
+            .arg(e)
+            .arg(90)
+            .query(&mut conn)
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg("raw:l:old")
+            .arg(e - SLICES)
+            .arg(100)
+            .arg(e - 3)
+            .arg(10)
+            .query(&mut conn)
+            .unwrap();
+        let keys = ["new", "full", "old", "full2"];
+        let _: () = redis::cmd("HSET")
+            .arg("raw:l:full2")
+            .arg(e - 2)
+            .arg(60)
+            .arg(e - 1)
+            .arg(40)
+            .query(&mut conn)
+            .unwrap();
+        let packed = asks(&[(1, 8), (20, 20), (3, 500), (1, 1)]);
+        let reply = ints(&run(&mut conn, 1, &keys, 4, &packed, &[]).unwrap());
+        if epoch(&mut conn) != e {
+            continue; // a slice edge fell inside the run
+        }
+        assert_eq!(reply[..2], [0, e as i64]);
+        let left = reply[2];
+        assert!(left > 0 && left <= (SLICE_MS * 1000) as i64, "{left}");
+        // new: 8 of 100 (want, below half the room); full: 20 do not fit
+        // in 10, refused until its slice leaves the window (SLICES slices
+        // on), which is `left` plus SLICES - 1 whole slices; old: the 100
+        // left the window, 90 of room, 45 (half) granted; full2: no room,
+        // refused until its oldest slice (e - 2) leaves.
+        let slice_us = (SLICE_MS * 1000) as i64;
+        assert_eq!(
+            reply[5..],
+            [
+                8,
+                -1,
+                0,
+                left + (SLICES as i64 - 1) * slice_us,
+                45,
+                -1,
+                0,
+                left + slice_us
+            ]
+        );
+        assert_eq!(fields(&mut conn, "new"), [(e, 8)]);
+        assert_eq!(fields(&mut conn, "full"), [(e, 90)]);
+        assert_eq!(fields(&mut conn, "old"), [(e - 3, 10), (e, 45)]);
+        let ttl: i64 = redis::cmd("PEXPIRETIME")
+            .arg("raw:l:new")
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(ttl as u64, (e + SLICES) * SLICE_MS);
+        // The same request again: the stored answer, nothing changed.
+        let again = ints(&run(&mut conn, 1, &keys, 4, &packed, &[]).unwrap());
+        assert_eq!(again[..2], [1, e as i64]);
+        assert_eq!(again[5..], [8, -1, 0, -1, 45, -1, 0, -1]);
+        assert_eq!(fields(&mut conn, "new"), [(e, 8)]);
+        assert_eq!(fields(&mut conn, "old"), [(e - 3, 10), (e, 45)]);
+        // The next request returns 5 of "new" and leases nothing.
+        let r = ints(&run(&mut conn, 2, &[], 0, &[], &[("new", e, 5)]).unwrap());
+        assert_eq!(r.len(), 5);
+        assert_eq!(fields(&mut conn, "new"), [(e, 3)]);
+        return;
+    }
+}
+
+#[test]
+fn a_malformed_request_is_refused_before_any_write() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    let two = asks(&[(1, 1), (1, 1)]);
+    let cases: [(&str, usize, Vec<u8>); 4] = [
+        ("asks for one key of two", 2, two[..16].to_vec()),
+        ("asks for three keys of two", 2, asks(&[(1, 1); 3])),
+        ("ragged asks", 2, two[..31].to_vec()),
+        ("a negative count", usize::MAX, two.clone()),
+    ];
+    for (what, m, packed) in cases {
+        let m_arg = if m == usize::MAX { -1i64 } else { m as i64 };
+        let script = redis::Script::new(include_str!("../src/lease/lease.lua"));
+        let mut inv = script.prepare_invoke();
+        inv.key("raw:ln:n")
+            .key("raw:lcfg")
+            .key("raw:l:a")
+            .key("raw:l:b");
+        inv.arg(1)
+            .arg(SLICES)
+            .arg(SLICE_MS)
+            .arg(LIMIT)
+            .arg(SLICES * SLICE_MS + SLICE_MS + 300_000)
+            .arg(format!("{SLICES}:{SLICE_MS}:{LIMIT}"))
+            .arg(m_arg)
+            .arg(packed);
+        let err = inv.invoke::<Value>(&mut conn).unwrap_err();
+        assert!(err.to_string().contains("SARGS"), "{what}: {err}");
+        let keys: Vec<String> = redis::cmd("KEYS").arg("raw:*").query(&mut conn).unwrap();
+        assert!(keys.is_empty(), "{what}: wrote {keys:?}");
+    }
+    // The same keys, well formed: applied.
+    let r = ints(&run(&mut conn, 1, &["a", "b"], 2, &two, &[]).unwrap());
+    assert_eq!(r[5..], [1, -1, 1, -1]);
+}
