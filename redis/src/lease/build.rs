@@ -23,6 +23,7 @@ use scc::HashIndex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
+use stripecount::hash::RandomState;
 use stripecount::{Clock, KeyedLimiter, Quota};
 
 /// Size records (`sizes.rs`) a limiter keeps, spread over its groups:
@@ -84,8 +85,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             cluster_groups: b.cluster.config_groups(),
         };
         let inner = Arc::new(Shared {
-            words: HashIndex::new(),
-            memo: HashIndex::new(),
+            words: HashIndex::with_hasher(RandomState::new()),
+            memo: HashIndex::with_hasher(RandomState::new()),
             memo_on: b.refusal_memo,
             renew_early: b.renew_early,
             time,

@@ -70,6 +70,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use stripecount::hash::RandomState;
 use stripecount::keyed::KeyRef;
 use stripecount::{Clock, KeyedLimiter, Quota, Timestamp};
 
@@ -181,10 +182,10 @@ pub(crate) struct Sender<K> {
 
 /// Everything a limiter shares with its lanes' threads.
 pub(crate) struct Shared<K: 'static, C: Clock> {
-    pub(crate) words: HashIndex<K, Arc<LeaseWord>>,
+    pub(crate) words: HashIndex<K, Arc<LeaseWord>, RandomState>,
     /// The refusal memo (`memo.rs`): keys refused by the script, until
     /// their retry time. Empty when `memo_on` is off.
-    pub(crate) memo: HashIndex<K, Refusal>,
+    pub(crate) memo: HashIndex<K, Refusal, RandomState>,
     pub(crate) memo_on: bool,
     /// Leases ask for their next one when they run low (`renew_early`).
     pub(crate) renew_early: bool,

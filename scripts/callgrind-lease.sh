@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Instructions and branch mispredicts per decide of a fleet-wide limiter
+# on keys whose leases the node holds (the warm path, no round trip in the
+# timed loop), counted by callgrind over the timed loop of
+# redis/examples/lease_steady.rs only (repeatable on a noisy machine).
+#
+#   bash scripts/callgrind-lease.sh
+#
+# OPS and WARM set the timed and untimed decides (default 1M after 1M).
+# BIN runs another build of lease_steady (e.g. an older commit's). Starts a
+# redis-server on a free loopback port and stops it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OPS=${OPS:-1000000}
+WARM=${WARM:-1000000}
+if [ -z "${BIN:-}" ]; then
+    cargo build --release -p stripecount-redis --example lease_steady >/dev/null
+    BIN=target/release/examples/lease_steady
+fi
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+dir=$(mktemp -d)
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+    --daemonize yes --pidfile "$dir/pid" >/dev/null
+trap 'kill "$(cat "$dir/pid")" 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$dir/out" \
+    --toggle-collect='lease_steady::timed*' "$BIN" "redis://127.0.0.1:$port/" "$OPS" "$WARM" >/dev/null 2>&1
+printf '%-14s %12s\n' instr/decide mispred/decide
+callgrind_annotate "$dir/out" 2>/dev/null | awk -v ops="$OPS" '
+    /PROGRAM TOTALS/ {
+        gsub(",", "", $0); ir = $1; bcm = $5; bim = ($9 == ".") ? 0 : $9;
+        printf "%-14.1f %12.3f\n", ir / ops, (bcm + bim) / ops; exit
+    }'
