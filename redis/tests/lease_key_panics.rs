@@ -15,18 +15,13 @@ use stripecount_redis::ClusterLimiter;
 use support::flaky::{Ctl, Flaky};
 use support::{wait_until, RedisServer};
 
-/// A limit of 1,000 a minute in slices of 500 ms: a lease lasts at most
-/// its slice, the counts stay in the window for the test.
-fn limiter(url: &str, ns: &str, sweep: Duration) -> ClusterLimiter<Flaky> {
-    ClusterLimiter::builder(
-        url,
-        ns,
-        Quota::per(1_000, Duration::from_secs(60)).slices(120),
-    )
-    .max_batch(50)
-    .sweep_interval(sweep)
-    .build()
-    .unwrap()
+/// A limiter of `quota`: a lease lasts at most its slice.
+fn limiter(url: &str, ns: &str, sweep: Duration, quota: Quota) -> ClusterLimiter<Flaky> {
+    ClusterLimiter::builder(url, ns, quota)
+        .max_batch(50)
+        .sweep_interval(sweep)
+        .build()
+        .unwrap()
 }
 
 /// Two grants of each key: the second lease is larger than what it
@@ -58,7 +53,15 @@ fn release_all_returns_the_other_keys_permits_then_resumes_the_panic() {
     let redis = RedisServer::start();
     let ctl = Ctl::new();
     let ks = keys(&ctl);
-    let l = limiter(&redis.url(), "lkp", Duration::from_secs(3_600));
+    // Slices of a day: every lease still holds its unused permits when
+    // `release_all` runs (a lease ends with its slice, and then has
+    // nothing to return, so no key code would run).
+    let l = limiter(
+        &redis.url(),
+        "lkp",
+        Duration::from_secs(3_600),
+        Quota::per(1_000, Duration::from_secs(86_400)).slices(1),
+    );
     lease_each(&l, &ks);
     assert!(counted(&redis, "lkp", 0) > 2, "unused permits held");
     ctl.bad_name.store(5, Ordering::SeqCst);
@@ -85,7 +88,14 @@ fn the_sweeper_counts_the_panic_and_goes_on() {
     let redis = RedisServer::start();
     let ctl = Ctl::new();
     let ks = keys(&ctl);
-    let l = limiter(&redis.url(), "lkp_bg", Duration::from_millis(5));
+    let l = limiter(
+        &redis.url(),
+        "lkp_bg",
+        Duration::from_millis(5),
+        // 1,000 a minute in slices of 500 ms: the leases end within the
+        // test, the counts stay in the window.
+        Quota::per(1_000, Duration::from_secs(60)).slices(120),
+    );
     // The leases first (a request writes its key's name), then key 5's
     // code starts to panic.
     lease_each(&l, &ks);
