@@ -4,25 +4,21 @@
 #   bash scripts/test.sh
 #
 # About 10 to 13 minutes on the 2-core machines with nothing built yet, most
-# of it compiling (measured 2026-11-28 with other builds running: step 1
-# 4.5 min, 1b 1 min, 1b' 15 s, 1c 1 min, 2 5.5 min). Each step prints
-# what it checks and when it starts, and the script ends with each step's
-# time.
+# of it compiling. Each step prints what it checks and when it starts, and
+# the script ends with each step's time.
 #
 # 0. The Redis layer's tests (redis/) start real redis-servers (and a Redis
 #    Cluster, made by redis-cli): install Debian's redis-server package
 #    (which brings redis-cli) when either is missing and we are root with
 #    apt-get; otherwise stop and say so (never skip those tests).
-# 1. `cargo test --workspace`: unit, integration, CLI and doc tests, the
-#    Redis layer's included.
-# 1b. The integration features (metrics, prometheus, tokio): their tests and
-#    doc tests (tokio: the waits), a scrape served by
-#    examples/prometheus_server.rs, and the README's doc tests (which use
-#    them). Only those targets, so the rest of the workspace is not rebuilt
-#    with the features. Then the
-#    tower layer (tower/) with its features (tokio, axum): the end-to-end
-#    tests against a real axum server and client.
-# 1b'. The clock's tests without the default `tsc` feature: the `Instant`
+# 1. `cargo test --workspace --all-features`: unit, integration, CLI and
+#    doc tests, the Redis layer's included; with every feature, so the
+#    integration features' tests and doc tests (metrics, prometheus, tokio:
+#    the waits), the README's doc tests (which use them) and the tower
+#    layer's end-to-end tests against a real axum server and client run in
+#    the same build (features only add code; the `tsc` feature's absence
+#    is step 1b). Then a scrape served by examples/prometheus_server.rs.
+# 1b. The clock's tests without the default `tsc` feature: the `Instant`
 #    fallback through the public API.
 # 1c. The library's unit tests and the per-key tests again in release:
 #    optimized builds inline and reorder the lock-free paths differently,
@@ -37,7 +33,7 @@
 #    repeated there.
 # 2. The loom models in loom-tests/, built with `--cfg loom` in their own
 #    target directory (so the normal build is not invalidated) and run with
-#    a preemption bound of 2, two test binaries at a time (see the step).
+#    a preemption bound of 2, two models at a time (see the step).
 #    Deeper: LOOM_MAX_PREEMPTIONS=3 bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,18 +72,13 @@ fi
 redis-server --version
 redis-cli --version
 
-step "1. cargo test --workspace: unit, integration, CLI, doc and Redis layer tests"
-cargo test --workspace
-
-step "1b. integration features: metrics, prometheus and tokio tests and doc tests, the README, the tower layer"
-cargo test -p stripecount --all-features --test metrics --test prometheus --test wait
-cargo test -p stripecount --all-features --doc -- metrics prometheus ReadmeDoctests wait tokio
-cargo test -p stripecount-tower --all-features
+step "1. cargo test --workspace --all-features: unit, integration, CLI, doc and Redis layer tests, the integration features, the tower layer"
+cargo test --workspace --all-features
 # A scrape served over TCP with the OpenMetrics content type (the example
-# checks its own response and fails otherwise).
-cargo run -q -p stripecount --features prometheus --example prometheus_server -- --once >/dev/null
+# checks its own response and fails otherwise); built with step 1's features.
+cargo run -q -p stripecount --all-features --example prometheus_server -- --once >/dev/null
 
-step "1b'. the clock without the tsc feature (the Instant fallback)"
+step "1b. the clock without the tsc feature (the Instant fallback)"
 cargo test -p stripecount --no-default-features --test clock
 
 step "1c. library unit tests and per-key tests, optimized (a release build)"
@@ -101,37 +92,44 @@ else
 fi
 
 step "2. loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}), built with --cfg loom in their own target directory"
-# `cargo test` would run the test binaries one after the other, and two
-# models take most of the time alone (limiter_limits'
-# a_stale_helper_meets_a_newer_quiet_word, over 2 min, and keyed's
-# rotation_racing_adds_and_an_eviction, about 1 min, each on one thread):
-# while each runs, the other core would idle. So the binaries are built
-# here and run two at a time, each on one test thread (two threads in all,
-# so the longest model keeps a core of its own): the files holding those
-# two models first, the rest as a slot frees up. Every binary runs to the
-# end, each one's output is printed after it, and the step fails if any
-# failed.
+# The models are one test binary (loom-tests/tests/models.rs: a module a
+# protocol). `cargo test` would run it on one thread per model at a time
+# or on several threads at once, but a model uses the library's statics,
+# which loom allows in one model at a time per process. Two models take
+# most of the time alone (limiter_limits'
+# a_stale_helper_meets_a_newer_quiet_word and keyed's
+# rotation_racing_adds_and_an_eviction, minutes each): while each runs,
+# the other core would idle. So the binary runs as two processes side by
+# side, each one module at a time (all its models by exact name, on one
+# test thread): the modules holding those two models first, the rest as a
+# process ends. Every module runs to the end, each one's output is
+# printed after it, and the step fails if any failed.
 loom_rust=(env RUSTFLAGS="--cfg loom" cargo test -p stripecount-loom-tests --release
     --target-dir "${CARGO_TARGET_DIR:-target}/loom")
-loom_bins=$("${loom_rust[@]}" --no-run --message-format=json-render-diagnostics |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
-[ -n "$loom_bins" ] || { echo "error: no loom test binaries were built" >&2; exit 1; }
-loom_slow_first='/(limiter_limits|keyed)-[0-9a-f]+$'
+loom_bin=$("${loom_rust[@]}" --test models --no-run --message-format=json-render-diagnostics |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | grep '/models-' || true)
+[ -n "$loom_bin" ] || { echo "error: the loom models were not built" >&2; exit 1; }
 loom_logs=$(mktemp -d)
-# Same as `cargo test`: each binary runs in the package's directory.
-{ grep -E "$loom_slow_first" <<<"$loom_bins" || true; grep -vE "$loom_slow_first" <<<"$loom_bins" || true; } |
+# Same as `cargo test`: the binary runs in the package's directory.
+(cd loom-tests && "$loom_bin" --list --format terse) | sed -n 's/: test$//p' >"$loom_logs/names"
+loom_mods=$(cut -d: -f1 "$loom_logs/names" | sort -u)
+[ -n "$loom_mods" ] || { echo "error: no loom models listed" >&2; exit 1; }
+loom_slow_first='^(limiter_limits|keyed)$'
+{ grep -E "$loom_slow_first" <<<"$loom_mods" || true; grep -vE "$loom_slow_first" <<<"$loom_mods" || true; } |
     (cd loom-tests && LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" xargs -P 2 -I{} \
-        sh -c 'log="$1/$(basename "$2").log"; s=$(date +%s); "$2" --test-threads=1 >"$log" 2>&1;
-            rc=$?; echo "$rc $(( $(date +%s) - s ))s" >"$log.rc"; exit 0' sh "$loom_logs" {})
+        sh -c 'log="$1/$3.log"; s=$(date +%s);
+            grep "^$3::" "$1/names" | xargs "$2" --exact --test-threads=1 >"$log" 2>&1;
+            rc=$?; echo "$rc $(( $(date +%s) - s ))s" >"$log.rc"; exit 0' sh "$loom_logs" "$loom_bin" {})
 loom_rc=0
-for b in $loom_bins; do
-    log="$loom_logs/$(basename "$b").log"
-    echo "     Running $b ($(cut -d' ' -f2 "$log.rc" 2>/dev/null || echo '?'))"
+for m in $loom_mods; do
+    log="$loom_logs/$m.log"
+    echo "     Running the loom models of $m ($(cut -d' ' -f2 "$log.rc" 2>/dev/null || echo '?'))"
     cat "$log" 2>/dev/null || true
-    [ "$(cut -d' ' -f1 "$log.rc" 2>/dev/null)" = 0 ] || { echo "error: $b failed" >&2; loom_rc=1; }
+    [ "$(cut -d' ' -f1 "$log.rc" 2>/dev/null)" = 0 ] || { echo "error: the loom models of $m failed" >&2; loom_rc=1; }
 done
 rm -rf "$loom_logs"
-# The loom library's doc tests (none today), as `cargo test` runs them.
+# The loom library's unit and doc tests (none today), as `cargo test` runs them.
+"${loom_rust[@]}" --lib
 "${loom_rust[@]}" --doc
 [ "$loom_rc" = 0 ] || { echo "error: a loom model failed (see above)" >&2; exit 1; }
 
