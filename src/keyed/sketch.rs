@@ -92,6 +92,14 @@ use std::time::Duration;
 /// [`memory_bytes`](Self::memory_bytes) never exceeds the memory given,
 /// however many distinct keys arrive. A key's own heap data (a `String`'s
 /// buffer) is not counted: at most `slices * max_keys` keys are held.
+/// Too little memory for the stream fails quietly: keys of a few adds
+/// fill the exact part and the adds of keys at the threshold go
+/// untracked. Size it with [`memory_for`](Self::memory_for) (the memory a
+/// rate of adds needs), or state the rate with
+/// [`adds_per_second`](HotKeySketchBuilder::adds_per_second) and `build`
+/// refuses less; watch [`untracked_adds`](Self::untracked_adds) (exported
+/// by [`ScrapeCollector::hot_key_sketch`](crate::prometheus::ScrapeCollector::hot_key_sketch)
+/// with the feature `prometheus`).
 ///
 /// ```
 /// use stripecount::clock::ManualClock;
@@ -154,10 +162,12 @@ impl<K: Key> HotKeySketch<K> {
     pub fn builder(window: Duration, slices: usize, threshold: u64) -> HotKeySketchBuilder<K> {
         HotKeySketchBuilder {
             exact: HotKeyDetector::builder(window, slices, threshold),
+            window,
             slices,
             threshold,
-            memory: 8 << 20,
+            memory: None,
             level: None,
+            rate: None,
         }
     }
 }
@@ -355,10 +365,13 @@ impl<K: 'static, C: Clock, S> fmt::Debug for HotKeySketch<K, C, S> {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct HotKeySketchBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
     exact: HotKeyDetectorBuilder<K, C, S>,
+    window: Duration,
     slices: usize,
     threshold: u64,
-    memory: usize,
+    memory: Option<usize>,
     level: Option<u64>,
+    /// The stream's adds a second, if given (`sizing.rs`).
+    pub(super) rate: Option<u64>,
 }
 
 impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
@@ -366,10 +379,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
     pub fn clock<C2: Clock>(self, clock: C2) -> HotKeySketchBuilder<K, C2, S> {
         HotKeySketchBuilder {
             exact: self.exact.clock(clock),
+            window: self.window,
             slices: self.slices,
             threshold: self.threshold,
             memory: self.memory,
             level: self.level,
+            rate: self.rate,
         }
     }
 
@@ -379,16 +394,19 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
     pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> HotKeySketchBuilder<K, C, S2> {
         HotKeySketchBuilder {
             exact: self.exact.hasher(hasher),
+            window: self.window,
             slices: self.slices,
             threshold: self.threshold,
             memory: self.memory,
             level: self.level,
+            rate: self.rate,
         }
     }
 
-    /// The most bytes the detector holds (8 MiB unless given).
+    /// The most bytes the detector holds (unless given: what
+    /// [`adds_per_second`](Self::adds_per_second) needs, else 8 MiB).
     pub fn memory(mut self, bytes: usize) -> Self {
-        self.memory = bytes;
+        self.memory = Some(bytes);
         self
     }
 
@@ -399,8 +417,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
         self
     }
 
-    /// The detector. Errors as [`HotKeySketch::new`], and on an admission
-    /// level outside `1..=255`.
+    /// The detector. Errors as [`HotKeySketch::new`], on an admission
+    /// level outside `1..=255`, and with
+    /// [`adds_per_second`](Self::adds_per_second) on a memory below what
+    /// that rate needs ([`ConfigError::SketchMemory`]; see
+    /// [`HotKeySketch::memory_for`]) or a rate no memory holds
+    /// ([`ConfigError::SketchRate`]).
     pub fn build(self) -> Result<HotKeySketch<K, C, S>, ConfigError> {
         let slices = self.slices.max(1);
         let level = match self.level {
@@ -412,11 +434,24 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
             }
             None => default_level(self.threshold.div_ceil(slices as u64)),
         };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let shards = cores.next_power_of_two().min(MAX_SHARDS);
-        let door = Doorkeeper::new((self.memory / 4).min(shards * SHARD_MAX), shards, level);
-        let max_keys = max_keys_for::<K>(self.memory.saturating_sub(door.bytes()), slices);
-        if self.memory < 4 * 64 || max_keys < MIN_KEYS {
+        let needed = match self.rate {
+            Some(rate) => Some(super::sizing::needed::<K>(
+                self.window,
+                self.slices,
+                self.threshold,
+                level,
+                rate,
+            )?),
+            None => None,
+        };
+        let memory = self.memory.or(needed).unwrap_or(8 << 20);
+        if let Some(needed) = needed.filter(|&n| memory < n) {
+            return Err(ConfigError::SketchMemory { memory, needed });
+        }
+        let shards = sketch_shards();
+        let door = Doorkeeper::new((memory / 4).min(shards * SHARD_MAX), shards, level);
+        let max_keys = max_keys_for::<K>(memory.saturating_sub(door.bytes()), slices);
+        if memory < 4 * 64 || max_keys < MIN_KEYS {
             return Err(ConfigError::Invalid(
                 "the memory is too small for a hot-key sketch of this many slices",
             ));
@@ -426,10 +461,17 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
             door,
             exact,
             filtered: StripedCounter::new(),
-            memory: self.memory,
+            memory,
             max_keys,
         })
     }
+}
+
+/// The doorkeeper's shards: one a core, rounded up to a power of two, at
+/// most `MAX_SHARDS`.
+pub(super) fn sketch_shards() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.next_power_of_two().min(MAX_SHARDS)
 }
 
 /// The default admission level for `h = ceil(threshold / slices)`:
@@ -440,12 +482,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
 /// level 4, Zipf 0.8 over 10M keys: 16M of 20M adds not tracked, recall
 /// 0.58; level 16: none, exact once a key is steady). A level above `h`
 /// would never admit a key steadily at the threshold.
-fn default_level(h: u64) -> u64 {
+pub(super) fn default_level(h: u64) -> u64 {
     h.div_ceil(16).max(16.min(h.div_ceil(2))).clamp(1, 255)
 }
 
 /// The fewest keys a slice must hold for a sketch to be built.
-const MIN_KEYS: usize = 16;
+pub(super) const MIN_KEYS: usize = 16;
 
 /// Keys a slice may hold in `bytes` of exact state: each held key costs a
 /// slot (the key and its 24-byte entry) in each of the `slices` live maps,
@@ -455,9 +497,13 @@ const MIN_KEYS: usize = 16;
 /// slice with keys that never repeat and check the limit); and hot state
 /// (a home) for heavy keys.
 fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
+    bytes / key_bytes::<K>(slices)
+}
+
+/// The exact part's bytes a key costs (see `max_keys_for`).
+pub(super) fn key_bytes<K>(slices: usize) -> usize {
     let slot = std::mem::size_of::<K>() + 24 + 1;
-    let per_key = 3 * slot * (slices + 2) / 2 + 2 * (std::mem::size_of::<K>() + 17);
-    bytes / per_key
+    3 * slot * (slices + 2) / 2 + 2 * (std::mem::size_of::<K>() + 17)
 }
 
 impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
@@ -465,6 +511,7 @@ impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
         f.debug_struct("HotKeySketchBuilder")
             .field("memory", &self.memory)
             .field("level", &self.level)
+            .field("rate", &self.rate)
             .field("exact", &self.exact)
             .finish()
     }
@@ -478,7 +525,7 @@ impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
 /// 0.8 it admitted keys of a few adds a slice by sharing until the exact
 /// part was full (hot keys' adds not counted, errors to 9%); 512 KiB
 /// neither.
-const SHARD_MAX: usize = 512 << 10;
+pub(super) const SHARD_MAX: usize = 512 << 10;
 
 /// The most doorkeeper shards (one a core up to it; `doorkeeper.rs`,
 /// "Shards").
