@@ -28,6 +28,15 @@
 //!   [`ConfigError::SketchRate`] (more slices, a higher threshold or
 //!   admission level make a slice's adds fit).
 //!
+//! What the rule does not promise: a key that reaches `a` in a slice but
+//! not `T` in the window also takes a place in the slice (at most `A / a`
+//! keys reach `a`, more than `N / T` since `a <= T / S`). A stream with
+//! many such keys a slice still fills the slices; what it leaves out is
+//! counted in [`HotKeySketch::untracked_adds`] (exported, and warned of by
+//! the `hotkeys` command). Holding every one of them would take `T / (S a)`
+//! times the memory (16 times with the default level), for streams few
+//! services see.
+//!
 //! The doorkeeper takes a quarter of the memory (at most `SHARD_MAX` a
 //! shard, a shard a core up to 8), the exact part the rest: the memory
 //! needed is the least `M` whose quarter holds the doorkeeper's words and
@@ -55,9 +64,12 @@ impl<K: Key> HotKeySketch<K> {
     /// shared counters to the admission level (see `sizing.rs`, "The
     /// rule": the doorkeeper has one shard a core, up to 8, so the memory
     /// needed grows with the machine's cores). It says nothing of how
-    /// skewed the stream is: a skewed stream often does well in less
-    /// (reported as [`untracked_adds`](HotKeySketch::untracked_adds)), but
-    /// less cannot work for every stream of the rate.
+    /// skewed the stream is: a skewed stream often does well in less, but
+    /// less cannot work for every stream of the rate. Nor is it enough for
+    /// every stream: keys that reach the admission level in a slice and
+    /// not the threshold take places too, and a stream of many of them
+    /// leaves adds untracked ([`untracked_adds`](HotKeySketch::untracked_adds)
+    /// says how many).
     ///
     /// Errors: a zero window, slices or threshold, a rate of zero, and
     /// [`ConfigError::SketchRate`] when a slice's adds are more than the
