@@ -83,6 +83,7 @@ mod reads;
 mod ring;
 mod sizing;
 mod sketch;
+mod sketch_builder;
 mod slice_map;
 mod windows;
 

@@ -28,9 +28,9 @@
 //! # What a reported count means
 //! See [`HotKeySketch`]'s docs ("Error bound").
 
-use super::builder::HotKeyDetectorBuilder;
 use super::doorkeeper::Doorkeeper;
 use super::hot::HotKeyDetector;
+pub use super::sketch_builder::HotKeySketchBuilder;
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
@@ -126,9 +126,9 @@ use std::time::Duration;
 pub struct HotKeySketch<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
     pub(super) door: Doorkeeper,
     pub(super) exact: HotKeyDetector<K, C, S>,
-    filtered: StripedCounter,
-    memory: usize,
-    max_keys: usize,
+    pub(super) filtered: StripedCounter,
+    pub(super) memory: usize,
+    pub(super) max_keys: usize,
 }
 
 impl<K: Key> HotKeySketch<K> {
@@ -160,15 +160,7 @@ impl<K: Key> HotKeySketch<K> {
     /// The builder of a detector (see [`new`](Self::new)): a clock, a
     /// hasher, the memory (8 MiB unless given), the admission level.
     pub fn builder(window: Duration, slices: usize, threshold: u64) -> HotKeySketchBuilder<K> {
-        HotKeySketchBuilder {
-            exact: HotKeyDetector::builder(window, slices, threshold),
-            window,
-            slices,
-            threshold,
-            memory: None,
-            level: None,
-            rate: None,
-        }
+        HotKeySketchBuilder::new(window, slices, threshold)
     }
 }
 
@@ -361,112 +353,6 @@ impl<K: 'static, C: Clock, S> fmt::Debug for HotKeySketch<K, C, S> {
     }
 }
 
-/// Builds a [`HotKeySketch`]; made by [`HotKeySketch::builder`].
-#[must_use = "a builder does nothing until `build` is called"]
-pub struct HotKeySketchBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
-    exact: HotKeyDetectorBuilder<K, C, S>,
-    window: Duration,
-    slices: usize,
-    threshold: u64,
-    memory: Option<usize>,
-    level: Option<u64>,
-    /// The stream's adds a second, if given (`sizing.rs`).
-    pub(super) rate: Option<u64>,
-}
-
-impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
-    /// The clock read by the methods without `_at`.
-    pub fn clock<C2: Clock>(self, clock: C2) -> HotKeySketchBuilder<K, C2, S> {
-        HotKeySketchBuilder {
-            exact: self.exact.clock(clock),
-            window: self.window,
-            slices: self.slices,
-            threshold: self.threshold,
-            memory: self.memory,
-            level: self.level,
-            rate: self.rate,
-        }
-    }
-
-    /// The hasher of the keys ([`RandomState`] unless given: see
-    /// [`KeyedWindows`]; the doorkeeper and the exact part use the
-    /// same hash).
-    pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> HotKeySketchBuilder<K, C, S2> {
-        HotKeySketchBuilder {
-            exact: self.exact.hasher(hasher),
-            window: self.window,
-            slices: self.slices,
-            threshold: self.threshold,
-            memory: self.memory,
-            level: self.level,
-            rate: self.rate,
-        }
-    }
-
-    /// The most bytes the detector holds (unless given: what
-    /// [`adds_per_second`](Self::adds_per_second) needs, else 8 MiB).
-    pub fn memory(mut self, bytes: usize) -> Self {
-        self.memory = Some(bytes);
-        self
-    }
-
-    /// The admission level `a` (`1..=255`; see [`HotKeySketch`]): lower
-    /// makes the counts closer and holds more keys exactly.
-    pub fn admission_level(mut self, a: u64) -> Self {
-        self.level = Some(a);
-        self
-    }
-
-    /// The detector. Errors as [`HotKeySketch::new`], on an admission
-    /// level outside `1..=255`, and with
-    /// [`adds_per_second`](Self::adds_per_second) on a memory below what
-    /// that rate needs ([`ConfigError::SketchMemory`]; see
-    /// [`HotKeySketch::memory_for`]) or a rate no memory holds
-    /// ([`ConfigError::SketchRate`]).
-    pub fn build(self) -> Result<HotKeySketch<K, C, S>, ConfigError> {
-        let slices = self.slices.max(1);
-        let level = match self.level {
-            Some(a) if (1..=255).contains(&a) => a,
-            Some(_) => {
-                return Err(ConfigError::Invalid(
-                    "the admission level must be in 1..=255",
-                ))
-            }
-            None => default_level(self.threshold.div_ceil(slices as u64)),
-        };
-        let needed = match self.rate {
-            Some(rate) => Some(super::sizing::needed::<K>(
-                self.window,
-                self.slices,
-                self.threshold,
-                level,
-                rate,
-            )?),
-            None => None,
-        };
-        let memory = self.memory.or(needed).unwrap_or(8 << 20);
-        if let Some(needed) = needed.filter(|&n| memory < n) {
-            return Err(ConfigError::SketchMemory { memory, needed });
-        }
-        let shards = sketch_shards();
-        let door = Doorkeeper::new((memory / 4).min(shards * SHARD_MAX), shards, level);
-        let max_keys = max_keys_for::<K>(memory.saturating_sub(door.bytes()), slices);
-        if memory < 4 * 64 || max_keys < MIN_KEYS {
-            return Err(ConfigError::Invalid(
-                "the memory is too small for a hot-key sketch of this many slices",
-            ));
-        }
-        let exact = self.exact.max_keys(max_keys).build()?;
-        Ok(HotKeySketch {
-            door,
-            exact,
-            filtered: StripedCounter::new(),
-            memory,
-            max_keys,
-        })
-    }
-}
-
 /// The doorkeeper's shards: one a core, rounded up to a power of two, at
 /// most `MAX_SHARDS`.
 pub(super) fn sketch_shards() -> usize {
@@ -496,7 +382,7 @@ pub(super) const MIN_KEYS: usize = 16;
 /// measured 1.2-1.5 on the benchmark's streams, and the tests fill every
 /// slice with keys that never repeat and check the limit); and hot state
 /// (a home) for heavy keys.
-fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
+pub(super) fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
     bytes / key_bytes::<K>(slices)
 }
 
@@ -504,17 +390,6 @@ fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
 pub(super) fn key_bytes<K>(slices: usize) -> usize {
     let slot = std::mem::size_of::<K>() + 24 + 1;
     3 * slot * (slices + 2) / 2 + 2 * (std::mem::size_of::<K>() + 17)
-}
-
-impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HotKeySketchBuilder")
-            .field("memory", &self.memory)
-            .field("level", &self.level)
-            .field("rate", &self.rate)
-            .field("exact", &self.exact)
-            .finish()
-    }
 }
 
 /// The most bytes of one doorkeeper shard: a thread's shard is read on
