@@ -90,6 +90,32 @@
 //!   more than the add (a window add is about 1-2 ns).
 //! - [`ManualClock`](crate::clock::ManualClock): moved by hand, for tests.
 //!
+//! A builder starts on the default clock and `.clock(c)` changes it:
+//! `KeyedLimiter::builder(q).clock(ManualClock::new())` builds a
+//! `KeyedLimiter<K, ManualClock>`. `builder` itself exists on the
+//! default-clock type only (a default type parameter does not pick an
+//! impl), so a type named with its clock, or code generic over the clock,
+//! starts from `builder_with_clock`, which every type with a clock
+//! parameter has:
+//!
+//! ```
+//! use stripecount::clock::ManualClock;
+//! use stripecount::{Clock, ConfigError, KeyedLimiter, Quota};
+//!
+//! let lim = KeyedLimiter::<u64, ManualClock>::builder_with_clock(
+//!     Quota::per_second(5),
+//!     ManualClock::new(),
+//! )
+//! .build()?;
+//! assert!(lim.try_acquire(&7, 5));
+//!
+//! fn limiter<C: Clock>(clock: C) -> Result<KeyedLimiter<u64, C>, ConfigError> {
+//!     KeyedLimiter::builder_with_clock(Quota::per_second(5), clock).build()
+//! }
+//! assert!(limiter(ManualClock::new())?.try_acquire(&7, 1));
+//! # Ok::<(), ConfigError>(())
+//! ```
+//!
 //! A clock that steps back is survived: a window files an add in the slice
 //! of its time (or refuses it if that slice has left the window); a
 //! limiter never lets its time run backwards (a late request is judged at

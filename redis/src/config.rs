@@ -43,6 +43,14 @@ pub type HotCallback<K> = Arc<dyn Fn(&K, u64) + Send + Sync>;
 /// assert_eq!(node.sum("alice"), 2);
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
+///
+/// # Other clocks
+/// [`ClusterWindows::builder`](crate::ClusterWindows::builder) makes a builder on the wall clock
+/// and [`clock`](ClusterWindowsBuilder::clock) changes its clock (and type). For a type named with
+/// another clock (`ClusterWindows::<String, WallClock<CoarseClock>>`), or code generic over the
+/// clock, start from
+/// [`ClusterWindows::builder_with_clock`](crate::ClusterWindows::builder_with_clock): `builder`
+/// itself is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build`"]
 pub struct ClusterWindowsBuilder<K, C = WallClock> {
     pub(crate) url: String,

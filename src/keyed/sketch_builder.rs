@@ -19,6 +19,13 @@ use std::fmt;
 use std::time::Duration;
 
 /// Builds a [`HotKeySketch`]; made by [`HotKeySketch::builder`].
+///
+/// # Other clocks
+/// [`HotKeySketch::builder`](crate::HotKeySketch::builder) makes a builder on the monotonic clock
+/// and [`clock`](HotKeySketchBuilder::clock) changes its clock (and type). For a type named with
+/// another clock (`HotKeySketch::<u64, ManualClock>`), or code generic over the clock, start from
+/// [`HotKeySketch::builder_with_clock`](crate::HotKeySketch::builder_with_clock): `builder` itself
+/// is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct HotKeySketchBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
     exact: HotKeyDetectorBuilder<K, C, S>,
@@ -43,6 +50,38 @@ impl<K: Key> HotKeySketchBuilder<K> {
             level: None,
             rate: None,
         }
+    }
+}
+
+impl<K: Key, C: Clock> HotKeySketch<K, C> {
+    /// A builder on `clock`: [`HotKeySketch::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](HotKeySketchBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::HotKeySketch;
+    /// use std::time::Duration;
+    ///
+    /// let d = HotKeySketch::<u64, ManualClock>::builder_with_clock(
+    ///     Duration::from_secs(10),
+    ///     10,
+    ///     1_000,
+    ///     ManualClock::new(),
+    /// )
+    /// .memory(1 << 20)
+    /// .build()?;
+    /// assert!(!d.add(&7, 1));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(
+        window: Duration,
+        slices: usize,
+        threshold: u64,
+        clock: C,
+    ) -> HotKeySketchBuilder<K, C> {
+        HotKeySketch::builder(window, slices, threshold).clock(clock)
     }
 }
 

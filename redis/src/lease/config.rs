@@ -76,6 +76,14 @@ pub enum Shed {
 /// assert_eq!(admitted, 25); // 100 / 4 nodes, locally
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
+///
+/// # Other clocks
+/// [`ClusterLimiter::builder`](crate::ClusterLimiter::builder) makes a builder on the wall clock
+/// and [`clock`](ClusterLimiterBuilder::clock) changes its clock (and type). For a type named with
+/// another clock (`ClusterLimiter::<String, WallClock<CoarseClock>>`), or code generic over the
+/// clock, start from
+/// [`ClusterLimiter::builder_with_clock`](crate::ClusterLimiter::builder_with_clock): `builder`
+/// itself is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build`"]
 pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) url: String,
