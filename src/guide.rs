@@ -186,6 +186,12 @@
 //!   slice's exact places; enough of them fill it, and the adds of other
 //!   keys new to that slice are not tracked (`untracked_adds()`). No
 //!   reported count is ever above a key's true count, whatever is sent.
+//!   Size a sketch for its stream: `HotKeySketch::memory_for(window,
+//!   slices, threshold, adds_per_second)` gives the memory that holds
+//!   every key that can reach the threshold at that rate, and the
+//!   builder's `adds_per_second` refuses less (`ConfigError::SketchMemory`).
+//!   `ScrapeCollector::hot_key_sketch` exports `_untracked_total`: alert on
+//!   its rate.
 //! - **See the order of walks.** `take_all`, `top` among equal counts and
 //!   the other walks visit keys shard by shard, an order the seed decides:
 //!   do not show it to clients unsorted.
@@ -329,7 +335,13 @@
 //! flushed to Redis exactly once, on Redis server time, with cluster hot
 //! keys) and `ClusterLimiter` (a per-key limit across every node, leasing
 //! permits from Redis; never over the limit in a window whatever the
-//! nodes' clocks say). See <https://docs.rs/stripecount-redis>.
+//! nodes' clocks say). Settings the server cannot serve fail the build
+//! with a typed error: a Redis Cluster node without `redis_cluster(n)`
+//! (`ClusterNode`), a master with fewer replicas than `wait_for_replicas`
+//! asks (`TooFewReplicas`; later it shows in `health().replicas_short`).
+//! After a failover the promoted replica has none until one rejoins it:
+//! keep a spare replica a master with `wait_for_replicas`. See
+//! <https://docs.rs/stripecount-redis>.
 //!
 //! # Why not the usual sliding window
 //! The usual window is a ring of time slices (a "leap array"). The
