@@ -120,7 +120,6 @@ fn a_master_that_loses_its_replica_is_reported_until_one_is_back() {
         assert!(!matches!(l.decide("b", 1), Grant::Granted { .. }));
         l.health().replicas_short == 1
     });
-    assert_eq!(l.stats().not_replicated, 0, "nothing was sent to wait for");
     // A replica is back: what was held goes through, and health is clear.
     replica_of(&r, Some(&m));
     wait_until(30, "the replica to connect", || connected_replicas(&m) == 1);
