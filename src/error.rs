@@ -46,6 +46,26 @@ pub enum ConfigError {
         /// Index of the offending level.
         level: usize,
     },
+    /// A [`HotKeySketch`](crate::HotKeySketch) was given less memory than
+    /// its stated rate of adds needs
+    /// ([`HotKeySketch::memory_for`](crate::HotKeySketch::memory_for)):
+    /// keys that reach the threshold would go untracked.
+    SketchMemory {
+        /// The memory given, in bytes.
+        memory: usize,
+        /// The least memory the rate needs, in bytes.
+        needed: usize,
+    },
+    /// A [`HotKeySketch`](crate::HotKeySketch)'s slice receives more adds at
+    /// its stated rate than a doorkeeper shard can keep apart at its
+    /// admission level, at any memory: more slices, or a higher threshold or
+    /// admission level, make a slice's adds fit.
+    SketchRate {
+        /// The adds of one slice at the stated rate.
+        adds_per_slice: u64,
+        /// The most a slice may receive at this admission level.
+        most: u64,
+    },
     /// A parameter is outside its valid range (the message says which).
     Invalid(&'static str),
 }
@@ -76,6 +96,17 @@ impl fmt::Display for ConfigError {
                 f,
                 "level {level}'s slice length is not a whole multiple of level {}'s",
                 level.saturating_sub(1)
+            ),
+            ConfigError::SketchMemory { memory, needed } => write!(
+                f,
+                "a hot-key sketch of {memory} bytes cannot hold every key that can reach the \
+                 threshold at the stated rate: it needs at least {needed} bytes"
+            ),
+            ConfigError::SketchRate { adds_per_slice, most } => write!(
+                f,
+                "a slice of {adds_per_slice} adds is more than a hot-key sketch's doorkeeper \
+                 keeps apart at its admission level (at most {most}): use more slices, or a \
+                 higher threshold or admission level"
             ),
             ConfigError::Invalid(what) => write!(f, "invalid configuration: {what}"),
         }

@@ -90,6 +90,32 @@
 //!   more than the add (a window add is about 1-2 ns).
 //! - [`ManualClock`](crate::clock::ManualClock): moved by hand, for tests.
 //!
+//! A builder starts on the default clock and `.clock(c)` changes it:
+//! `KeyedLimiter::builder(q).clock(ManualClock::new())` builds a
+//! `KeyedLimiter<K, ManualClock>`. `builder` itself exists on the
+//! default-clock type only (a default type parameter does not pick an
+//! impl), so a type named with its clock, or code generic over the clock,
+//! starts from `builder_with_clock`, which every type with a clock
+//! parameter has:
+//!
+//! ```
+//! use stripecount::clock::ManualClock;
+//! use stripecount::{Clock, ConfigError, KeyedLimiter, Quota};
+//!
+//! let lim = KeyedLimiter::<u64, ManualClock>::builder_with_clock(
+//!     Quota::per_second(5),
+//!     ManualClock::new(),
+//! )
+//! .build()?;
+//! assert!(lim.try_acquire(&7, 5));
+//!
+//! fn limiter<C: Clock>(clock: C) -> Result<KeyedLimiter<u64, C>, ConfigError> {
+//!     KeyedLimiter::builder_with_clock(Quota::per_second(5), clock).build()
+//! }
+//! assert!(limiter(ManualClock::new())?.try_acquire(&7, 1));
+//! # Ok::<(), ConfigError>(())
+//! ```
+//!
 //! A clock that steps back is survived: a window files an add in the slice
 //! of its time (or refuses it if that slice has left the window); a
 //! limiter never lets its time run backwards (a late request is judged at
@@ -160,6 +186,12 @@
 //!   slice's exact places; enough of them fill it, and the adds of other
 //!   keys new to that slice are not tracked (`untracked_adds()`). No
 //!   reported count is ever above a key's true count, whatever is sent.
+//!   Size a sketch for its stream: `HotKeySketch::memory_for(window,
+//!   slices, threshold, adds_per_second)` gives the memory that holds
+//!   every key that can reach the threshold at that rate, and the
+//!   builder's `adds_per_second` refuses less (`ConfigError::SketchMemory`).
+//!   `ScrapeCollector::hot_key_sketch` exports `_untracked_total`: alert on
+//!   its rate.
 //! - **See the order of walks.** `take_all`, `top` among equal counts and
 //!   the other walks visit keys shard by shard, an order the seed decides:
 //!   do not show it to clients unsorted.
@@ -303,7 +335,13 @@
 //! flushed to Redis exactly once, on Redis server time, with cluster hot
 //! keys) and `ClusterLimiter` (a per-key limit across every node, leasing
 //! permits from Redis; never over the limit in a window whatever the
-//! nodes' clocks say). See <https://docs.rs/stripecount-redis>.
+//! nodes' clocks say). Settings the server cannot serve fail the build
+//! with a typed error: a Redis Cluster node without `redis_cluster(n)`
+//! (`ClusterNode`), a master with fewer replicas than `wait_for_replicas`
+//! asks (`TooFewReplicas`; later it shows in `health().replicas_short`).
+//! After a failover the promoted replica has none until one rejoins it:
+//! keep a spare replica a master with `wait_for_replicas`. See
+//! <https://docs.rs/stripecount-redis>.
 //!
 //! # Why not the usual sliding window
 //! The usual window is a ring of time slices (a "leap array"). The

@@ -497,3 +497,63 @@ fn keyed_limiters_export_keys_refusals_and_untracked() {
     let again = collector.keyed_limiter("limiter", help, &[("route", "/api")], api.clone());
     assert!(matches!(again, Err(ConfigError::Invalid(_))));
 }
+
+/// A hot-key sketch with too little memory for its stream: its adds kept
+/// back and its untracked adds, exactly, against its own counters and a
+/// count of the stream; a keyed limiter's `_untracked` family beside it is
+/// refused.
+#[test]
+fn hot_key_sketches_export_filtered_and_untracked_adds() {
+    let slice = Duration::from_millis(100);
+    // Level 2 (threshold 40 in 10 slices: h = 4), and 49 keys a slice
+    // (40,000 bytes less an 8 KiB doorkeeper, 644 bytes a key).
+    let sketch = Arc::new(
+        stripecount::HotKeySketch::<u64, _>::builder(10 * slice, 10, 40)
+            .clock(ManualClock::new())
+            .memory(40_000)
+            .build()
+            .unwrap(),
+    );
+    assert_eq!((sketch.admission_level(), sketch.max_keys()), (2, 49));
+    let collector = ScrapeCollector::new();
+    collector
+        .hot_key_sketch(
+            "hot",
+            "Hot keys",
+            &[("cache", "objects")],
+            Arc::clone(&sketch),
+        )
+        .unwrap();
+    // The family names of a keyed limiter under the same name collide.
+    let lim = Arc::new(KeyedLimiter::<u64>::new(Quota::per_second(1)).unwrap());
+    assert!(matches!(
+        collector.keyed_limiter("hot", "Hot keys", &[], lim),
+        Err(ConfigError::Invalid(_))
+    ));
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector));
+    // 100 keys, 3 adds each, one slice: at least the last two of each are
+    // admitted (level 2), 49 keys are held, the admitted adds of the
+    // others are untracked. Every add is in exactly one of the three.
+    for k in 0..100u64 {
+        for _ in 0..3 {
+            sketch.add_at(&k, ts(0), 1);
+        }
+    }
+    let (filtered, untracked) = (sketch.filtered_adds(), sketch.untracked_adds());
+    let tracked: u64 = (0..100u64).map(|k| sketch.sum_at(&k, ts(0))).sum();
+    assert_eq!(filtered + untracked + tracked, 300);
+    assert!(untracked >= 2 * 51, "{untracked}");
+    assert_eq!(
+        text(&registry),
+        lines(&[
+            "# HELP hot_filtered Hot keys, adds the doorkeeper kept back (below the admission level).",
+            "# TYPE hot_filtered counter",
+            &format!("hot_filtered_total{{cache=\"objects\"}} {filtered}"),
+            "# HELP hot_untracked Hot keys, admitted adds not tracked because their slice was full (too little memory for the stream).",
+            "# TYPE hot_untracked counter",
+            &format!("hot_untracked_total{{cache=\"objects\"}} {untracked}"),
+            "# EOF",
+        ])
+    );
+}

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! hotkeys --window 10s --slices 10 --threshold 1000 [--top 20] [--timestamps] [--threads N]
-//!         [--memory 8MiB | --max-keys N]
+//!         [--memory 8MiB] [--rate N] | [--max-keys N]
 //! ```
 //!
 //! Each line is a key, or with `--timestamps` `<millis> <key>`; keys are
@@ -35,7 +35,11 @@
 //! adds a full slice did not track. Either mode says on stderr, at the
 //! end, what it dropped: the adds kept back by the doorkeeper (and their
 //! share), the adds not tracked, the admission level and the memory held
-//! against the limit.
+//! against the limit. A run in which a full slice left adds untracked
+//! ends with a warning line (`hotkeys: warning: ...`, with how many): its
+//! hot records may miss keys at the threshold. `--rate N` (the stream's
+//! adds a second) sizes `--memory` for the stream
+//! (`HotKeySketch::memory_for`), or refuses a `--memory` below it.
 //!
 //! Speed: stdin through a 1 MiB `BufReader` and `read_until` into one
 //! reused buffer, keys looked up by `&[u8]` (no allocation for known keys),
@@ -88,6 +92,12 @@ use threads::run_threads;
          grows with the number of distinct keys. --max-keys N bounds the keys a slice holds: \
          the adds of a key a full slice does not hold are not counted, and stderr says how \
          many. --memory and --max-keys cannot be used together.\n\n",
+        "A run whose adds were not all tracked (a full slice) ends with a warning line on \
+         stderr, `hotkeys: warning: N of M adds (P%) were not tracked ...`: keys at the \
+         threshold may be missing from its hot records. --rate N (adds a second, every key) \
+         sizes the fixed memory for the stream: the memory that holds every key that can \
+         reach the threshold at that rate, and a doorkeeper that keeps the long tail out; \
+         with --memory, a memory below that is refused.\n\n",
         "Keys are escaped so that every record is one line of tab-separated fields in valid \
          UTF-8: a tab is written \\t, a newline \\n, a carriage return \\r, a backslash \\\\, \
          any other ASCII control byte (0x00-0x1F, 0x7F) and every byte that is not part of \
@@ -130,6 +140,15 @@ struct Opts {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
     )]
     max_keys: Option<usize>,
+    /// The stream's adds a second: counts in fixed memory sized for it, or refuses a --memory
+    /// below what it needs
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..),
+        conflicts_with = "max_keys"
+    )]
+    rate: Option<u64>,
 }
 
 /// Parses `10ms`, `10s`, `5m`, `1h`.
@@ -215,24 +234,31 @@ pub fn run(args: &[String]) -> ExitCode {
         Err(e) => return usage(&e),
     };
     let mut reader = Reader::new(opts.timestamps);
-    let built = match opts.memory {
-        Some(memory) => HotKeySketch::builder(opts.window, opts.slices, opts.threshold)
-            .clock(ManualClock::new())
-            .memory(memory)
-            .build()
-            .map(|d| run_with::<Sketch>(d, &opts, &mut reader)),
-        None => {
+    let built = match (opts.memory, opts.rate) {
+        (None, None) => {
             let b = HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
                 .clock(ManualClock::new());
             b.max_keys(opts.max_keys.unwrap_or(usize::MAX))
                 .build()
                 .map(|d| run_with::<Exact>(d, &opts, &mut reader))
         }
+        (memory, rate) => {
+            let mut b = HotKeySketch::builder(opts.window, opts.slices, opts.threshold)
+                .clock(ManualClock::new());
+            if let Some(m) = memory {
+                b = b.memory(m);
+            }
+            if let Some(r) = rate {
+                b = b.adds_per_second(r);
+            }
+            b.build().map(|d| run_with::<Sketch>(d, &opts, &mut reader))
+        }
     };
-    let (result, summary) = match built {
+    let (result, summary, warning) = match built {
         Ok(r) => r,
         // A window or memory the detector refuses (zero slices, uneven
-        // slices, too little memory): a usage error like clap's own.
+        // slices, too little memory, less than --rate needs): a usage
+        // error like clap's own.
         Err(e) => return usage(&Opts::command().error(ErrorKind::ValueValidation, e)),
     };
     match result {
@@ -244,6 +270,9 @@ pub fn run(args: &[String]) -> ExitCode {
             for line in summary {
                 eprintln!("hotkeys: {line}");
             }
+            if let Some(w) = warning {
+                eprintln!("hotkeys: warning: {w}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
@@ -254,13 +283,13 @@ pub fn run(args: &[String]) -> ExitCode {
     }
 }
 
-/// Runs the loop on `detector`; the result and the detector's summary
-/// (lines for stderr).
+/// Runs the loop on `detector`; the result, the detector's summary
+/// (lines for stderr) and its warning, if any.
 fn run_with<D: Detect>(
     detector: D,
     opts: &Opts,
     reader: &mut Reader,
-) -> (io::Result<()>, Vec<String>) {
+) -> (io::Result<()>, Vec<String>, Option<String>) {
     let detector = std::sync::Arc::new(detector);
     let result = if opts.threads == 1 {
         run_single(&*detector, opts, reader)
@@ -268,7 +297,7 @@ fn run_with<D: Detect>(
         run_threads(&detector, opts, reader)
     };
     let adds = reader.lines - reader.malformed;
-    (result, detector.summary(adds, opts))
+    (result, detector.summary(adds, opts), detector.warning(adds))
 }
 
 fn write_top(

@@ -530,3 +530,64 @@ fn max_keys_bounds_the_exact_mode_and_says_what_it_dropped() {
         "{err}"
     );
 }
+
+#[test]
+fn a_run_with_untracked_adds_ends_with_a_warning() {
+    // Level 1 (threshold 20 in 10 slices): every add is admitted; 64 KiB
+    // holds 50 of these keys a slice, so 150 of 200 keys seen once are not tracked.
+    let input: String = (0..200).map(|i| format!("1 k{i}\n")).collect();
+    let mut a = vec![
+        "--window",
+        "1s",
+        "--slices",
+        "10",
+        "--threshold",
+        "20",
+        "--timestamps",
+        "--memory",
+        "64KiB",
+    ];
+    let o = run(&a, &input);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let last = err.lines().last().unwrap();
+    assert_eq!(
+        last,
+        "hotkeys: warning: 150 of 200 adds (75.00%) were not tracked because their slice was \
+         full: keys at the threshold may be missing from the hot records, and sums short; give \
+         more --memory (--rate N, the stream's adds a second, sizes it)"
+    );
+    // The exact mode bounded by --max-keys says so too.
+    let exact = [&a[..7], &["--max-keys", "150"][..]].concat();
+    let o = run(&exact, &input);
+    assert!(stderr(&o).ends_with(
+        "hotkeys: warning: 50 of 200 adds (25.00%) were not tracked because their slice was \
+         full: keys at the threshold may be missing from the hot records, and sums short; raise \
+         --max-keys\n"
+    ));
+    // Every add tracked: no warning.
+    let o = run(&exact[..7], &input);
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    // --rate sizes the memory for the stream: 200 adds a second over 1 s,
+    // 10 keys at 2 adds a slice (hot at 20, in the last slice), every add
+    // tracked.
+    a.truncate(7);
+    a.extend(["--rate", "200"]);
+    let steady: String = (0..200)
+        .map(|i| format!("{} k{}\n", i * 5, i % 10))
+        .collect();
+    let o = run(&a, &steady);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(hot_keys(&o).len(), 10, "{}", stdout(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    // --rate refuses a --memory below what the rate needs, as a usage error.
+    let o = run(&[&a[..], &["--memory", "8KiB"]].concat(), &input);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot hold every key that can reach the threshold"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[&a[..], &["--max-keys", "10"]].concat(), &input);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -9,10 +9,10 @@ use crate::flusher::Flusher;
 use crate::health::Counters;
 use crate::hot::HotSet;
 use crate::key::RedisKey;
-use crate::link::Link;
 use crate::node::{ClusterWindows, Inner, Sender, State};
 use crate::pending::Pending;
 use crate::script::{Lua, Names, Shape, FLUSH, HOT_READ, RING_READ};
+use crate::seeds::NodeLinks;
 use crate::sync::lock;
 use crate::timeline::ServerTime;
 use std::collections::HashMap;
@@ -40,9 +40,10 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
         let sub_buckets = crate::bucket::sub_buckets(n_groups);
         let (flush_lua, hot_lua, ring_lua) =
             (Lua::new(FLUSH), Lua::new(HOT_READ), Lua::new(RING_READ));
+        let links = NodeLinks::new(&b.url, &b.cluster, &b.link)?;
         let senders = (0..groups.len())
             .map(|group| {
-                let mut link = Link::new(&b.url, &b.cluster.seeds, groups.is_cluster(), &b.link)?;
+                let mut link = links.link(groups.slot(group))?;
                 link.preload(&flush_lua);
                 link.preload(&hot_lua);
                 Ok(Mutex::new(Sender {
@@ -91,10 +92,18 @@ impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
             counters: Counters::new(n_groups),
             on_hot: b.on_hot,
         });
+        // Every group's master is met now: a setting it cannot serve
+        // (`checks.rs`) fails the build; a server that cannot be reached
+        // does not (the flushes retry it).
         for sender in &inner.senders {
             let mut s = lock(sender);
             let r = inner.redirecting(&mut s, |i, s| i.probe(s));
             inner.settle(&mut s, &r);
+            if let Err(e) = r {
+                if e.is_setting() {
+                    return Err(e);
+                }
+            }
         }
         let flusher = match b.flush_interval {
             Some(every) => Some(

@@ -43,6 +43,14 @@ pub type HotCallback<K> = Arc<dyn Fn(&K, u64) + Send + Sync>;
 /// assert_eq!(node.sum("alice"), 2);
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
+///
+/// # Other clocks
+/// [`ClusterWindows::builder`](crate::ClusterWindows::builder) makes a builder on the wall clock
+/// and [`clock`](ClusterWindowsBuilder::clock) changes its clock (and type). For a type named with
+/// another clock (`ClusterWindows::<String, WallClock<CoarseClock>>`), or code generic over the
+/// clock, start from
+/// [`ClusterWindows::builder_with_clock`](crate::ClusterWindows::builder_with_clock): `builder`
+/// itself is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build`"]
 pub struct ClusterWindowsBuilder<K, C = WallClock> {
     pub(crate) url: String,
@@ -142,7 +150,10 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
     /// flushed over its own connection to the master of its slot,
     /// following `MOVED` and `ASK`. Every node of the namespace must use
     /// the same number (checked: `ShapeMismatch`). The URL is any node of
-    /// the cluster; see [`seeds`](Self::seeds) for more.
+    /// the cluster; see [`seeds`](Self::seeds) for more. Without this
+    /// call, a build against a Redis Cluster node fails with
+    /// [`ClusterError::ClusterNode`](crate::ClusterError::ClusterNode)
+    /// (`INFO cluster` on each new connection).
     ///
     /// ```no_run
     /// use stripecount_redis::ClusterWindows;
@@ -161,8 +172,13 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
 
     /// More nodes of the Redis Cluster (URLs like the builder's): a group
     /// whose master cannot be reached asks these in turn (after the
-    /// builder's URL) where its slot went. Only with
-    /// [`redis_cluster`](Self::redis_cluster).
+    /// builder's URL) where its slot went. The masters that `MOVED` or
+    /// `ASK` sent any of the node's groups to are asked too (after these;
+    /// they inherit the builder's URL's database, user, password and
+    /// TLS), so a node built with one master's URL and no seeds still
+    /// finds that master's replacement after a failover; seeds matter for
+    /// a node whose builder's node is down before it met the others. Only
+    /// with [`redis_cluster`](Self::redis_cluster).
     pub fn seeds<I, S>(mut self, urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -186,6 +202,21 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
     /// a replay, or applied by a promoted replica that never had it; lost
     /// only if all `replicas` lose it too. Costs a round trip a batch (plus
     /// the replication delay). `timeout` must be below the I/O timeout.
+    ///
+    /// A master with fewer than `replicas` replicas connected could
+    /// acknowledge nothing: `build` fails with
+    /// [`ClusterError::TooFewReplicas`](crate::ClusterError::TooFewReplicas)
+    /// if a group's master has too few when the node is built (`INFO
+    /// replication`, on each new connection), and later such a master's
+    /// groups are held (their batches stay pending, the flush fails with
+    /// that error) and counted in
+    /// [`Health::replicas_short`](crate::Health::replicas_short) until
+    /// enough replicas are connected. After a failover the promoted
+    /// replica has no replica of its own until one rejoins it (the old
+    /// master restarted, say): its groups' batches are held meanwhile
+    /// (`TooFewReplicas` on a new connection, `NotReplicated` on one open
+    /// before). A spare replica a master (two, with `replicas` 1) avoids
+    /// that pause.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.cluster.durability = Some((replicas, timeout));
         self

@@ -37,6 +37,30 @@ pub enum ClusterError {
         /// Replicas asked for.
         wanted: u32,
     },
+    /// The server is a Redis Cluster node and the node was built for a
+    /// single instance: call `redis_cluster(groups)` on the builder
+    /// ([`ClusterWindowsBuilder::redis_cluster`](crate::ClusterWindowsBuilder::redis_cluster),
+    /// [`ClusterLimiterBuilder::redis_cluster`](crate::ClusterLimiterBuilder::redis_cluster)),
+    /// and `seeds` with the other masters. Found on the first connection
+    /// (`INFO cluster`: `cluster_enabled:1`); nothing was sent.
+    ClusterNode {
+        /// The server, as `host:port`.
+        server: String,
+    },
+    /// A master has fewer replicas connected than
+    /// [`wait_for_replicas`](crate::ClusterWindowsBuilder::wait_for_replicas)
+    /// asks for, so it could acknowledge nothing: its connection is not
+    /// used (checked on every new connection, `INFO replication`) and is
+    /// tried again with backoff, until enough replicas are connected. After
+    /// a failover the promoted master has no replica until one rejoins it.
+    TooFewReplicas {
+        /// The master, as `host:port`.
+        server: String,
+        /// Replicas connected to it.
+        connected: u64,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 impl ClusterError {
@@ -47,6 +71,18 @@ impl ClusterError {
             ClusterError::Connection(_)
                 | ClusterError::Server(_)
                 | ClusterError::NotReplicated { .. }
+                | ClusterError::TooFewReplicas { .. }
+        )
+    }
+
+    /// Whether the error says a setting of the builder cannot work with
+    /// the server it met ([`ClusterNode`](ClusterError::ClusterNode),
+    /// [`TooFewReplicas`](ClusterError::TooFewReplicas)): met while a node
+    /// is built, it fails the build.
+    pub fn is_setting(&self) -> bool {
+        matches!(
+            self,
+            ClusterError::ClusterNode { .. } | ClusterError::TooFewReplicas { .. }
         )
     }
 
@@ -60,6 +96,8 @@ impl ClusterError {
             ClusterError::Protocol(_) => "protocol",
             ClusterError::Closed => "closed",
             ClusterError::NotReplicated { .. } => "not_replicated",
+            ClusterError::ClusterNode { .. } => "cluster_node",
+            ClusterError::TooFewReplicas { .. } => "too_few_replicas",
         }
     }
 
@@ -97,6 +135,22 @@ impl fmt::Display for ClusterError {
             ClusterError::NotReplicated { reached, wanted } => write!(
                 f,
                 "the batch reached {reached} replicas of the {wanted} asked for in time"
+            ),
+            ClusterError::ClusterNode { server } => write!(
+                f,
+                "the Redis server at {server} is a Redis Cluster node (cluster_enabled:1), and \
+                 the node was built for a single instance: call redis_cluster(groups) on the \
+                 builder, with seeds(..) naming the other masters"
+            ),
+            ClusterError::TooFewReplicas {
+                server,
+                connected,
+                wanted,
+            } => write!(
+                f,
+                "the master at {server} has {connected} replicas connected and \
+                 wait_for_replicas asks for {wanted}: nothing it applies could be acknowledged \
+                 (add replicas, or ask for fewer)"
             ),
         }
     }

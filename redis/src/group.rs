@@ -91,8 +91,14 @@ impl Groups {
     }
 
     /// Whether the names carry tags (the namespace is on a cluster).
+    #[cfg(test)]
     pub(crate) fn is_cluster(&self) -> bool {
         !self.tags.is_empty()
+    }
+
+    /// Group `g`'s slot, `None` on a single instance.
+    pub(crate) fn slot(&self, g: usize) -> Option<u16> {
+        self.tag(g).map(|t| key_slot(t.as_bytes()))
     }
 
     /// Group `g`'s tag, `None` on a single instance.

@@ -2,7 +2,7 @@
 //! what its flushes have done.
 
 use crate::error::ClusterError;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,12 @@ pub struct Health {
     /// a single instance; on a cluster, the groups served by a master that
     /// is unreachable now).
     pub groups_disconnected: usize,
+    /// Groups whose master had fewer replicas connected than
+    /// `wait_for_replicas` asks for at the group's last attempt
+    /// ([`ClusterError::TooFewReplicas`]): held back until enough are
+    /// connected (after a failover, until a replica rejoins the promoted
+    /// master). Always 0 without `wait_for_replicas`.
+    pub replicas_short: usize,
     /// The last error (kept after a success, for the record).
     pub last_error: Option<ClusterError>,
     /// Time since the last successful flush (`None`: never).
@@ -131,6 +137,8 @@ pub(crate) struct Counters {
     state: Box<[AtomicU8]>,
     /// A group's failed attempts since its last success.
     failures: Box<[AtomicU64]>,
+    /// Whether a group's last attempt met too few replicas.
+    short: Box<[AtomicBool]>,
     last_error: Mutex<Option<ClusterError>>,
     last_flush: Mutex<Option<Instant>>,
     pub(crate) flushes: AtomicU64,
@@ -167,6 +175,7 @@ impl Counters {
         Counters {
             state: (0..groups).map(|_| AtomicU8::new(NEVER)).collect(),
             failures: (0..groups).map(|_| z()).collect(),
+            short: (0..groups).map(|_| AtomicBool::new(false)).collect(),
             last_error: Mutex::new(None),
             last_flush: Mutex::new(None),
             flushes: z(),
@@ -195,6 +204,7 @@ impl Counters {
     pub(crate) fn up(&self, g: usize) {
         self.state[g].store(UP, Ordering::Relaxed);
         self.failures[g].store(0, Ordering::Relaxed);
+        self.short[g].store(false, Ordering::Relaxed);
     }
 
     /// A request or connection of group `g` failed with `e`.
@@ -203,6 +213,8 @@ impl Counters {
             self.state[g].store(DOWN, Ordering::Relaxed);
         }
         self.failures[g].fetch_add(1, Ordering::Relaxed);
+        let short = matches!(e, ClusterError::TooFewReplicas { .. });
+        self.short[g].store(short, Ordering::Relaxed);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
     }
 
@@ -239,6 +251,11 @@ impl Counters {
                 .max()
                 .unwrap_or(0),
             groups_disconnected: down,
+            replicas_short: self
+                .short
+                .iter()
+                .filter(|s| s.load(Ordering::Relaxed))
+                .count(),
             last_error: self
                 .last_error
                 .lock()

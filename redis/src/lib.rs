@@ -198,7 +198,8 @@
 //!   only where all its keys are, record included, so a batch is applied
 //!   once wherever it lands, and no count is lost or doubled.
 //! - **Failover.** A group whose master cannot be reached asks the builder's
-//!   URL and the [`seeds`](ClusterWindowsBuilder::seeds) where its slot
+//!   URL, the [`seeds`](ClusterWindowsBuilder::seeds) and the masters
+//!   redirections named (to any of the node's groups) where its slot
 //!   went. Replication is asynchronous: a batch a master acknowledged and
 //!   then lost (it died before its replica had it) is gone with the
 //!   record's advance, and the node has let it go. The node learns of it
@@ -210,7 +211,15 @@
 //!   (`WAIT`); one short of them is held and resent (a replay where the
 //!   record survived, applied once where it did not), so a failover loses
 //!   nothing unless every one of those replicas loses it too. The same
-//!   option works on a single instance with replicas.
+//!   option works on a single instance with replicas. A master with fewer
+//!   replicas connected than asked for fails the build
+//!   ([`ClusterError::TooFewReplicas`]), and later holds its groups back
+//!   ([`Health::replicas_short`]); a promoted replica has none until one
+//!   rejoins it, so keep a spare replica a master.
+//! - **Settings checked.** Each new connection asks `INFO`: a Redis
+//!   Cluster node met by a node built without `redis_cluster` fails the
+//!   build with [`ClusterError::ClusterNode`] (rather than `MOVED` on
+//!   every flush).
 //! - **Time.** The node stamps its adds with the first group's master's
 //!   time; every master files counts by its own clock (a count stamped
 //!   after the master's now goes to its current slice), so masters whose
@@ -299,6 +308,7 @@ mod acked;
 mod backoff;
 mod bucket;
 mod build;
+mod checks;
 mod config;
 mod error;
 mod fanout;
@@ -319,6 +329,7 @@ mod results;
 mod ring;
 mod sample;
 mod script;
+mod seeds;
 mod sync;
 mod take;
 mod timeline;

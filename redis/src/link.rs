@@ -11,10 +11,13 @@
 //! the script did not run, so the resend cannot apply a batch twice.
 
 pub(crate) use crate::backoff::Backoff;
+use crate::checks::Checks;
 use crate::error::{is_reply, ClusterError};
 pub(crate) use crate::sample::sample_time;
 use crate::script::{Lua, Request};
+use crate::seeds::Seeds;
 use redis::{ConnectionLike, Value};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What both builders (`ClusterWindows`'s and `ClusterLimiter`'s) set of
@@ -57,16 +60,24 @@ impl LinkConfig {
 /// exactly-once protocol makes a resend safe wherever it lands); `ASK`
 /// sends the next request once to the node named, after `ASKING`; a
 /// failed connect moves the link to the next seed, which redirects it to
-/// the slot's new master after a failover.
+/// the slot's new master after a failover. The seeds are the node's
+/// (`seeds.rs`): the masters any of its links was redirected to join them.
+///
+/// Every connection the link opens to send its requests is checked first
+/// (`checks.rs`): a failed check drops it and fails the request with the
+/// check's typed error.
 pub(crate) struct Link {
     client: redis::Client,
     conn: Option<redis::Connection>,
     connect_timeout: Duration,
     io_timeout: Duration,
     pub(crate) backoff: Backoff,
-    /// The nodes to ask where the slot is (the builder's URL first), on a
-    /// cluster; empty on a single instance.
-    seeds: Vec<redis::ConnectionInfo>,
+    /// The nodes to ask where the slot is (the builder's URL first, then
+    /// its seeds and the masters learnt), on a cluster; `None` on a single
+    /// instance.
+    seeds: Option<Arc<Seeds>>,
+    /// What a new connection must pass.
+    checks: Checks,
     /// The seed tried last.
     seed_at: usize,
     /// The node an `ASK` named: the next request goes there, once.
@@ -91,35 +102,27 @@ pub(crate) const MAX_REDIRECTS: usize = 4;
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 impl Link {
-    /// A link to `url`, or on a cluster (`cluster`) to the master of a
-    /// slot, found by asking `url` and then `seeds`.
+    /// A link to `url`, or on a cluster (`seeds`) to the master of a
+    /// slot, found by asking `url` and then the seeds; its new connections
+    /// pass `checks` (`seeds.rs` makes a node's links).
     pub(crate) fn new(
         url: &str,
-        seeds: &[String],
-        cluster: bool,
+        seeds: Option<Arc<Seeds>>,
+        checks: Checks,
         cfg: &LinkConfig,
     ) -> Result<Link, ClusterError> {
         let (connect_timeout, io_timeout) = (cfg.connect_timeout, cfg.io_timeout);
         let backoff = Backoff::new(cfg.backoff.0, cfg.backoff.1);
-        let info = |u: &str| {
-            redis::IntoConnectionInfo::into_connection_info(u)
-                .map_err(|e| ClusterError::Config(format!("bad redis url {u:?}: {e}")))
-        };
-        let client = redis::Client::open(info(url)?).map_err(ClusterError::Connection)?;
-        let mut all = Vec::new();
-        if cluster {
-            all.push(info(url)?);
-            for u in seeds {
-                all.push(info(u)?);
-            }
-        }
+        let client =
+            redis::Client::open(crate::seeds::info(url)?).map_err(ClusterError::Connection)?;
         Ok(Link {
             client,
             conn: None,
             connect_timeout,
             io_timeout,
             backoff,
-            seeds: all,
+            seeds,
+            checks,
             seed_at: 0,
             ask: None,
             asking: None,
@@ -141,15 +144,21 @@ impl Link {
         if self.conn.is_some() {
             return Ok(false);
         }
-        match self.open(&self.client) {
+        let checked = self.open(&self.client).and_then(|mut c| {
+            self.checks.run(&mut c, &self.server())?;
+            Ok(c)
+        });
+        match checked {
             Ok(c) => {
                 self.conn = Some(c);
                 Ok(true)
             }
             Err(e) => {
-                if !self.seeds.is_empty() {
-                    self.seed_at = (self.seed_at + 1) % self.seeds.len();
-                    let next = self.seeds[self.seed_at].clone();
+                // A node that cannot be reached: ask the next seed. (One
+                // that failed a check answered: it is asked again.)
+                if let (Some(seeds), ClusterError::Connection(_)) = (&self.seeds, &e) {
+                    let (at, next) = seeds.after(self.seed_at);
+                    self.seed_at = at;
                     self.client = redis::Client::open(next).map_err(ClusterError::Connection)?;
                 }
                 Err(e)
@@ -170,15 +179,14 @@ impl Link {
     /// Whether `e` is a redirection this link now follows (`MOVED`: the
     /// link points at the node named; `ASK`: its next request goes there).
     pub(crate) fn redirected(&self, e: &ClusterError) -> bool {
-        !self.seeds.is_empty()
-            && matches!(e, ClusterError::Server(r) if r.redirect_node().is_some())
+        self.seeds.is_some() && matches!(e, ClusterError::Server(r) if r.redirect_node().is_some())
     }
 
     /// Files an error reply: on a cluster, a redirection is followed.
     fn note(&mut self, e: &redis::RedisError) {
-        if self.seeds.is_empty() {
+        let Some(seeds) = &self.seeds else {
             return;
-        }
+        };
         let Some((addr, _slot)) = e.redirect_node() else {
             return;
         };
@@ -192,9 +200,10 @@ impl Link {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
-        let to = self.seeds[0]
-            .clone()
+        let to = seeds
+            .first()
             .set_addr(redis::ConnectionAddr::Tcp(host, port));
+        seeds.learn(&to);
         if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask) {
             self.ask = Some(to);
         } else if let Ok(c) = redis::Client::open(to) {

@@ -187,6 +187,38 @@ impl<K: RedisKey> ClusterWindows<K> {
 }
 
 impl<K: RedisKey, C: Clock> ClusterWindows<K, C> {
+    /// A builder on `clock`: [`ClusterWindows::builder`] (defined on the
+    /// wall-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](ClusterWindowsBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```no_run
+    /// use stripecount::clock::CoarseClock;
+    /// use stripecount_redis::{ClusterWindows, WallClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = WallClock::over(CoarseClock::new());
+    /// let node = ClusterWindows::<String, WallClock<CoarseClock>>::builder_with_clock(
+    ///     "redis://127.0.0.1:6379/",
+    ///     "api",
+    ///     Duration::from_secs(10),
+    ///     10,
+    ///     clock,
+    /// )
+    /// .build()?;
+    /// node.add("k", 1);
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
+    pub fn builder_with_clock(
+        url: &str,
+        namespace: &str,
+        window: Duration,
+        slices: usize,
+        clock: C,
+    ) -> ClusterWindowsBuilder<K, C> {
+        ClusterWindows::builder(url, namespace, window, slices).clock(clock)
+    }
+
     /// Adds `n` to `key` now (server time); `true` if counted (see
     /// [`KeyedWindows::add_at`]). Local and lock-free: no I/O, ever.
     #[inline]

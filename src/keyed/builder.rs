@@ -32,6 +32,13 @@ use std::time::Duration;
 /// assert_eq!(w.untracked_adds(), 1);
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
+///
+/// # Other clocks
+/// [`KeyedWindows::builder`](crate::KeyedWindows::builder) makes a builder on the monotonic clock
+/// and [`clock`](KeyedWindowsBuilder::clock) changes its clock (and type). For a type named with
+/// another clock (`KeyedWindows::<u64, ManualClock>`), or code generic over the clock, start from
+/// [`KeyedWindows::builder_with_clock`](crate::KeyedWindows::builder_with_clock): `builder` itself
+/// is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct KeyedWindowsBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
     window: Duration,
@@ -145,6 +152,13 @@ impl<K, C: Clock, S> fmt::Debug for KeyedWindowsBuilder<K, C, S> {
 /// assert!(d.add_at(&"k", Timestamp::ZERO, 2)); // reached 2: newly hot
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
+///
+/// # Other clocks
+/// [`HotKeyDetector::builder`](crate::HotKeyDetector::builder) makes a builder on the monotonic
+/// clock and [`clock`](HotKeyDetectorBuilder::clock) changes its clock (and type). For a type named
+/// with another clock (`HotKeyDetector::<u64, ManualClock>`), or code generic over the clock, start
+/// from [`HotKeyDetector::builder_with_clock`](crate::HotKeyDetector::builder_with_clock):
+/// `builder` itself is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct HotKeyDetectorBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
     windows: KeyedWindowsBuilder<K, C, S>,

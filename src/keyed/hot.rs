@@ -172,6 +172,38 @@ impl<K: Key> HotKeyDetector<K> {
     }
 }
 
+impl<K: Key, C: Clock> HotKeyDetector<K, C> {
+    /// A builder on `clock`: [`HotKeyDetector::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](HotKeyDetectorBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::HotKeyDetector;
+    /// use std::time::Duration;
+    ///
+    /// let d = HotKeyDetector::<u64, ManualClock>::builder_with_clock(
+    ///     Duration::from_secs(10),
+    ///     10,
+    ///     100,
+    ///     ManualClock::new(),
+    /// )
+    /// .build()?;
+    /// assert!(!d.add(&7, 99));
+    /// assert!(d.add(&7, 1));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(
+        window: Duration,
+        slices: usize,
+        threshold: u64,
+        clock: C,
+    ) -> HotKeyDetectorBuilder<K, C> {
+        HotKeyDetector::builder(window, slices, threshold).clock(clock)
+    }
+}
+
 impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// A detector over the given per-key windows (a builder's `build`).
     /// Errors on a zero threshold.

@@ -36,7 +36,8 @@
 // - `sketch.rs`: [`HotKeySketch`], the detector in fixed memory: a
 //   `doorkeeper.rs` in front of a [`HotKeyDetector`] bounded in keys; the
 //   doorkeeper admits a key's adds to exact counting once its adds in the
-//   slice reach the admission level.
+//   slice reach the admission level. `sizing.rs`: the memory a sketch
+//   needs at a rate of adds, and the refusal of less.
 // - The packed words (an entry's count and flags, its hot word, a home's
 //   word) are laid out in `crate::pack`.
 //
@@ -80,7 +81,9 @@ mod many;
 pub mod model;
 mod reads;
 mod ring;
+mod sizing;
 mod sketch;
+mod sketch_builder;
 mod slice_map;
 mod windows;
 

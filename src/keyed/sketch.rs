@@ -28,9 +28,9 @@
 //! # What a reported count means
 //! See [`HotKeySketch`]'s docs ("Error bound").
 
-use super::builder::HotKeyDetectorBuilder;
 use super::doorkeeper::Doorkeeper;
 use super::hot::HotKeyDetector;
+pub use super::sketch_builder::HotKeySketchBuilder;
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
@@ -92,6 +92,14 @@ use std::time::Duration;
 /// [`memory_bytes`](Self::memory_bytes) never exceeds the memory given,
 /// however many distinct keys arrive. A key's own heap data (a `String`'s
 /// buffer) is not counted: at most `slices * max_keys` keys are held.
+/// Too little memory for the stream fails quietly: keys of a few adds
+/// fill the exact part and the adds of keys at the threshold go
+/// untracked. Size it with [`memory_for`](Self::memory_for) (the memory a
+/// rate of adds needs), or state the rate with
+/// [`adds_per_second`](HotKeySketchBuilder::adds_per_second) and `build`
+/// refuses less; watch [`untracked_adds`](Self::untracked_adds) (exported
+/// by [`ScrapeCollector::hot_key_sketch`](crate::prometheus::ScrapeCollector::hot_key_sketch)
+/// with the feature `prometheus`).
 ///
 /// ```
 /// use stripecount::clock::ManualClock;
@@ -118,9 +126,9 @@ use std::time::Duration;
 pub struct HotKeySketch<K: 'static, C: Clock = MonotonicClock, S = RandomState> {
     pub(super) door: Doorkeeper,
     pub(super) exact: HotKeyDetector<K, C, S>,
-    filtered: StripedCounter,
-    memory: usize,
-    max_keys: usize,
+    pub(super) filtered: StripedCounter,
+    pub(super) memory: usize,
+    pub(super) max_keys: usize,
 }
 
 impl<K: Key> HotKeySketch<K> {
@@ -152,13 +160,7 @@ impl<K: Key> HotKeySketch<K> {
     /// The builder of a detector (see [`new`](Self::new)): a clock, a
     /// hasher, the memory (8 MiB unless given), the admission level.
     pub fn builder(window: Duration, slices: usize, threshold: u64) -> HotKeySketchBuilder<K> {
-        HotKeySketchBuilder {
-            exact: HotKeyDetector::builder(window, slices, threshold),
-            slices,
-            threshold,
-            memory: 8 << 20,
-            level: None,
-        }
+        HotKeySketchBuilder::new(window, slices, threshold)
     }
 }
 
@@ -351,85 +353,11 @@ impl<K: 'static, C: Clock, S> fmt::Debug for HotKeySketch<K, C, S> {
     }
 }
 
-/// Builds a [`HotKeySketch`]; made by [`HotKeySketch::builder`].
-#[must_use = "a builder does nothing until `build` is called"]
-pub struct HotKeySketchBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
-    exact: HotKeyDetectorBuilder<K, C, S>,
-    slices: usize,
-    threshold: u64,
-    memory: usize,
-    level: Option<u64>,
-}
-
-impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
-    /// The clock read by the methods without `_at`.
-    pub fn clock<C2: Clock>(self, clock: C2) -> HotKeySketchBuilder<K, C2, S> {
-        HotKeySketchBuilder {
-            exact: self.exact.clock(clock),
-            slices: self.slices,
-            threshold: self.threshold,
-            memory: self.memory,
-            level: self.level,
-        }
-    }
-
-    /// The hasher of the keys ([`RandomState`] unless given: see
-    /// [`KeyedWindows`]; the doorkeeper and the exact part use the
-    /// same hash).
-    pub fn hasher<S2: KeyHasher>(self, hasher: S2) -> HotKeySketchBuilder<K, C, S2> {
-        HotKeySketchBuilder {
-            exact: self.exact.hasher(hasher),
-            slices: self.slices,
-            threshold: self.threshold,
-            memory: self.memory,
-            level: self.level,
-        }
-    }
-
-    /// The most bytes the detector holds (8 MiB unless given).
-    pub fn memory(mut self, bytes: usize) -> Self {
-        self.memory = bytes;
-        self
-    }
-
-    /// The admission level `a` (`1..=255`; see [`HotKeySketch`]): lower
-    /// makes the counts closer and holds more keys exactly.
-    pub fn admission_level(mut self, a: u64) -> Self {
-        self.level = Some(a);
-        self
-    }
-
-    /// The detector. Errors as [`HotKeySketch::new`], and on an admission
-    /// level outside `1..=255`.
-    pub fn build(self) -> Result<HotKeySketch<K, C, S>, ConfigError> {
-        let slices = self.slices.max(1);
-        let level = match self.level {
-            Some(a) if (1..=255).contains(&a) => a,
-            Some(_) => {
-                return Err(ConfigError::Invalid(
-                    "the admission level must be in 1..=255",
-                ))
-            }
-            None => default_level(self.threshold.div_ceil(slices as u64)),
-        };
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let shards = cores.next_power_of_two().min(MAX_SHARDS);
-        let door = Doorkeeper::new((self.memory / 4).min(shards * SHARD_MAX), shards, level);
-        let max_keys = max_keys_for::<K>(self.memory.saturating_sub(door.bytes()), slices);
-        if self.memory < 4 * 64 || max_keys < MIN_KEYS {
-            return Err(ConfigError::Invalid(
-                "the memory is too small for a hot-key sketch of this many slices",
-            ));
-        }
-        let exact = self.exact.max_keys(max_keys).build()?;
-        Ok(HotKeySketch {
-            door,
-            exact,
-            filtered: StripedCounter::new(),
-            memory: self.memory,
-            max_keys,
-        })
-    }
+/// The doorkeeper's shards: one a core, rounded up to a power of two, at
+/// most `MAX_SHARDS`.
+pub(super) fn sketch_shards() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.next_power_of_two().min(MAX_SHARDS)
 }
 
 /// The default admission level for `h = ceil(threshold / slices)`:
@@ -440,12 +368,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
 /// level 4, Zipf 0.8 over 10M keys: 16M of 20M adds not tracked, recall
 /// 0.58; level 16: none, exact once a key is steady). A level above `h`
 /// would never admit a key steadily at the threshold.
-fn default_level(h: u64) -> u64 {
+pub(super) fn default_level(h: u64) -> u64 {
     h.div_ceil(16).max(16.min(h.div_ceil(2))).clamp(1, 255)
 }
 
 /// The fewest keys a slice must hold for a sketch to be built.
-const MIN_KEYS: usize = 16;
+pub(super) const MIN_KEYS: usize = 16;
 
 /// Keys a slice may hold in `bytes` of exact state: each held key costs a
 /// slot (the key and its 24-byte entry) in each of the `slices` live maps,
@@ -454,20 +382,14 @@ const MIN_KEYS: usize = 16;
 /// measured 1.2-1.5 on the benchmark's streams, and the tests fill every
 /// slice with keys that never repeat and check the limit); and hot state
 /// (a home) for heavy keys.
-fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
-    let slot = std::mem::size_of::<K>() + 24 + 1;
-    let per_key = 3 * slot * (slices + 2) / 2 + 2 * (std::mem::size_of::<K>() + 17);
-    bytes / per_key
+pub(super) fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
+    bytes / key_bytes::<K>(slices)
 }
 
-impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HotKeySketchBuilder")
-            .field("memory", &self.memory)
-            .field("level", &self.level)
-            .field("exact", &self.exact)
-            .finish()
-    }
+/// The exact part's bytes a key costs (see `max_keys_for`).
+pub(super) fn key_bytes<K>(slices: usize) -> usize {
+    let slot = std::mem::size_of::<K>() + 24 + 1;
+    3 * slot * (slices + 2) / 2 + 2 * (std::mem::size_of::<K>() + 17)
 }
 
 /// The most bytes of one doorkeeper shard: a thread's shard is read on
@@ -478,7 +400,7 @@ impl<K, C: Clock, S> fmt::Debug for HotKeySketchBuilder<K, C, S> {
 /// 0.8 it admitted keys of a few adds a slice by sharing until the exact
 /// part was full (hot keys' adds not counted, errors to 9%); 512 KiB
 /// neither.
-const SHARD_MAX: usize = 512 << 10;
+pub(super) const SHARD_MAX: usize = 512 << 10;
 
 /// The most doorkeeper shards (one a core up to it; `doorkeeper.rs`,
 /// "Shards").

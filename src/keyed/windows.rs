@@ -132,6 +132,36 @@ impl<K: Key> KeyedWindows<K> {
     }
 }
 
+impl<K: Key, C: Clock> KeyedWindows<K, C> {
+    /// A builder on `clock`: [`KeyedWindows::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](KeyedWindowsBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::KeyedWindows;
+    /// use std::time::Duration;
+    ///
+    /// let w = KeyedWindows::<u64, ManualClock>::builder_with_clock(
+    ///     Duration::from_secs(1),
+    ///     10,
+    ///     ManualClock::new(),
+    /// )
+    /// .build()?;
+    /// w.add(&7, 2);
+    /// assert_eq!(w.sum(&7), 2);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(
+        window: Duration,
+        slices: usize,
+        clock: C,
+    ) -> KeyedWindowsBuilder<K, C> {
+        KeyedWindows::builder(window, slices).clock(clock)
+    }
+}
+
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// The windows a builder describes (its `build`).
     pub(super) fn from_parts(

@@ -20,6 +20,15 @@ use std::marker::PhantomData;
 /// assert!(lim.try_acquire(1));
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
+///
+/// # Other clocks
+/// [`RateLimiter::builder`](crate::RateLimiter::builder) makes a builder on the monotonic clock and
+/// [`clock`](RateLimiterBuilder::clock) changes its clock (and type). For a type named with another
+/// clock (`RateLimiter::<ManualClock>`), or code generic over the clock, start from
+/// [`RateLimiter::builder_with_clock`](crate::RateLimiter::builder_with_clock)
+/// ([`MultiLimiter::builder_with_clock`](crate::MultiLimiter::builder_with_clock) for a
+/// [`MultiLimiter`](crate::MultiLimiter)): `builder` itself is defined on the default-clock type
+/// only.
 #[must_use = "a builder does nothing until `build`"]
 #[derive(Debug, Clone)]
 pub struct RateLimiterBuilder<S: Shape, C: Clock = MonotonicClock> {

@@ -72,6 +72,28 @@ impl Limiter<Multi> {
 }
 
 impl<C: Clock> Limiter<Multi, C> {
+    /// A builder on `clock`: [`MultiLimiter::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](RateLimiterBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{MultiLimiter, Quota};
+    ///
+    /// let quotas = [Quota::per_second(10), Quota::per_hour(1000)];
+    /// let lim = MultiLimiter::<ManualClock>::builder_with_clock(quotas, ManualClock::new()).build()?;
+    /// assert!(lim.try_acquire(10));
+    /// assert!(!lim.try_acquire(1));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(
+        quotas: impl AsRef<[Quota]>,
+        clock: C,
+    ) -> RateLimiterBuilder<Multi, C> {
+        MultiLimiter::builder(quotas).clock(clock)
+    }
+
     /// The number of quotas.
     pub fn len(&self) -> usize {
         self.limit_count()

@@ -67,6 +67,25 @@ impl Limiter<One> {
 }
 
 impl<C: Clock> Limiter<One, C> {
+    /// A builder on `clock`: [`RateLimiter::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](RateLimiterBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let lim = RateLimiter::<ManualClock>::builder_with_clock(Quota::per_second(5), clock).build()?;
+    /// assert!(lim.try_acquire(5));
+    /// assert!(!lim.try_acquire(1));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(quota: Quota, clock: C) -> RateLimiterBuilder<One, C> {
+        RateLimiter::builder(quota).clock(clock)
+    }
+
     /// The quota, with the limit as it is now.
     pub fn quota(&self) -> Quota {
         self.quota_at(0)

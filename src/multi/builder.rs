@@ -24,6 +24,13 @@ use std::time::Duration;
 /// assert_eq!(w.sum_over(60 * MIN), 1);
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
+///
+/// # Other clocks
+/// [`MultiWindow::builder`](crate::MultiWindow::builder) makes a builder on the monotonic clock and
+/// [`clock`](MultiWindowBuilder::clock) changes its clock (and type). For a type named with another
+/// clock (`MultiWindow::<ManualClock>`), or code generic over the clock, start from
+/// [`MultiWindow::builder_with_clock`](crate::MultiWindow::builder_with_clock): `builder` itself is
+/// defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build` is called"]
 #[derive(Clone)]
 pub struct MultiWindowBuilder<C: Clock = MonotonicClock> {

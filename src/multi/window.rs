@@ -158,6 +158,26 @@ impl MultiWindow {
 }
 
 impl<C: Clock> MultiWindow<C> {
+    /// A builder on `clock`: [`MultiWindow::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](MultiWindowBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::MultiWindow;
+    /// use std::time::Duration;
+    ///
+    /// let levels = [(Duration::from_secs(1), 10), (Duration::from_secs(60), 60)];
+    /// let w = MultiWindow::<ManualClock>::builder_with_clock(&levels, ManualClock::new()).build()?;
+    /// w.add(3);
+    /// assert_eq!(w.sum_over(Duration::from_secs(60)), 3);
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(levels: &[(Duration, usize)], clock: C) -> MultiWindowBuilder<C> {
+        MultiWindow::builder(levels).clock(clock)
+    }
+
     /// The structure of `levels` on `clock` (the builder's `build`).
     pub(super) fn from_parts(levels: &[(Duration, usize)], clock: C) -> Result<Self, ConfigError> {
         let Layout { rings, levels } = Layout::new(levels)?;

@@ -3,10 +3,11 @@
 //! [`crate::prometheus`] for what is written).
 
 use super::source::{
-    Family, KeyedLimiterSource, MultiSource, Sample, SlidingSource, Source, Value,
+    Family, HotKeySketchSource, KeyedLimiterSource, MultiSource, Sample, SlidingSource, Source,
+    Value,
 };
-use crate::key::Key;
-use crate::{Clock, ConfigError, KeyedLimiter, MultiWindow, SlidingWindow};
+use crate::key::{Key, KeyHasher};
+use crate::{Clock, ConfigError, HotKeySketch, KeyedLimiter, MultiWindow, SlidingWindow};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -127,6 +128,48 @@ impl ScrapeCollector {
         self.insert(name, help, labels, Box::new(source))
     }
 
+    /// Exports `sketch`'s own figures, with `labels`: `<name>_filtered_total`
+    /// (a counter: adds its doorkeeper kept back,
+    /// [`HotKeySketch::filtered_adds`]) and `<name>_untracked_total` (a
+    /// counter: admitted adds not tracked because their slice was full,
+    /// [`HotKeySketch::untracked_adds`]: a sketch with too little memory for
+    /// its stream, whose keys at the threshold may go unreported; alert on
+    /// its rate). Errors as [`keyed_limiter`](Self::keyed_limiter).
+    ///
+    /// ```
+    /// use prometheus_client::{encoding::text::encode, registry::Registry};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use stripecount::{prometheus::ScrapeCollector, HotKeySketch};
+    ///
+    /// let hot = Arc::new(HotKeySketch::<u64>::new(Duration::from_secs(10), 10, 1_000, 1 << 20)?);
+    /// let collector = ScrapeCollector::new();
+    /// collector.hot_key_sketch("cache_hot", "Hot cache keys", &[], Arc::clone(&hot))?;
+    /// let mut registry = Registry::default();
+    /// registry.register_collector(Box::new(collector));
+    /// hot.add(&7, 1); // below the admission level: kept back
+    /// let mut text = String::new();
+    /// encode(&mut text, &registry).unwrap();
+    /// assert!(text.contains("cache_hot_filtered_total 1\n"));
+    /// assert!(text.contains("cache_hot_untracked_total 0\n"));
+    /// # Ok::<(), stripecount::ConfigError>(())
+    /// ```
+    pub fn hot_key_sketch<K, C, S>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        sketch: Arc<HotKeySketch<K, C, S>>,
+    ) -> Result<(), ConfigError>
+    where
+        K: Key,
+        C: Clock,
+        S: KeyHasher,
+    {
+        let source = HotKeySketchSource::new(sketch);
+        self.insert(name, help, labels, Box::new(source))
+    }
+
     fn insert(
         &self,
         name: &str,
@@ -156,7 +199,10 @@ impl ScrapeCollector {
             // Entries may share a family (same full name) only as series of
             // one metric: same name and kind, same help, other labels.
             for (f, g) in shared_families(e, name, source.families()) {
-                if e.name != name || f.kind.as_str() != g.kind.as_str() {
+                // (A family of another kind of structure under the same
+                // name says something else: a limiter's `_untracked` is
+                // not a sketch's.)
+                if e.name != name || f.kind.as_str() != g.kind.as_str() || f.help != g.help {
                     return Err(ConfigError::Invalid(
                         "a metric family name is already written by another kind of structure",
                     ));

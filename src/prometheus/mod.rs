@@ -7,7 +7,8 @@
 //!   `inc` is a striped add.
 //! - [`ScrapeCollector`] exposes windows' sums and rates, and a
 //!   [`KeyedLimiter`](crate::KeyedLimiter)'s keys held, refusals and
-//!   untracked decisions, read when Prometheus scrapes (nothing is copied
+//!   untracked decisions, and a [`HotKeySketch`](crate::HotKeySketch)'s
+//!   filtered and untracked adds, read when Prometheus scrapes (nothing is copied
 //!   on the hot path).
 //!
 //! # Serving it
@@ -87,6 +88,18 @@
 //! - `<name>_untracked_total`: a counter, its decisions on keys it could not
 //!   hold ([`untracked_decisions`](crate::KeyedLimiter::untracked_decisions)):
 //!   a key flood against `max_keys`.
+//!
+//! # What a hot-key sketch exports
+//! A [`HotKeySketch`](crate::HotKeySketch) registered under `name` writes,
+//! with the caller's labels only:
+//! - `<name>_filtered_total`: a counter, the adds its doorkeeper kept back
+//!   ([`filtered_adds`](crate::HotKeySketch::filtered_adds));
+//! - `<name>_untracked_total`: a counter, the admitted adds not tracked
+//!   because their slice was full
+//!   ([`untracked_adds`](crate::HotKeySketch::untracked_adds)): the sketch
+//!   has too little memory for its stream
+//!   ([`memory_for`](crate::HotKeySketch::memory_for)), and keys at the
+//!   threshold may go unreported. It should stay at 0.
 //!
 //! # Invariants
 //! - A scrape reads each structure once, at one clock reading: its series

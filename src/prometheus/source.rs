@@ -13,11 +13,14 @@
 //! A keyed limiter writes `<name>_keys` (gauge: keys held), `<name>_refused`
 //! and `<name>_untracked` (counters, written with the `_total` suffix:
 //! refused requests, decisions on keys the `max_keys` bound kept out), no
-//! label of its own.
+//! label of its own. A hot-key sketch writes `<name>_filtered` and
+//! `<name>_untracked` (counters: adds its doorkeeper kept back, admitted
+//! adds a full slice did not track), no label of its own.
 
 use crate::clock::duration_nanos;
 use crate::key::Key;
-use crate::{Clock, KeyedLimiter, MultiWindow, SlidingWindow};
+use crate::key::KeyHasher;
+use crate::{Clock, HotKeySketch, KeyedLimiter, MultiWindow, SlidingWindow};
 use prometheus_client::metrics::MetricType;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -193,6 +196,53 @@ where
     fn read<'a>(&'a self, out: &mut Vec<Sample<'a>>) {
         let l = &self.limiter;
         let values = [l.len() as u64, l.refusals(), l.untracked_decisions()];
+        for (family, v) in values.into_iter().enumerate() {
+            out.push(Sample {
+                family,
+                label: None,
+                value: Value::Count(v),
+            });
+        }
+    }
+}
+
+/// A [`HotKeySketch`]'s own figures.
+const HOT_KEY_SKETCH_FAMILIES: &[Family] = &[
+    Family {
+        suffix: "_filtered",
+        help: "adds the doorkeeper kept back (below the admission level).",
+        kind: MetricType::Counter,
+    },
+    Family {
+        suffix: "_untracked",
+        help: "admitted adds not tracked because their slice was full (too little memory for the stream).",
+        kind: MetricType::Counter,
+    },
+];
+
+/// A [`HotKeySketch`]: adds kept back ([`HotKeySketch::filtered_adds`])
+/// and adds not tracked ([`HotKeySketch::untracked_adds`]), one series
+/// each.
+pub(super) struct HotKeySketchSource<K: 'static, C: Clock, S> {
+    sketch: Arc<HotKeySketch<K, C, S>>,
+}
+
+impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchSource<K, C, S> {
+    pub(super) fn new(sketch: Arc<HotKeySketch<K, C, S>>) -> Self {
+        HotKeySketchSource { sketch }
+    }
+}
+
+impl<K: Key, C: Clock, S: KeyHasher> Source for HotKeySketchSource<K, C, S> {
+    fn families(&self) -> &'static [Family] {
+        HOT_KEY_SKETCH_FAMILIES
+    }
+    fn own_labels(&self) -> &'static [&'static str] {
+        &[]
+    }
+    fn read<'a>(&'a self, out: &mut Vec<Sample<'a>>) {
+        let d = &self.sketch;
+        let values = [d.filtered_adds(), d.untracked_adds()];
         for (family, v) in values.into_iter().enumerate() {
             out.push(Sample {
                 family,

@@ -24,6 +24,13 @@ use std::time::Duration;
 /// assert_eq!(w.sum(), 1);
 /// # Ok::<(), stripecount::ConfigError>(())
 /// ```
+///
+/// # Other clocks
+/// [`SlidingWindow::builder`](crate::SlidingWindow::builder) makes a builder on the monotonic clock
+/// and [`clock`](WindowBuilder::clock) changes its clock (and type). For a type named with another
+/// clock (`SlidingWindow::<ManualClock>`), or code generic over the clock, start from
+/// [`SlidingWindow::builder_with_clock`](crate::SlidingWindow::builder_with_clock): `builder`
+/// itself is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build` is called"]
 #[derive(Clone)]
 pub struct WindowBuilder<C: Clock = MonotonicClock> {

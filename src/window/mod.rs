@@ -157,6 +157,35 @@ impl Default for SlidingWindow {
 }
 
 impl<C: Clock> SlidingWindow<C> {
+    /// A builder on `clock`: [`SlidingWindow::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](WindowBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{Clock, ConfigError, SlidingWindow};
+    /// use std::time::Duration;
+    ///
+    /// let w = SlidingWindow::<ManualClock>::builder_with_clock(
+    ///     Duration::from_secs(1),
+    ///     10,
+    ///     ManualClock::new(),
+    /// )
+    /// .build()?;
+    /// w.add(2);
+    /// assert_eq!(w.sum(), 2);
+    ///
+    /// fn per_second<C: Clock>(clock: C) -> Result<SlidingWindow<C>, ConfigError> {
+    ///     SlidingWindow::builder_with_clock(Duration::from_secs(1), 10, clock).build()
+    /// }
+    /// assert_eq!(per_second(ManualClock::new())?.sum(), 0);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(window: Duration, slices: usize, clock: C) -> WindowBuilder<C> {
+        SlidingWindow::builder(window, slices).clock(clock)
+    }
+
     /// Loom models only: every thread adds to shared rows (written by
     /// CAS), as threads beyond the owned rows do, so that a model can race
     /// writers on one row.

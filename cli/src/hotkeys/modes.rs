@@ -32,6 +32,21 @@ pub(super) trait Detect: Send + Sync + 'static {
     /// add made); none when every add was counted exactly and no bound
     /// was asked for.
     fn summary(&self, adds: u64, opts: &Opts) -> Vec<String>;
+    /// The warning of a run whose adds were not all tracked (`adds`: every
+    /// add made): how many, and what to change; none when every admitted
+    /// add was tracked.
+    fn warning(&self, adds: u64) -> Option<String>;
+}
+
+/// The warning of `untracked` adds of `adds`, with what to change.
+fn untracked_warning(untracked: u64, adds: u64, change: &str) -> Option<String> {
+    (untracked > 0).then(|| {
+        format!(
+            "{untracked} of {adds} adds ({}) were not tracked because their slice was full: \
+             keys at the threshold may be missing from the hot records, and sums short; {change}",
+            percent(untracked, adds)
+        )
+    })
 }
 
 /// The exact detector.
@@ -61,6 +76,10 @@ impl Detect for Exact {
     }
     fn slice_len(&self) -> Duration {
         self.windows().slice_len()
+    }
+    fn warning(&self, adds: u64) -> Option<String> {
+        let untracked = self.windows().untracked_adds();
+        untracked_warning(untracked, adds, "raise --max-keys")
     }
     fn summary(&self, adds: u64, opts: &Opts) -> Vec<String> {
         let Some(max_keys) = opts.max_keys else {
@@ -98,6 +117,10 @@ impl Detect for Sketch {
     }
     fn slice_len(&self) -> Duration {
         self.windows().slice_len()
+    }
+    fn warning(&self, adds: u64) -> Option<String> {
+        let change = "give more --memory (--rate N, the stream's adds a second, sizes it)";
+        untracked_warning(self.untracked_adds(), adds, change)
     }
     fn summary(&self, adds: u64, _: &Opts) -> Vec<String> {
         let (kept, untracked) = (self.filtered_adds(), self.untracked_adds());

@@ -1,8 +1,8 @@
 //! Building a [`ClusterLimiter`] from its validated builder: the quota's
 //! shape in Redis's terms (the slices judged, one more when strict), the
 //! groups with a sender and a link each, the local limiter of
-//! `OutagePolicy::LocalShare`, the first connection, and the lanes'
-//! threads.
+//! `OutagePolicy::LocalShare`, the first connection of every group, and
+//! the lanes' threads.
 
 use super::config::{ClusterLimiterBuilder, OutagePolicy};
 use super::driver::Drivers;
@@ -15,8 +15,8 @@ use super::stats::LeaseCounters;
 use crate::error::ClusterError;
 use crate::health::Counters;
 use crate::key::RedisKey;
-use crate::link::Link;
 use crate::script::Lua;
+use crate::seeds::NodeLinks;
 use crate::sync::lock;
 use crate::timeline::ServerTime;
 use scc::HashIndex;
@@ -57,9 +57,10 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
         let groups = b.cluster.groups();
         let n_groups = groups.len();
         let lua = Lua::new(LEASE);
+        let links = NodeLinks::new(&b.url, &b.cluster, &b.link)?;
         let senders = (0..groups.len())
             .map(|group| {
-                let mut link = Link::new(&b.url, &b.cluster.seeds, groups.is_cluster(), &b.link)?;
+                let mut link = links.link(groups.slot(group))?;
                 link.preload(&lua);
                 Ok(Mutex::new(Sender {
                     group,
@@ -115,18 +116,14 @@ impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
             link_health: Counters::new(n_groups),
             counters: LeaseCounters::default(),
         });
-        {
-            // The first group's connection samples the server's time (the
-            // others connect on their first lease).
-            let mut s = lock(&inner.senders[0]);
-            match s.link.ensure_sampled(&inner.time) {
-                Ok(_) => {
-                    inner.link_health.up(0);
-                    crate::health::bump(&inner.counters.connects, 1);
-                }
-                Err(e) => {
-                    inner.link_health.down(0, &e);
-                    s.link.backoff.failed(std::time::Instant::now());
+        // Every group's master is met now (the first group's connection
+        // samples the server's time): a setting it cannot serve
+        // (`checks.rs`) fails the build; a server that cannot be reached
+        // does not (the leases retry it).
+        for sender in &inner.senders {
+            if let Err(e) = inner.connect(&mut lock(sender)) {
+                if e.is_setting() {
+                    return Err(e);
                 }
             }
         }

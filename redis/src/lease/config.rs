@@ -76,6 +76,14 @@ pub enum Shed {
 /// assert_eq!(admitted, 25); // 100 / 4 nodes, locally
 /// # Ok::<(), stripecount_redis::ClusterError>(())
 /// ```
+///
+/// # Other clocks
+/// [`ClusterLimiter::builder`](crate::ClusterLimiter::builder) makes a builder on the wall clock
+/// and [`clock`](ClusterLimiterBuilder::clock) changes its clock (and type). For a type named with
+/// another clock (`ClusterLimiter::<String, WallClock<CoarseClock>>`), or code generic over the
+/// clock, start from
+/// [`ClusterLimiter::builder_with_clock`](crate::ClusterLimiter::builder_with_clock): `builder`
+/// itself is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build`"]
 pub struct ClusterLimiterBuilder<K, C = WallClock> {
     pub(crate) url: String,
@@ -242,6 +250,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
     /// every lease touches one slot. Each group has its own sequence,
     /// connection and queued returns; a miss locks only its key's group.
     /// Every node of the namespace must use the same number (checked).
+    /// Without this call, a build against a Redis Cluster node fails with
+    /// [`ClusterError::ClusterNode`](crate::ClusterError::ClusterNode).
     pub fn redis_cluster(mut self, groups: usize) -> Self {
         self.cluster.groups = Some(groups);
         self
@@ -249,7 +259,8 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
 
     /// More nodes of the Redis Cluster to ask where a group's slot went
     /// when its master cannot be reached (see
-    /// [`ClusterWindowsBuilder::seeds`](crate::ClusterWindowsBuilder::seeds)).
+    /// [`ClusterWindowsBuilder::seeds`](crate::ClusterWindowsBuilder::seeds):
+    /// the masters redirections named are asked too).
     pub fn seeds<I, S>(mut self, urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -272,6 +283,18 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
     /// unless all `replicas` lose the lease too. Costs a round trip a miss
     /// (plus the replication delay). `timeout` must be below the I/O
     /// timeout.
+    ///
+    /// A master with fewer than `replicas` replicas connected could
+    /// acknowledge no lease: `build` fails with
+    /// [`ClusterError::TooFewReplicas`](crate::ClusterError::TooFewReplicas)
+    /// if a group's master has too few when the limiter is built, and
+    /// later such a master's groups get the outage policy and are counted
+    /// in [`Health::replicas_short`](crate::Health::replicas_short) until
+    /// enough replicas are connected. After a failover the promoted
+    /// replica has no replica of its own until one rejoins it: its groups'
+    /// leases are not used meanwhile (`TooFewReplicas` on a new
+    /// connection, `NotReplicated` on one open before). A spare replica a
+    /// master (two, with `replicas` 1) avoids that pause.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.cluster.durability = Some((replicas, timeout));
         self

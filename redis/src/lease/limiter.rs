@@ -111,6 +111,36 @@ impl<K: RedisKey> ClusterLimiter<K> {
 }
 
 impl<K: RedisKey, C: Clock> ClusterLimiter<K, C> {
+    /// A builder on `clock`: [`ClusterLimiter::builder`] (defined on the
+    /// wall-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](ClusterLimiterBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```no_run
+    /// use stripecount::clock::CoarseClock;
+    /// use stripecount::Quota;
+    /// use stripecount_redis::{ClusterLimiter, WallClock};
+    ///
+    /// let clock = WallClock::over(CoarseClock::new());
+    /// let lim = ClusterLimiter::<String, WallClock<CoarseClock>>::builder_with_clock(
+    ///     "redis://127.0.0.1:6379/",
+    ///     "api",
+    ///     Quota::per_second(100),
+    ///     clock,
+    /// )
+    /// .build()?;
+    /// lim.decide("k", 1);
+    /// # Ok::<(), stripecount_redis::ClusterError>(())
+    /// ```
+    pub fn builder_with_clock(
+        url: &str,
+        namespace: &str,
+        quota: Quota,
+        clock: C,
+    ) -> ClusterLimiterBuilder<K, C> {
+        ClusterLimiter::builder(url, namespace, quota).clock(clock)
+    }
+
     /// `n` permits of `key`, now, all or none; `n` 0 is always granted.
     ///
     /// ```

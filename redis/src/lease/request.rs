@@ -11,6 +11,7 @@ use crate::error::ClusterError;
 use crate::health::bump;
 use crate::key::RedisKey;
 use crate::link::MAX_REDIRECTS;
+use crate::script::Request;
 use std::sync::atomic::Ordering;
 use stripecount::{Clock, Timestamp};
 
@@ -41,6 +42,42 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
             self.send(s)?;
         }
         Ok(())
+    }
+
+    /// Connects the sender's link to its group's master (on a cluster,
+    /// found by a read of the group's config key, `EXISTS`, which the node
+    /// asked redirects), so that the master's connection checks
+    /// (`checks.rs`) run: a limiter's first contact with each group. Files
+    /// the outcome in the health.
+    pub(crate) fn connect(&self, s: &mut Sender<K>) -> Result<(), ClusterError> {
+        let mut exists = Request::new(2);
+        exists.arg(b"EXISTS").arg(&self.names[s.group].cfg);
+        let mut redirects = 0;
+        let r = loop {
+            let opened = if s.group == 0 {
+                s.link.ensure_sampled(&self.time).map(|(o, _)| o)
+            } else {
+                s.link.ensure()
+            };
+            if let Ok(true) = opened {
+                bump(&self.counters.connects, 1);
+            }
+            match opened.and_then(|_| s.link.request(&exists.bytes)) {
+                Err(e) if redirects < MAX_REDIRECTS && s.link.redirected(&e) => {
+                    redirects += 1;
+                    bump(&self.counters.redirects, 1);
+                }
+                r => break r.map(drop),
+            }
+        };
+        match &r {
+            Ok(()) => self.link_health.up(s.group),
+            Err(e) => {
+                self.link_health.down(s.group, e);
+                s.link.backoff.failed(std::time::Instant::now());
+            }
+        }
+        r
     }
 
     /// Sends the request in flight and files its reply (`batch.rs`). On

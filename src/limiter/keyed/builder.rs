@@ -16,6 +16,13 @@ use std::marker::PhantomData;
 /// set), the most keys held (unbounded unless set), the [`FloodPolicy`]
 /// (refuse unless set) and the automatic eviction of idle keys (on unless
 /// set). The quotas are validated by [`build`](Self::build).
+///
+/// # Other clocks
+/// [`KeyedLimiter::builder`](crate::KeyedLimiter::builder) makes a builder on the monotonic clock
+/// and [`clock`](KeyedLimiterBuilder::clock) changes its clock (and type). For a type named with
+/// another clock (`KeyedLimiter::<u64, ManualClock>`), or code generic over the clock, start from
+/// [`KeyedLimiter::builder_with_clock`](crate::KeyedLimiter::builder_with_clock): `builder` itself
+/// is defined on the default-clock type only.
 #[must_use = "a builder does nothing until `build`"]
 pub struct KeyedLimiterBuilder<K, C = MonotonicClock, S = RandomState> {
     quotas: [Quota; MAX_LIMITS],

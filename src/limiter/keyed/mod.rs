@@ -234,6 +234,36 @@ impl<K: Key> KeyedLimiter<K> {
     }
 }
 
+impl<K: Key, C: Clock> KeyedLimiter<K, C> {
+    /// A builder on `clock`: [`KeyedLimiter::builder`] (defined on the
+    /// monotonic-clock type only: a default type parameter does not
+    /// choose an impl) followed by [`clock`](KeyedLimiterBuilder::clock). The way in
+    /// when the type is named with its clock, or in code generic over it.
+    ///
+    /// ```
+    /// use stripecount::clock::ManualClock;
+    /// use stripecount::{Clock, ConfigError, KeyedLimiter, Quota};
+    ///
+    /// let lim = KeyedLimiter::<u64, ManualClock>::builder_with_clock(
+    ///     Quota::per_second(5),
+    ///     ManualClock::new(),
+    /// )
+    /// .max_keys(1_000)
+    /// .build()?;
+    /// assert!(lim.try_acquire(&7, 5));
+    /// assert!(!lim.try_acquire(&7, 1));
+    ///
+    /// fn per_user<C: Clock>(clock: C) -> Result<KeyedLimiter<String, C>, ConfigError> {
+    ///     KeyedLimiter::builder_with_clock(Quota::per_second(5), clock).build()
+    /// }
+    /// assert!(per_user(ManualClock::new())?.try_acquire("alice", 1));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn builder_with_clock(quotas: impl AsRef<[Quota]>, clock: C) -> KeyedLimiterBuilder<K, C> {
+        KeyedLimiter::builder(quotas).clock(clock)
+    }
+}
+
 impl<K: Key, C: Clock, S: BuildHasher + Clone> KeyedLimiter<K, C, S> {
     pub(super) fn build(quotas: &[Quota], clock: C, hasher: S) -> Result<Self, ConfigError> {
         let cfg = Config::for_quotas(quotas)?;

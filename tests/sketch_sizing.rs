@@ -1,0 +1,157 @@
+//! A `HotKeySketch` sized for its stream: `memory_for` and
+//! `adds_per_second`. A budget below what the rate needs is refused with
+//! the memory needed; the memory `memory_for` gives tracks every key of a
+//! stream at that rate whose keys sit at the threshold, with a long tail;
+//! the same stream in a budget the rule refuses loses hot keys.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+use stripecount::clock::ManualClock;
+use stripecount::{ConfigError, HotKeySketch, Timestamp};
+
+#[test]
+fn a_budget_too_small_for_the_rate_is_refused_with_the_memory_needed() {
+    // 10 s in 10 slices, threshold 500, a million adds a second: a 1 MiB
+    // sketch admitted the long tail of a Zipf stream until its slices were
+    // full (recall 0.44 at the threshold).
+    let (window, slices, threshold, rate) = (Duration::from_secs(10), 10, 500, 1_000_000);
+    let needed = HotKeySketch::<u64>::memory_for(window, slices, threshold, rate).unwrap();
+    let built = |memory: usize| {
+        HotKeySketch::<u64>::builder(window, slices, threshold)
+            .memory(memory)
+            .adds_per_second(rate)
+            .build()
+    };
+    assert_eq!(
+        built(1 << 20).unwrap_err(),
+        ConfigError::SketchMemory {
+            memory: 1 << 20,
+            needed
+        }
+    );
+    assert_eq!(
+        built(needed - 1).unwrap_err(),
+        ConfigError::SketchMemory {
+            memory: needed - 1,
+            needed
+        }
+    );
+    let d = built(needed).unwrap();
+    // Every key that can reach the threshold has its place in a slice.
+    assert!(d.max_keys() >= 10_000_000 / 500, "{}", d.max_keys());
+    assert!(d.memory_bytes() <= needed);
+    // Without a memory, the rate sizes the sketch.
+    let sized = HotKeySketch::<u64>::builder(window, slices, threshold)
+        .adds_per_second(rate)
+        .build()
+        .unwrap();
+    assert_eq!(sized.memory_limit(), needed);
+    // More slices need no more keys a slice, and a bigger key costs more.
+    assert!(
+        HotKeySketch::<[u64; 8]>::memory_for(window, slices, threshold, rate).unwrap() > needed
+    );
+}
+
+#[test]
+fn a_rate_no_doorkeeper_holds_and_bad_arguments_are_refused() {
+    let w = Duration::from_secs(1);
+    // 10M adds in one slice at level 16: more than 64Ki words x 16.
+    let e = HotKeySketch::<u64>::memory_for(w, 1, 100, 10_000_000).unwrap_err();
+    assert_eq!(
+        e,
+        ConfigError::SketchRate {
+            adds_per_slice: 10_000_000,
+            most: 65_536 * 16
+        }
+    );
+    assert!(e.to_string().contains("more slices"), "{e}");
+    // The same rate fits in 10 slices with a threshold of 1,000 a slice
+    // (level 63), not with 10 a slice (level 5).
+    assert!(HotKeySketch::<u64>::memory_for(w, 10, 10_000, 10_000_000).is_ok());
+    assert!(matches!(
+        HotKeySketch::<u64>::memory_for(w, 10, 100, 10_000_000),
+        Err(ConfigError::SketchRate { .. })
+    ));
+    assert_eq!(
+        HotKeySketch::<u64>::memory_for(Duration::ZERO, 10, 100, 1),
+        Err(ConfigError::ZeroWindow)
+    );
+    assert_eq!(
+        HotKeySketch::<u64>::memory_for(w, 0, 100, 1),
+        Err(ConfigError::ZeroSlices)
+    );
+    assert!(HotKeySketch::<u64>::memory_for(w, 10, 0, 1).is_err());
+    assert!(HotKeySketch::<u64>::memory_for(w, 10, 100, 0).is_err());
+    assert!(
+        HotKeySketch::<u64>::memory_for(Duration::from_secs(1 << 40), 10, 1, u64::MAX).is_err()
+    );
+}
+
+const SLICES: usize = 10;
+const SLICE_NS: u64 = 100_000_000;
+const THRESHOLD: u64 = 1_000;
+/// Adds a second: 20,000 a slice of 100 ms.
+const RATE: u64 = 200_000;
+
+/// One slice of the stream: 100 keys at 100 adds each (the threshold over
+/// a window) and 10,000 keys of one add each, never seen again, mixed.
+fn slice_adds(slice: u64) -> Vec<u64> {
+    let mut adds = Vec::with_capacity(20_000);
+    for i in 0..10_000u64 {
+        adds.push(i % 100);
+        adds.push(1_000_000 + slice * 10_000 + i);
+    }
+    adds
+}
+
+/// Runs three windows of the stream through `d`; the keys reported hot.
+fn run(d: &HotKeySketch<u64, ManualClock>) -> BTreeSet<u64> {
+    let mut hot = BTreeSet::new();
+    for slice in 0..3 * SLICES as u64 {
+        let t = Timestamp::from_nanos(slice * SLICE_NS);
+        for k in slice_adds(slice) {
+            if d.add_at(&k, t, 1) {
+                hot.insert(k);
+            }
+        }
+    }
+    hot
+}
+
+fn sketch(memory: usize, rate: Option<u64>) -> Result<HotKeySketch<u64, ManualClock>, ConfigError> {
+    let b = HotKeySketch::builder(
+        Duration::from_nanos(SLICE_NS * SLICES as u64),
+        SLICES,
+        THRESHOLD,
+    )
+    .clock(ManualClock::new())
+    .memory(memory);
+    match rate {
+        Some(r) => b.adds_per_second(r).build(),
+        None => b.build(),
+    }
+}
+
+#[test]
+fn the_memory_for_the_rate_tracks_every_key_at_the_threshold() {
+    let window = Duration::from_nanos(SLICE_NS * SLICES as u64);
+    let needed = HotKeySketch::<u64>::memory_for(window, SLICES, THRESHOLD, RATE).unwrap();
+    let d = sketch(needed, Some(RATE)).unwrap();
+    let hot = run(&d);
+    assert_eq!(hot, (0..100).collect::<BTreeSet<u64>>());
+    assert_eq!(d.untracked_adds(), 0);
+    // The tail was kept back (a key of one add never reaches the level).
+    assert!(d.filtered_adds() >= 3 * SLICES as u64 * 10_000);
+
+    // A tenth of it is refused at this rate; built without the rate, it
+    // loses keys at the threshold, and says so only in `untracked_adds`.
+    let small = needed / 10;
+    assert!(matches!(
+        sketch(small, Some(RATE)),
+        Err(ConfigError::SketchMemory { .. })
+    ));
+    let d = sketch(small, None).unwrap();
+    let hot = run(&d);
+    assert!(hot.len() < 100, "{} keys reported hot", hot.len());
+    assert!(d.untracked_adds() > 0);
+}
