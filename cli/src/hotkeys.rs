@@ -45,6 +45,8 @@
 
 mod batch;
 mod escape;
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
 mod input;
 mod key;
 mod modes;
@@ -216,18 +218,8 @@ pub fn run(args: &[String]) -> ExitCode {
     };
     let mut reader = Reader::new(opts.timestamps);
     let built = match opts.memory {
-        Some(memory) => HotKeySketch::builder(opts.window, opts.slices, opts.threshold)
-            .clock(ManualClock::new())
-            .memory(memory)
-            .build()
-            .map(|d| run_with::<Sketch>(d, &opts, &mut reader)),
-        None => {
-            let b = HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
-                .clock(ManualClock::new());
-            b.max_keys(opts.max_keys.unwrap_or(usize::MAX))
-                .build()
-                .map(|d| run_with::<Exact>(d, &opts, &mut reader))
-        }
+        Some(memory) => sketch(&opts, memory).map(|d| run_with(d, &opts, &mut reader)),
+        None => exact(&opts).map(|d| run_with(d, &opts, &mut reader)),
     };
     let (result, summary) = match built {
         Ok(r) => r,
@@ -254,6 +246,22 @@ pub fn run(args: &[String]) -> ExitCode {
     }
 }
 
+/// The sketch `--memory` asks for.
+fn sketch(opts: &Opts, memory: usize) -> Result<Sketch, stripecount::ConfigError> {
+    HotKeySketch::builder(opts.window, opts.slices, opts.threshold)
+        .clock(ManualClock::new())
+        .memory(memory)
+        .build()
+}
+
+/// The exact detector (`--max-keys`, or unbounded).
+fn exact(opts: &Opts) -> Result<Exact, stripecount::ConfigError> {
+    HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
+        .clock(ManualClock::new())
+        .max_keys(opts.max_keys.unwrap_or(usize::MAX))
+        .build()
+}
+
 /// Runs the loop on `detector`; the result and the detector's summary
 /// (lines for stderr).
 fn run_with<D: Detect>(
@@ -263,7 +271,8 @@ fn run_with<D: Detect>(
 ) -> (io::Result<()>, Vec<String>) {
     let detector = std::sync::Arc::new(detector);
     let result = if opts.threads == 1 {
-        run_single(&*detector, opts, reader)
+        let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+        run_single(&*detector, opts, reader, Reader::stdin(), out)
     } else {
         run_threads(&detector, opts, reader)
     };
@@ -295,10 +304,15 @@ fn write_top(
     Ok(())
 }
 
-fn run_single(detector: &impl Detect, opts: &Opts, reader: &mut Reader) -> io::Result<()> {
-    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+fn run_single(
+    detector: &impl Detect,
+    opts: &Opts,
+    reader: &mut Reader,
+    input: impl io::BufRead,
+    mut out: impl Write,
+) -> io::Result<()> {
     let mut lines = Lines::new();
-    reader.for_each_record(|ms, key| {
+    reader.for_each_record(input, |ms, key| {
         if lines.is_closed_to(ms) {
             add_lines(detector, &mut lines, &mut out)?;
         }
