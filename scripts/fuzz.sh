@@ -8,7 +8,8 @@
 #   bash scripts/fuzz.sh campaign client_ip # the named targets only
 #
 # FUZZ_SECS (smoke, default 30) and FUZZ_RUNS (campaign, default 10000000)
-# change the budget a target.
+# change the budget a target; FUZZ_MAX_SECS also caps a campaign's target
+# in seconds (it then stops at whichever comes first, and says which).
 #
 # 0. The nightly toolchain and cargo-fuzz, installed when missing
 #    (`cargo install cargo-fuzz --locked`; an installed one is kept). The
@@ -38,7 +39,11 @@ mode="${1:-}"
 shift || true
 case "$mode" in
     smoke) budget=(-max_total_time="${FUZZ_SECS:-30}"); san=address ;;
-    campaign) budget=(-runs="${FUZZ_RUNS:-10000000}"); san=none ;;
+    campaign)
+        budget=(-runs="${FUZZ_RUNS:-10000000}")
+        [ -z "${FUZZ_MAX_SECS:-}" ] || budget+=(-max_total_time="$FUZZ_MAX_SECS")
+        san=none
+        ;;
     *) fail "usage: scripts/fuzz.sh smoke|campaign [target...]" ;;
 esac
 
