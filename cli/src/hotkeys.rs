@@ -49,6 +49,8 @@
 
 mod batch;
 mod escape;
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
 mod input;
 mod key;
 mod modes;
@@ -235,24 +237,8 @@ pub fn run(args: &[String]) -> ExitCode {
     };
     let mut reader = Reader::new(opts.timestamps);
     let built = match (opts.memory, opts.rate) {
-        (None, None) => {
-            let b = HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
-                .clock(ManualClock::new());
-            b.max_keys(opts.max_keys.unwrap_or(usize::MAX))
-                .build()
-                .map(|d| run_with::<Exact>(d, &opts, &mut reader))
-        }
-        (memory, rate) => {
-            let mut b = HotKeySketch::builder(opts.window, opts.slices, opts.threshold)
-                .clock(ManualClock::new());
-            if let Some(m) = memory {
-                b = b.memory(m);
-            }
-            if let Some(r) = rate {
-                b = b.adds_per_second(r);
-            }
-            b.build().map(|d| run_with::<Sketch>(d, &opts, &mut reader))
-        }
+        (None, None) => exact(&opts).map(|d| run_with(d, &opts, &mut reader)),
+        (memory, _) => sketch(&opts, memory).map(|d| run_with(d, &opts, &mut reader)),
     };
     let (result, summary, warning) = match built {
         Ok(r) => r,
@@ -283,6 +269,28 @@ pub fn run(args: &[String]) -> ExitCode {
     }
 }
 
+/// The sketch `--memory` and `--rate` ask for (its default memory
+/// without `--memory`).
+fn sketch(opts: &Opts, memory: Option<usize>) -> Result<Sketch, stripecount::ConfigError> {
+    let mut b =
+        HotKeySketch::builder(opts.window, opts.slices, opts.threshold).clock(ManualClock::new());
+    if let Some(m) = memory {
+        b = b.memory(m);
+    }
+    if let Some(r) = opts.rate {
+        b = b.adds_per_second(r);
+    }
+    b.build()
+}
+
+/// The exact detector (`--max-keys`, or unbounded).
+fn exact(opts: &Opts) -> Result<Exact, stripecount::ConfigError> {
+    HotKeyDetector::builder(opts.window, opts.slices, opts.threshold)
+        .clock(ManualClock::new())
+        .max_keys(opts.max_keys.unwrap_or(usize::MAX))
+        .build()
+}
+
 /// Runs the loop on `detector`; the result, the detector's summary
 /// (lines for stderr) and its warning, if any.
 fn run_with<D: Detect>(
@@ -292,7 +300,8 @@ fn run_with<D: Detect>(
 ) -> (io::Result<()>, Vec<String>, Option<String>) {
     let detector = std::sync::Arc::new(detector);
     let result = if opts.threads == 1 {
-        run_single(&*detector, opts, reader)
+        let out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+        run_single(&*detector, opts, reader, Reader::stdin(), out)
     } else {
         run_threads(&detector, opts, reader)
     };
@@ -324,10 +333,15 @@ fn write_top(
     Ok(())
 }
 
-fn run_single(detector: &impl Detect, opts: &Opts, reader: &mut Reader) -> io::Result<()> {
-    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+fn run_single(
+    detector: &impl Detect,
+    opts: &Opts,
+    reader: &mut Reader,
+    input: impl io::BufRead,
+    mut out: impl Write,
+) -> io::Result<()> {
     let mut lines = Lines::new();
-    reader.for_each_record(|ms, key| {
+    reader.for_each_record(input, |ms, key| {
         if lines.is_closed_to(ms) {
             add_lines(detector, &mut lines, &mut out)?;
         }

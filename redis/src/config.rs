@@ -276,7 +276,7 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
         ClusterWindows::from_builder(self)
     }
 
-    fn validate(&self) -> Result<(), ClusterError> {
+    pub(crate) fn validate(&self) -> Result<(), ClusterError> {
         let bad = |m: String| Err(ClusterError::Config(m));
         if self.namespace.is_empty() {
             return bad("the namespace is empty".into());

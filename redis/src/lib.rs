@@ -304,6 +304,10 @@
 //! `sync.rs` the lease word's loom switch and poison-tolerant locking.
 #![warn(missing_docs)]
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+#[path = "fuzz.rs"]
+pub mod __fuzz;
 mod acked;
 mod backoff;
 mod bucket;

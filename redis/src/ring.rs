@@ -87,7 +87,7 @@ impl Ring {
     }
 
     /// The `(epoch, count)` slices held, oldest first.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn slots(&self) -> &[(u64, u64)] {
         &self.slots
     }

@@ -21,7 +21,12 @@
 //!   retry can succeed (a request above the key's limit).
 //!
 //! Times are whole seconds rounded up (a request retried after them fits,
-//! if nothing else took the room). No partition key (`pk`) is written: keys
+//! if nothing else took the room). Every number in the two Structured
+//! Fields (`q`, `w`, `r`, `t`) is an sf-integer, which has at most 15
+//! digits: a larger one is written as the largest, 999999999999999 (about
+//! 31.7 million years as seconds), so that a client's parser never
+//! rejects the field. `Retry-After` (RFC 9110's delay-seconds) has no such
+//! limit and is written as is. No partition key (`pk`) is written: keys
 //! are client data (API keys, addresses) the draft warns against echoing.
 
 use crate::limit::Verdict;
@@ -91,7 +96,7 @@ impl Policies {
             if i > 0 {
                 s.push_str(", ");
             }
-            let q = limits.get(i).copied().unwrap_or(0);
+            let q = sf_int(limits.get(i).copied().unwrap_or(0));
             let _ = write!(s, "{name};q={q}{window}");
         }
         value(s)
@@ -102,9 +107,9 @@ impl Policies {
     /// fleet-wide grant): the field would have no `r` to report.
     pub(crate) fn ratelimit(&self, d: &Verdict) -> Option<HeaderValue> {
         let name = self.names.get(d.limit_index()).map_or("\"\"", |n| n);
-        let r = d.remaining()?;
+        let r = sf_int(d.remaining()?);
         Some(value(match reset_secs(d) {
-            Some(t) => format!("{name};r={r};t={}", ceil_secs(t)),
+            Some(t) => format!("{name};r={r};t={}", sf_int(ceil_secs(t))),
             None => format!("{name};r={r}"),
         }))
     }
@@ -139,15 +144,23 @@ pub(crate) fn retry_after(d: &Verdict) -> Option<(HeaderName, HeaderValue)> {
     Some((RETRY_AFTER, HeaderValue::from(ceil_secs(retry))))
 }
 
-/// Whole seconds, rounded up.
+/// Whole seconds, rounded up (saturating: `Duration::MAX` is `u64::MAX`).
 fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
+}
+
+/// The largest sf-integer (RFC 9651: at most 15 digits).
+const SF_INT_MAX: u64 = 999_999_999_999_999;
+
+/// `n` as an sf-integer: at most [`SF_INT_MAX`].
+fn sf_int(n: u64) -> u64 {
+    n.min(SF_INT_MAX)
 }
 
 /// `;w=<seconds>` for a window of whole seconds, else nothing.
 fn window_param(w: Duration) -> String {
     match (w.subsec_nanos(), w.as_secs()) {
-        (0, s) if s > 0 => format!(";w={s}"),
+        (0, s) if s > 0 => format!(";w={}", sf_int(s)),
         _ => String::new(),
     }
 }
@@ -259,5 +272,37 @@ mod tests {
         assert_eq!(p.ratelimit(&d).unwrap(), "\"1m\";r=0;t=59");
         assert_eq!(retry_after(&d), Some((RETRY_AFTER, HeaderValue::from(59))));
         assert_eq!(p.policy(&[2, 3]), "\"1s\";q=2;w=1, \"1m\";q=3;w=60");
+    }
+
+    /// Numbers past an sf-integer's 15 digits are written as the largest
+    /// one (a client's Structured Fields parser refuses a longer one);
+    /// `Retry-After` keeps the whole number.
+    #[test]
+    fn numbers_past_15_digits_are_the_largest_sf_integer() {
+        let max = "999999999999999";
+        let p = Policies::new(&[Duration::from_secs(u64::MAX), S]);
+        assert_eq!(
+            p.policy(&[u64::MAX, SF_INT_MAX + 1]),
+            format!("\"18446744073709551615s\";q={max};w={max}, \"1s\";q={max};w=1")
+        );
+        let d = Verdict::granted(0, u64::MAX, Some(u64::MAX), Some(Duration::MAX));
+        let name = "\"18446744073709551615s\"";
+        assert_eq!(
+            p.ratelimit(&d).unwrap(),
+            format!("{name};r={max};t={max}").as_str()
+        );
+        let retry = Duration::from_secs(SF_INT_MAX) + Duration::from_nanos(1);
+        let d = Verdict::refused(1, 5, stripecount::Denied::Exhausted, Some(retry));
+        assert_eq!(
+            p.ratelimit(&d).unwrap(),
+            format!("\"1s\";r=0;t={max}").as_str()
+        );
+        let whole = HeaderValue::from(SF_INT_MAX + 1);
+        assert_eq!(retry_after(&d), Some((RETRY_AFTER, whole)));
+        let d = Verdict::refused(1, 5, stripecount::Denied::Exhausted, Some(Duration::MAX));
+        assert_eq!(
+            retry_after(&d),
+            Some((RETRY_AFTER, HeaderValue::from(u64::MAX)))
+        );
     }
 }

@@ -8,7 +8,7 @@ use stripecount::Timestamp;
 
 /// One parsed line: `(millis, key)`, or `None` if malformed.
 #[inline]
-fn parse_line(line: &[u8], timestamps: bool) -> Option<(Option<u64>, &[u8])> {
+pub(super) fn parse_line(line: &[u8], timestamps: bool) -> Option<(Option<u64>, &[u8])> {
     let mut line = line;
     while let [rest @ .., b'\n' | b'\r'] = line {
         line = rest;
@@ -85,15 +85,20 @@ impl Reader {
         }
     }
 
-    /// Reads standard input to the end, line by line, and calls
+    /// Standard input, buffered for [`for_each_record`](Self::for_each_record).
+    pub(super) fn stdin() -> impl BufRead {
+        BufReader::with_capacity(1 << 20, io::stdin().lock())
+    }
+
+    /// Reads `input` (standard input: [`stdin`](Self::stdin)) to the end, line by line, and calls
     /// `f(millis, key)` for every well-formed line at its effective time
     /// (malformed lines and backwards timestamps are counted here). `f`
     /// returns `Ok(false)` to stop early.
     pub(super) fn for_each_record(
         &mut self,
+        mut input: impl BufRead,
         mut f: impl FnMut(u64, &[u8]) -> io::Result<bool>,
     ) -> io::Result<()> {
-        let mut input = BufReader::with_capacity(1 << 20, io::stdin().lock());
         let mut line = Vec::with_capacity(256);
         loop {
             line.clear();

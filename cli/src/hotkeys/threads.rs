@@ -78,7 +78,7 @@ pub(super) fn run_threads<D: Detect>(
             .map_err(|_| io::Error::other("a worker stopped"))
     };
     let mut failed = None;
-    reader.for_each_record(|ms, key| {
+    reader.for_each_record(Reader::stdin(), |ms, key| {
         // A slice barrier: every record before the first one of a newer
         // slice is counted before that one is, so each worker's adds meet
         // the detector's ring of slices as one thread's would (a key's own

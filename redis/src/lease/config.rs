@@ -335,7 +335,7 @@ impl<K: RedisKey, C: Clock> ClusterLimiterBuilder<K, C> {
         ClusterLimiter::from_builder(self)
     }
 
-    fn validate(&self) -> Result<(), ClusterError> {
+    pub(crate) fn validate(&self) -> Result<(), ClusterError> {
         let bad = |m: String| Err(ClusterError::Config(m));
         self.cluster
             .validate(&self.namespace, self.link.io_timeout)

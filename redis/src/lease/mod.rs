@@ -97,6 +97,9 @@ mod word;
 
 use crate::sync;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use script::LeaseReply;
+
 pub use config::{ClusterLimiterBuilder, OutagePolicy, Shed, MAX_BATCH_KEYS};
 pub use future::GrantFuture;
 pub use grant::Grant;
