@@ -23,6 +23,7 @@ use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::Clock;
 use crate::key::{Key, KeyHasher, KeyRef};
+use crate::map::{Miss, Now, Probe};
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
 
@@ -63,14 +64,31 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         &'g self,
         hash: u64,
         key: &Q,
-        (e, m): (u64, Option<&'g SliceMap<K, S>>),
+        at: (u64, Option<&'g SliceMap<K, S>>),
         n: u64,
         guard: &'g Guard<'_>,
         fresh: impl Fn() -> u64,
     ) -> Option<(&'g Entry, Option<u64>)> {
+        self.add_with(hash, key, at, n, guard, fresh, Now)
+    }
+
+    /// [`add_in`](Self::add_in) with the key's lookup in `m` made by
+    /// `probe`: a plain lookup, or a batch's lookup ahead (`batch.rs`).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn add_with<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        (e, m): (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+        fresh: impl Fn() -> u64,
+        probe: impl Probe<'g, K, Entry>,
+    ) -> Option<(&'g Entry, Option<u64>)> {
         if let Some(m) = m {
-            match m.map.get(hash, |k| key.is(k), guard) {
-                Some(en) => {
+            match probe.lookup(&m.map, hash, |k| key.is(k), guard) {
+                Ok(en) => {
                     if let Some(after) = en.try_add(n) {
                         return Some((en, Some(after)));
                     }
@@ -81,7 +99,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                         return Some((en, after));
                     }
                 }
-                None => return self.add_first(m, hash, key, e, n, guard, fresh),
+                Err(miss) => return self.add_first(m, miss, hash, key, e, n, guard, fresh),
             }
         }
         self.add_slow(hash, key, e, n, guard, fresh)
@@ -94,6 +112,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     fn add_first<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
         m: &'g SliceMap<K, S>,
+        miss: Miss<'g, K, Entry>,
         hash: u64,
         key: &Q,
         e: u64,
@@ -101,7 +120,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         guard: &'g Guard<'_>,
         fresh: impl Fn() -> u64,
     ) -> Option<(&'g Entry, Option<u64>)> {
-        let en = match self.insert(m, hash, key, e, n, guard, &fresh)? {
+        let en = match self.insert(m, miss, hash, key, e, n, guard, &fresh)? {
             Inserted::Landed(en, after) => return Some((en, Some(after))),
             Inserted::Found(en) => en,
         };
@@ -124,9 +143,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     ) -> Option<(&'g Entry, Option<u64>)> {
         let m = self.ring.for_add(e, guard)?;
         loop {
-            let (en, new) = match m.map.get(hash, |k| key.is(k), guard) {
-                Some(en) => (en, false),
-                None => match self.insert(m, hash, key, e, n, guard, &fresh)? {
+            let (en, new) = match m.map.lookup(hash, |k| key.is(k), guard) {
+                Ok(en) => (en, false),
+                Err(miss) => match self.insert(m, miss, hash, key, e, n, guard, &fresh)? {
                     Inserted::Landed(en, after) => return Some((en, Some(after))),
                     Inserted::Found(en) => (en, true),
                 },
@@ -182,12 +201,14 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
 
     /// Inserts the key in the map of `m` with its first add, `n`, and the
     /// hot word `fresh` returned already in its entry (`Entry::start_with`), unless
-    /// another thread inserted it first (then the caller adds).
+    /// another thread inserted it first (then the caller adds). `miss`:
+    /// where the lookup that missed the key ended (`Map::upsert`).
     #[cold]
     #[allow(clippy::too_many_arguments)]
     fn insert<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
         m: &'g SliceMap<K, S>,
+        miss: Miss<'g, K, Entry>,
         hash: u64,
         key: &Q,
         e: u64,
@@ -198,6 +219,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         let r = m.map.upsert(
             hash,
             |k| key.is(k),
+            miss,
             || (key.to_key(), fresh()),
             &(),
             e,

@@ -40,6 +40,7 @@
 
 use super::bound;
 use super::builder::HotKeyDetectorBuilder;
+use super::entry::Entry;
 use super::home::{Home, HomeCfg};
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
@@ -48,7 +49,7 @@ use crate::error::ConfigError;
 use crate::hash::RandomState;
 use crate::key::KeyHasher;
 use crate::key::{Key, KeyRef};
-use crate::map::Map;
+use crate::map::{Map, Now, Probe};
 use crate::pack::EntryHot;
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
@@ -270,15 +271,31 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         n: u64,
         guard: &'g Guard<'_>,
     ) -> Option<u64> {
+        self.became_hot_looked(hash, key, at, n, guard, Now)
+    }
+
+    /// [`became_hot_with`](Self::became_hot_with) with the key's lookup
+    /// in the slice's map made by `probe` (`KeyedWindows::add_with`).
+    #[inline(always)]
+    pub(super) fn became_hot_looked<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        at: (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+        probe: impl Probe<'g, K, Entry>,
+    ) -> Option<u64> {
         let w = &self.windows;
         let e = at.0;
-        let (en, after) = w.add_in(hash, key, at, n, guard, || {
+        let fresh = || {
             // A new entry, under its shard's lock ("Why the check runs
             // under the slice's shard lock"): its hot word, stored before
             // the key is published.
             let has = self.homes.get(hash, |k| key.is(k), guard).is_some();
             CHECKED | if has { HAS_HOME } else { 0 }
-        })?;
+        };
+        let (en, after) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
         let flags = en.hot().load(Ordering::Acquire);
         // The entry's count after the add; a striped entry's is not known
         // here: treated as heavy (no count is `u64::MAX`).
