@@ -38,6 +38,7 @@
 //! lock hold). Only heavy keys that are not yet hot at their epoch take
 //! it.
 
+use super::add::UNKNOWN;
 use super::bound;
 use super::builder::HotKeyDetectorBuilder;
 use super::entry::Entry;
@@ -295,11 +296,10 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             let has = self.homes.get(hash, |k| key.is(k), guard).is_some();
             CHECKED | if has { HAS_HOME } else { 0 }
         };
-        let (en, after) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
-        let flags = en.hot().load(Ordering::Acquire);
         // The entry's count after the add; a striped entry's is not known
-        // here: treated as heavy (no count is `u64::MAX`).
-        let c = after.unwrap_or(u64::MAX);
+        // here (`UNKNOWN`, above every count): treated as heavy.
+        let (en, c) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
+        let flags = en.hot().load(Ordering::Acquire);
         let light = c < self.heavy;
         // Each of these ends the add (none needs the others). The first
         // two, the common cases, are evaluated together (`&`, `|`: no
@@ -322,7 +322,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             // Cold, and this add cannot reach the threshold (`bound.rs`).
             return None;
         }
-        self.heavy_step(hash, key, e, n, en, after, guard)
+        self.heavy_step(hash, key, e, n, en, (c != UNKNOWN).then_some(c), guard)
     }
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at

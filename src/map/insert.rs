@@ -84,6 +84,7 @@ where
     /// guard found (or [`Miss::NONE`]). If its table is still the shard's
     /// current one and its vacancy unchanged, the key is absent and goes
     /// there, without probing again (`table::Vacancy` says why).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn upsert<'g, P, R>(
         &'g self,
