@@ -301,21 +301,18 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let (en, c) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
         let flags = en.hot().load(Ordering::Acquire);
         let light = c < self.heavy;
-        // Each of these ends the add (none needs the others). The first
-        // two, the common cases, are evaluated together (`&`, `|`: no
-        // short-circuit), so that a stream mixing cold and hot keys meets
-        // fewer branches (callgrind, the Zipf stream at a threshold the
-        // ~2,800 most frequent keys reach: 0.86 mispredicts an add, 1.0
-        // with a branch each; at one no key reaches, 256 instructions an
-        // add against 259).
-        // A key with no home whose count here is below `H`.
-        let cold = light & (flags & (CHECKED | HAS_HOME) == CHECKED);
+        // Each of these ends the add (none needs the others).
+        // A key with no home whose count here is below `H`: first, and
+        // alone, so that an add on a key far from the threshold tests
+        // nothing else.
+        if light & (flags & (CHECKED | HAS_HOME) == CHECKED) {
+            return None;
+        }
         // A heavy crossing (a count reaching `H`) still notes itself.
         let noted = (flags & NOTED != 0) | light;
         // Hot at this epoch, and no later slice exists whose adds could
         // have cooled the key since.
-        let hot = (flags & HOT_HERE != 0) & noted & (w.ring.newest() == e);
-        if cold | hot {
+        if (flags & HOT_HERE != 0) & noted & (w.ring.newest() == e) {
             return None;
         }
         if noted && c < bound::bound(flags) {
