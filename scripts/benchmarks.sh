@@ -19,7 +19,11 @@
 #    Skip: BENCH_REPORT=0.
 # 4. Instructions an operation of the per-key structures, counted by
 #    callgrind (scripts/callgrind-keyed.sh; repeatable whatever the load):
-#    about 40 s a structure, five of them. Skip: BENCH_CALLGRIND=0.
+#    about 40 s a structure, seven of them. Skip: BENCH_CALLGRIND=0.
+#    CALLGRIND_BEFORE=path/to/keyed_steady (an older build of
+#    examples/keyed_steady.rs) counts that build too, and the table shows
+#    both; CALLGRIND_BEFORE_AT names it (a commit). BENCH_ONLY=callgrind
+#    runs the counts alone and rewrites their section only.
 # 5. The tower layer's and the Redis layer's benches only with BENCH_LAYERS=1
 #    (they build tokio, hyper and a Redis client in release, and the Redis
 #    one starts a redis-server). Among them `server` (tower/benches/server/,
@@ -56,9 +60,16 @@ layers=()
 if [ "${BENCH_LAYERS:-0}" = 1 ]; then
     layers=(layer cluster flood server)
 fi
+only_callgrind=0
 if [ -n "${BENCH_ONLY:-}" ]; then
     read -r -a benches <<<"$BENCH_ONLY"
     layers=()
+    # `callgrind` is not a criterion bench: its step runs below.
+    kept=()
+    for b in "${benches[@]}"; do
+        if [ "$b" = callgrind ]; then only_callgrind=1; else kept+=("$b"); fi
+    done
+    benches=("${kept[@]}")
 fi
 
 bench_time="${BENCH_TIME:-2}"
@@ -101,12 +112,15 @@ mkdir -p "$out"
 cat "$out/machine.txt"
 
 echo "== building the benches ($(elapsed))"
-cargo bench -p stripecount --features metrics --no-run
+if [ ${#benches[@]} -gt 0 ]; then
+    cargo bench -p stripecount --features metrics --no-run
+fi
 for b in "${layers[@]}"; do
     $(cargo_bench "$b") --no-run
 done
 
 for r in $(seq 1 "$runs"); do
+    [ ${#benches[@]} -gt 0 ] || [ ${#layers[@]} -gt 0 ] || break
     dir="$out/run$r"
     mkdir -p "$dir"
     rm -rf "$target/criterion"
@@ -144,10 +158,15 @@ if [ "${BENCH_REPORT:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
     echo "$before|$(load)|$((SECONDS - t0))" >"$out/report.load"
 fi
 
-if [ "${BENCH_CALLGRIND:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; then
+if { [ "${BENCH_CALLGRIND:-1}" = 1 ] && [ -z "${BENCH_ONLY:-}" ]; } || [ "$only_callgrind" = 1 ]; then
     echo "== callgrind: instructions an operation ($(elapsed))"
     t0=$SECONDS
-    bash scripts/callgrind-keyed.sh kw hk dm kl gvu >"$out/callgrind.txt"
+    modes=(kw hk kwb dm kl klr gvu)
+    bash scripts/callgrind-keyed.sh "${modes[@]}" >"$out/callgrind.txt"
+    if [ -n "${CALLGRIND_BEFORE:-}" ]; then
+        BIN="$CALLGRIND_BEFORE" bash scripts/callgrind-keyed.sh "${modes[@]}" >"$out/callgrind-before.txt"
+        echo "${CALLGRIND_BEFORE_AT:-an older build}" >"$out/callgrind-before.at"
+    fi
     echo "$(load)|$(load)|$((SECONDS - t0))" >"$out/callgrind.load"
 fi
 
