@@ -764,6 +764,73 @@ def render_server(spec, src):
     return lines
 
 
+CALLGRIND_TITLE = "### Instructions an operation (callgrind)"
+
+
+def read_callgrind(path):
+    """scripts/callgrind-keyed.sh's output: {mode: (instructions, mispredicts)}."""
+    with open(path) as f:
+        rows = [l.split() for l in f if l.strip()][1:]
+    return {r[0]: (r[1], r[2]) for r in rows if len(r) == 3}
+
+
+def render_callgrind(src):
+    """The callgrind section, if the run counted: the current build's counts
+    and, when an older build was counted too (CALLGRIND_BEFORE), its
+    counts beside them."""
+    cg = os.path.join(src, "callgrind.txt")
+    if not os.path.exists(cg):
+        return []
+    ld = read_load(os.path.join(src, "callgrind.load"))
+    now = read_callgrind(cg)
+    before, at = {}, None
+    if os.path.exists(os.path.join(src, "callgrind-before.txt")):
+        before = read_callgrind(os.path.join(src, "callgrind-before.txt"))
+        with open(os.path.join(src, "callgrind-before.at")) as f:
+            at = f.read().strip()
+    names = {
+        "kw": "`KeyedWindows::add_at`",
+        "hk": "`HotKeyDetector::add_at`",
+        "kwb": "`KeyedWindows::add_many_at`, 32 keys a call (an add)",
+        "hkb": "`HotKeyDetector::add_many_at`, 32 keys a call (an add)",
+        "klb": "`KeyedLimiter::try_acquire_many_at`, 32 a call (a request)",
+        "dm": "`DashMap<u64, AtomicU64>` add",
+        "gv": "governor keyed `check_key`",
+        "gvu": "governor keyed `check_key` (coarse clock)",
+        "gvr": "governor keyed, refusing",
+        "gvur": "governor keyed, refusing (coarse clock)",
+        "kl": "`KeyedLimiter::try_acquire_at`, admitting",
+        "klr": "`KeyedLimiter::try_acquire_at`, refusing",
+    }
+    modes = " ".join(now)
+    out = [
+        CALLGRIND_TITLE,
+        "",
+        f"`bash scripts/callgrind-keyed.sh {modes}`: one thread, the Zipf "
+        "stream, keys inserted and 8M operations of warm-up, then 2M counted "
+        "(`examples/keyed_steady.rs`); each structure on its library's default hasher "
+        "(ours foldhash, DashMap's and governor's SipHash-1-3). Counts, not times: the same "
+        "binary gives the same numbers whatever else the machine does."
+        + (f" {ld[2]} s." if ld else "")
+        + (f" `before`: the build of {at}, counted the same way." if at else ""),
+        "",
+    ]
+    if before:
+        out += [
+            "| operation | instructions | branch mispredicts | before: instructions | before: mispredicts |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for m, (i, b) in now.items():
+            bi, bb = before.get(m, ("-", "-"))
+            out.append(f"| {names.get(m, m)} | {i} | {b} | {bi} | {bb} |")
+    else:
+        out += ["| operation | instructions | branch mispredicts |", "|---|---:|---:|"]
+        for m, (i, b) in now.items():
+            out.append(f"| {names.get(m, m)} | {i} | {b} |")
+    out.append("")
+    return out
+
+
 def render(src):
     machine = read_kv(os.path.join(src, "machine.txt"))
     runs = []
@@ -817,38 +884,7 @@ def render(src):
         with open(report) as f:
             out += [l.rstrip() for l in f if l.strip()]
         out += ["```", ""]
-    cg = os.path.join(src, "callgrind.txt")
-    if os.path.exists(cg):
-        ld = read_load(os.path.join(src, "callgrind.load"))
-        with open(cg) as f:
-            rows = [l.split() for l in f if l.strip()][1:]
-        names = {
-            "kw": "`KeyedWindows::add_at`",
-            "hk": "`HotKeyDetector::add_at`",
-            "dm": "`DashMap<u64, AtomicU64>` add",
-            "gv": "governor keyed `check_key`",
-            "gvu": "governor keyed `check_key` (coarse clock)",
-            "gvr": "governor keyed, refusing",
-            "gvur": "governor keyed, refusing (coarse clock)",
-            "kl": "`KeyedLimiter::try_acquire_at`, admitting",
-            "klr": "`KeyedLimiter::try_acquire_at`, refusing",
-        }
-        out += [
-            "### Instructions an operation (callgrind)",
-            "",
-            "`bash scripts/callgrind-keyed.sh kw hk dm kl gvu`: one thread, the Zipf "
-            "stream, keys inserted and 8M operations of warm-up, then 2M counted "
-            "(`examples/keyed_steady.rs`). Counts, not times: the same binary gives the same "
-            "numbers whatever else the machine does."
-            + (f" {ld[2]} s." if ld else ""),
-            "",
-            "| operation | instructions | branch mispredicts |",
-            "|---|---:|---:|",
-        ]
-        for r in rows:
-            if len(r) == 3:
-                out.append(f"| {names.get(r[0], r[0])} | {r[1]} | {r[2]} |")
-        out.append("")
+    out += render_callgrind(src)
     out += render_refusals(src)
     out.append(END)
     return "\n".join(out)
@@ -951,13 +987,9 @@ def write_section(path, src, bench):
     last full run wrote them."""
     new = sections(render(src))
     if bench == "callgrind":
-        specs = [
-            {"title": t[4:]}
-            for t in new
-            if t.startswith("### Instructions a")
-        ]
-    else:
-        specs = [g for g in GROUPS if g.get("bench") == bench]
+        replace_callgrind(path, new)
+        return
+    specs = [g for g in GROUPS if g.get("bench") == bench]
     if not specs:
         sys.exit(f"no bench named {bench} in GROUPS")
     machine = read_kv(os.path.join(src, "machine.txt"))
@@ -991,6 +1023,27 @@ def write_section(path, src, bench):
             items = list(old.items())
             items.insert(at, (heading, lines))
             old = dict(items)
+    with open(path, "w") as f:
+        body = "\n".join(l for v in old.values() for l in v).rstrip("\n")
+        f.write(head + BEGIN + intro + body + "\n\n" + END + tail)
+
+
+def replace_callgrind(path, new):
+    """Replaces (or adds, last) the callgrind section of `path` by the one
+    of `new` (a run with BENCH_ONLY=callgrind)."""
+    if CALLGRIND_TITLE not in new:
+        sys.exit("the run has no callgrind counts")
+    with open(path) as f:
+        text = f.read()
+    head, rest = text.split(BEGIN, 1)
+    body, tail = rest.split(END, 1)
+    intro = body.split("### ", 1)[0]
+    old = sections(body)
+    # The per-key counts and the limiters' refusals: every section of
+    # instructions the run rendered.
+    for title, lines in new.items():
+        if title.startswith("### Instructions a"):
+            old[title] = lines
     with open(path, "w") as f:
         body = "\n".join(l for v in old.values() for l in v).rstrip("\n")
         f.write(head + BEGIN + intro + body + "\n\n" + END + tail)

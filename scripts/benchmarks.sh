@@ -19,11 +19,13 @@
 #    Skip: BENCH_REPORT=0.
 # 4. Instructions an operation of the per-key structures, counted by
 #    callgrind (scripts/callgrind-keyed.sh; repeatable whatever the load):
-#    about 40 s a structure, five of them; and a refusal of one shared
-#    limiter (scripts/callgrind-limiter.sh), about 40 s a mode, eight of
-#    them; with CALLGRIND_BASE=<commit>, also on that commit's library (the
-#    same harness, built in its own target directory: a before and after).
-#    Skip: BENCH_CALLGRIND=0.
+#    about 40 s a structure, seven of them; CALLGRIND_BEFORE=path/to/keyed_steady
+#    (an older build of examples/keyed_steady.rs) counts that build too, and
+#    the table shows both; CALLGRIND_BEFORE_AT names it (a commit). And a
+#    refusal of one shared limiter (scripts/callgrind-limiter.sh), about 40 s
+#    a mode, eight of them; with CALLGRIND_BASE=<commit>, also on that
+#    commit's library (the same harness, built in its own target directory:
+#    a before and after). Skip: BENCH_CALLGRIND=0.
 # 5. The tower layer's and the Redis layer's benches only with BENCH_LAYERS=1
 #    (they build tokio, hyper and a Redis client in release, and the Redis
 #    one starts a redis-server). Among them `server` (tower/benches/server/,
@@ -119,6 +121,7 @@ for b in "${layers[@]}"; do
 done
 
 for r in $(seq 1 "$runs"); do
+    [ ${#benches[@]} -gt 0 ] || [ ${#layers[@]} -gt 0 ] || break
     dir="$out/run$r"
     mkdir -p "$dir"
     rm -rf "$target/criterion"
@@ -159,7 +162,12 @@ fi
 if [ "${BENCH_CALLGRIND:-1}" = 1 ] && { [ -z "${BENCH_ONLY:-}" ] || [ "$callgrind_only" = 1 ]; }; then
     echo "== callgrind: instructions an operation ($(elapsed))"
     t0=$SECONDS
-    bash scripts/callgrind-keyed.sh kw hk dm kl gvu >"$out/callgrind.txt"
+    modes=(kw hk kwb dm kl klr gvu)
+    bash scripts/callgrind-keyed.sh "${modes[@]}" >"$out/callgrind.txt"
+    if [ -n "${CALLGRIND_BEFORE:-}" ]; then
+        BIN="$CALLGRIND_BEFORE" bash scripts/callgrind-keyed.sh "${modes[@]}" >"$out/callgrind-before.txt"
+        echo "${CALLGRIND_BEFORE_AT:-an older build}" >"$out/callgrind-before.at"
+    fi
     echo "$(load)|$(load)|$((SECONDS - t0))" >"$out/callgrind.load"
     t0=$SECONDS
     modes=(rt rd rdt rd@1 rdt@1 md kd gv)

@@ -23,8 +23,13 @@ use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
 use crate::clock::Clock;
 use crate::key::{Key, KeyHasher, KeyRef};
+use crate::map::{Miss, Now, Probe};
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
+
+/// The count after an add to a striped entry, which the add does not
+/// learn (no count reaches it: counts stop at `COUNT_MAX`).
+pub(super) const UNKNOWN: u64 = u64::MAX;
 
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// Where an add at `now` goes: its epoch, and the map it writes when
@@ -45,8 +50,10 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
 
     /// The engine of every add: the key's entry in the map of slice `e`
     /// (`m`, from [`locate`](Self::locate)), inserted if needed, and the
-    /// add on it. `Some(after)`: counted, with the entry's count right
-    /// after when the entry is not striped. `None`: older than the ring,
+    /// add on it. `Some((entry, after))`: counted, with the entry's count
+    /// right after, or [`UNKNOWN`] when the entry is striped (two words,
+    /// returned in registers; an `Option<u64>` count would make it three,
+    /// returned through the stack). `None`: older than the ring,
     /// or not tracked. The common case (the slice is current and holds
     /// the key) is inlined: one lookup and one CAS; a key's first add in
     /// the slice goes straight to the insert, without a second lookup, and
@@ -63,25 +70,42 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         &'g self,
         hash: u64,
         key: &Q,
+        at: (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+        fresh: impl Fn() -> u64,
+    ) -> Option<(&'g Entry, u64)> {
+        self.add_with(hash, key, at, n, guard, fresh, Now)
+    }
+
+    /// [`add_in`](Self::add_in) with the key's lookup in `m` made by
+    /// `probe`: a plain lookup, or a batch's lookup ahead (`batch.rs`).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn add_with<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
         (e, m): (u64, Option<&'g SliceMap<K, S>>),
         n: u64,
         guard: &'g Guard<'_>,
         fresh: impl Fn() -> u64,
-    ) -> Option<(&'g Entry, Option<u64>)> {
+        probe: impl Probe<'g, K, Entry>,
+    ) -> Option<(&'g Entry, u64)> {
         if let Some(m) = m {
-            match m.map.get(hash, |k| key.is(k), guard) {
-                Some(en) => {
+            match probe.lookup(&m.map, hash, |k| key.is(k), guard) {
+                Ok(en) => {
                     if let Some(after) = en.try_add(n) {
-                        return Some((en, Some(after)));
+                        return Some((en, after));
                     }
                     // Striped, contended, saturated or watched: the entry's
                     // own slow path, without a second lookup.
                     if let Add::Done(after) = en.add(n) {
                         self.landed(en, (hash, key), e, false, guard);
-                        return Some((en, after));
+                        return Some((en, after.unwrap_or(UNKNOWN)));
                     }
                 }
-                None => return self.add_first(m, hash, key, e, n, guard, fresh),
+                Err(miss) => return self.add_first(m, miss, hash, key, e, n, guard, fresh),
             }
         }
         self.add_slow(hash, key, e, n, guard, fresh)
@@ -94,20 +118,21 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     fn add_first<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
         m: &'g SliceMap<K, S>,
+        miss: Miss<'g, K, Entry>,
         hash: u64,
         key: &Q,
         e: u64,
         n: u64,
         guard: &'g Guard<'_>,
         fresh: impl Fn() -> u64,
-    ) -> Option<(&'g Entry, Option<u64>)> {
-        let en = match self.insert(m, hash, key, e, n, guard, &fresh)? {
-            Inserted::Landed(en, after) => return Some((en, Some(after))),
+    ) -> Option<(&'g Entry, u64)> {
+        let en = match self.insert(m, miss, hash, key, e, n, guard, &fresh)? {
+            Inserted::Landed(en, after) => return Some((en, after)),
             Inserted::Found(en) => en,
         };
         if let Add::Done(after) = en.add(n) {
             self.landed(en, (hash, key), e, true, guard);
-            return Some((en, after));
+            return Some((en, after.unwrap_or(UNKNOWN)));
         }
         self.add_slow(hash, key, e, n, guard, fresh)
     }
@@ -121,19 +146,19 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         n: u64,
         guard: &'g Guard<'_>,
         fresh: impl Fn() -> u64,
-    ) -> Option<(&'g Entry, Option<u64>)> {
+    ) -> Option<(&'g Entry, u64)> {
         let m = self.ring.for_add(e, guard)?;
         loop {
-            let (en, new) = match m.map.get(hash, |k| key.is(k), guard) {
-                Some(en) => (en, false),
-                None => match self.insert(m, hash, key, e, n, guard, &fresh)? {
-                    Inserted::Landed(en, after) => return Some((en, Some(after))),
+            let (en, new) = match m.map.lookup(hash, |k| key.is(k), guard) {
+                Ok(en) => (en, false),
+                Err(miss) => match self.insert(m, miss, hash, key, e, n, guard, &fresh)? {
+                    Inserted::Landed(en, after) => return Some((en, after)),
                     Inserted::Found(en) => (en, true),
                 },
             };
             if let Add::Done(after) = en.add(n) {
                 self.landed(en, (hash, key), e, new, guard);
-                return Some((en, after));
+                return Some((en, after.unwrap_or(UNKNOWN)));
             }
         }
     }
@@ -182,12 +207,14 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
 
     /// Inserts the key in the map of `m` with its first add, `n`, and the
     /// hot word `fresh` returned already in its entry (`Entry::start_with`), unless
-    /// another thread inserted it first (then the caller adds).
-    #[cold]
+    /// another thread inserted it first (then the caller adds). `miss`:
+    /// where the lookup that missed the key ended (`Map::upsert`).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn insert<'g, Q: KeyRef<K> + ?Sized>(
         &'g self,
         m: &'g SliceMap<K, S>,
+        miss: Miss<'g, K, Entry>,
         hash: u64,
         key: &Q,
         e: u64,
@@ -198,6 +225,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         let r = m.map.upsert(
             hash,
             |k| key.is(k),
+            miss,
             || (key.to_key(), fresh()),
             &(),
             e,

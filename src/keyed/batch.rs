@@ -15,10 +15,12 @@
 //! 1. pull and hash every item (the key's `Hash`; an item its single call
 //!    would not hash, such as an add of 0, is not hashed);
 //! 2. pin one guard, find the slice's map once (the batch has one time),
-//!    start fetching every item's control word, then every item's slot
-//!    (`crate::map`'s prefetch hints: they change nothing);
+//!    load every item's shard table pointers and start fetching its
+//!    control word, then every item's slot (`crate::map`'s prefetch
+//!    hints: they change nothing);
 //! 3. apply every item in order, each through the engine of its single
-//!    call, with its hash and the map already found.
+//!    call, with its hash, the map and its shard's tables already found
+//!    (a lookup whose pointers were loaded in step 2, `map/prefetch.rs`).
 //!
 //! # Invariants: the single calls, in order
 //! - Each item is applied by its single call's own path (one add, one
@@ -43,7 +45,9 @@
 //! [`HotKeyDetector`]: super::HotKeyDetector
 //! [`HotKeySketch`]: super::HotKeySketch
 
+use super::entry::Entry;
 use super::slice_map::SliceMap;
+use crate::map::{Ahead, Map, Value};
 use crate::reclaim::Guard;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
@@ -126,20 +130,48 @@ pub(crate) fn in_groups<'a, Q, I>(
 
 /// Starts fetching what the lookups of a group's items in `m` will read:
 /// every control word first, then every slot the words name, so that the
-/// group's misses overlap. Items of `n == 0` are not looked up.
-#[inline]
-pub(crate) fn prefetch<K, S, Q: ?Sized>(
-    m: &SliceMap<K, S>,
+/// group's misses overlap; returns each item's [`Ahead`] (its shard's
+/// table pointers, loaded once), for its lookup
+/// ([`Map::lookup_ahead`](crate::map::Map::lookup_ahead)). Items of
+/// `n == 0` are not looked up ([`Ahead::NONE`]).
+#[inline(always)]
+pub(crate) fn prefetch<'g, K, S, Q: ?Sized>(
+    m: &'g SliceMap<K, S>,
     group: &[Item<'_, Q>],
-    guard: &Guard<'_>,
-) where
+    guard: &'g Guard<'g>,
+) -> [Ahead<'g, K, Entry>; GROUP]
+where
     K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
     S: std::hash::BuildHasher,
 {
-    for it in group.iter().filter(|it| it.n != 0) {
-        m.map.prefetch_ctrl(it.hash, guard);
+    prefetch_map(&m.map, group, guard, false)
+}
+
+/// [`prefetch`] on any map (the limiter's states, `limiter/keyed/batch.rs`),
+/// items of `n == 0` included if `all` (the limiter looks up every
+/// request whose single call would).
+#[inline(always)]
+pub(crate) fn prefetch_map<'g, K, V, S, Q: ?Sized>(
+    map: &'g Map<K, V, S>,
+    group: &[Item<'_, Q>],
+    guard: &'g Guard<'g>,
+    all: bool,
+) -> [Ahead<'g, K, V>; GROUP]
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    V: Value,
+    S: std::hash::BuildHasher,
+{
+    let mut ahead = [Ahead::NONE; GROUP];
+    for (a, it) in ahead.iter_mut().zip(group) {
+        if all || it.n != 0 {
+            *a = map.prefetch_ctrl(it.hash, guard);
+        }
     }
-    for it in group.iter().filter(|it| it.n != 0) {
-        m.map.prefetch(it.hash, guard);
+    for (a, it) in ahead.iter().zip(group) {
+        if all || it.n != 0 {
+            map.prefetch_slot(a, it.hash);
+        }
     }
+    ahead
 }

@@ -109,6 +109,7 @@ impl Entry {
 
     /// Prepares a vacant entry for a new key, or (`incoming`) for a key
     /// moving in from another table.
+    #[inline]
     pub(crate) fn init(&self, incoming: bool) {
         self.word
             .store(if incoming { INCOMING } else { 0 }, Ordering::Relaxed);

@@ -86,6 +86,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         let made = self.homes.upsert(
             hash,
             |k| key.is(k),
+            crate::map::Miss::NONE,
             || (key.to_key(), ()),
             &self.home_cfg,
             e,

@@ -38,8 +38,10 @@
 //! lock hold). Only heavy keys that are not yet hot at their epoch take
 //! it.
 
+use super::add::UNKNOWN;
 use super::bound;
 use super::builder::HotKeyDetectorBuilder;
+use super::entry::Entry;
 use super::home::{Home, HomeCfg};
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
@@ -48,7 +50,7 @@ use crate::error::ConfigError;
 use crate::hash::RandomState;
 use crate::key::KeyHasher;
 use crate::key::{Key, KeyRef};
-use crate::map::Map;
+use crate::map::{Map, Now, Probe};
 use crate::pack::EntryHot;
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
@@ -302,42 +304,54 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         n: u64,
         guard: &'g Guard<'_>,
     ) -> Option<u64> {
+        self.became_hot_looked(hash, key, at, n, guard, Now)
+    }
+
+    /// [`became_hot_with`](Self::became_hot_with) with the key's lookup
+    /// in the slice's map made by `probe` (`KeyedWindows::add_with`).
+    #[inline(always)]
+    pub(super) fn became_hot_looked<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        at: (u64, Option<&'g SliceMap<K, S>>),
+        n: u64,
+        guard: &'g Guard<'_>,
+        probe: impl Probe<'g, K, Entry>,
+    ) -> Option<u64> {
         let w = &self.windows;
         let e = at.0;
-        let (en, after) = w.add_in(hash, key, at, n, guard, || {
+        let fresh = || {
             // A new entry, under its shard's lock ("Why the check runs
             // under the slice's shard lock"): its hot word, stored before
             // the key is published.
             let has = self.homes.get(hash, |k| key.is(k), guard).is_some();
             CHECKED | if has { HAS_HOME } else { 0 }
-        })?;
-        let flags = en.hot().load(Ordering::Acquire);
+        };
         // The entry's count after the add; a striped entry's is not known
-        // here: treated as heavy (no count is `u64::MAX`).
-        let c = after.unwrap_or(u64::MAX);
+        // here (`UNKNOWN`, above every count): treated as heavy.
+        let (en, c) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
+        let flags = en.hot().load(Ordering::Acquire);
         let light = c < self.heavy;
-        // Each of these ends the add (none needs the others). The first
-        // two, the common cases, are evaluated together (`&`, `|`: no
-        // short-circuit), so that a stream mixing cold and hot keys meets
-        // fewer branches (callgrind, the Zipf stream at a threshold the
-        // ~2,800 most frequent keys reach: 0.86 mispredicts an add, 1.0
-        // with a branch each; at one no key reaches, 256 instructions an
-        // add against 259).
-        // A key with no home whose count here is below `H`.
-        let cold = light & (flags & (CHECKED | HAS_HOME) == CHECKED);
+        // Each of these ends the add (none needs the others).
+        // A key with no home whose count here is below `H`: first, and
+        // alone, so that an add on a key far from the threshold tests
+        // nothing else.
+        if light & (flags & (CHECKED | HAS_HOME) == CHECKED) {
+            return None;
+        }
         // A heavy crossing (a count reaching `H`) still notes itself.
         let noted = (flags & NOTED != 0) | light;
         // Hot at this epoch, and no later slice exists whose adds could
         // have cooled the key since.
-        let hot = (flags & HOT_HERE != 0) & noted & (w.ring.newest() == e);
-        if cold | hot {
+        if (flags & HOT_HERE != 0) & noted & (w.ring.newest() == e) {
             return None;
         }
         if noted && c < bound::bound(flags) {
             // Cold, and this add cannot reach the threshold (`bound.rs`).
             return None;
         }
-        self.heavy_step(hash, key, e, n, en, after, guard)
+        self.heavy_step(hash, key, e, n, en, (c != UNKNOWN).then_some(c), guard)
     }
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at

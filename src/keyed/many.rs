@@ -58,14 +58,27 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         in_groups(items, hash, |group| {
             let guard = Guard::pin(self.ring.graveyard());
             let at = self.locate(now, &guard);
-            if let Some(m) = at.1 {
-                prefetch(m, group, &guard);
-            }
-            for it in group {
-                if it.n == 0
-                    || self
-                        .add_in(it.hash, it.key, at, it.n, &guard, || 0)
-                        .is_some()
+            let Some(m) = at.1 else {
+                for it in group {
+                    if it.n == 0
+                        || self
+                            .add_in(it.hash, it.key, at, it.n, &guard, || 0)
+                            .is_some()
+                    {
+                        counted += 1;
+                    }
+                }
+                return;
+            };
+            let ahead = prefetch(m, group, &guard);
+            for (it, &a) in group.iter().zip(&ahead) {
+                if it.n == 0 {
+                    counted += 1;
+                    continue;
+                }
+                if self
+                    .add_with(it.hash, it.key, at, it.n, &guard, || 0, a)
+                    .is_some()
                 {
                     counted += 1;
                 }
@@ -131,11 +144,18 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             |group| {
                 let guard = Guard::pin(w.ring.graveyard());
                 let at = w.locate(now, &guard);
-                if let Some(m) = at.1 {
-                    prefetch(m, group, &guard);
-                }
-                for it in group.iter().filter(|it| it.n != 0) {
-                    if let Some(sum) = self.became_hot_with(it.hash, it.key, at, it.n, &guard) {
+                let Some(m) = at.1 else {
+                    for it in group.iter().filter(|it| it.n != 0) {
+                        if let Some(sum) = self.became_hot_with(it.hash, it.key, at, it.n, &guard) {
+                            on_hot(it.key, sum);
+                        }
+                    }
+                    return;
+                };
+                let ahead = prefetch(m, group, &guard);
+                for (it, &a) in group.iter().zip(&ahead).filter(|(it, _)| it.n != 0) {
+                    if let Some(sum) = self.became_hot_looked(it.hash, it.key, at, it.n, &guard, a)
+                    {
                         on_hot(it.key, sum);
                     }
                 }

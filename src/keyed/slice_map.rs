@@ -107,6 +107,7 @@ impl Value for Entry {
     #[cfg(not(loom))]
     const ZEROED_VACANT: bool = true;
 
+    #[inline]
     fn init(&self, _cfg: &(), incoming: bool) {
         Entry::init(self, incoming);
     }
@@ -131,6 +132,7 @@ impl Value for Entry {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::map::Miss;
     use std::collections::hash_map::RandomState;
     use std::hash::BuildHasher;
     use std::sync::Arc;
@@ -150,7 +152,7 @@ mod tests {
         for k in &keys {
             let h = hasher.hash_one(k);
             m.map
-                .get_or_insert(h, |x| x == k, || k.clone(), &(), 0, &guard);
+                .get_or_insert(h, |x| x == k, Miss::NONE, || k.clone(), &(), 0, &guard);
         }
         assert_eq!(m.map.len(), keys.len());
         assert!(keys.iter().all(|k| Arc::strong_count(k) == 2));
@@ -188,7 +190,9 @@ mod tests {
             let m = ring.for_add(e, &guard).expect("the newest slice");
             for k in 0..KEYS {
                 let h = ring.hash(&k);
-                let en = m.map.get_or_insert(h, |x| *x == k, || k, &(), e, &guard);
+                let en = m
+                    .map
+                    .get_or_insert(h, |x| *x == k, Miss::NONE, || k, &(), e, &guard);
                 // Added onto what the entry holds: a key left behind by a
                 // badly cleared table would show its old count too.
                 let en = en.expect("unbounded");

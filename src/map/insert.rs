@@ -19,10 +19,11 @@
 //! publication, is the crate's own code and does not panic; what it needs
 //! from the caller's code comes from `make`.
 
-use super::{Map, Value};
+use super::{Map, Miss, Value};
 use crate::reclaim::Guard;
 use crate::sync::{lock_whole, Ordering};
 use std::hash::{BuildHasher, Hash};
+use std::ptr;
 
 /// One key's place under the map's bound ([`Map::reserve`]), given back
 /// ([`Map::unreserve`]) when dropped: on a key found present, or when the
@@ -44,10 +45,14 @@ where
     /// The key's state, inserting the key (built by `make`) with a fresh
     /// state if it is absent. `None`: the map is full of keys that are not
     /// idle at epoch `now` (see "Bounds and eviction").
+    ///
+    /// `miss`: as in [`upsert`](Self::upsert).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn get_or_insert<'g>(
         &'g self,
         hash: u64,
         is: impl Fn(&K) -> bool,
+        miss: Miss<'g, K, V>,
         make: impl FnOnce() -> K,
         cfg: &V::Cfg,
         now: u64,
@@ -56,6 +61,7 @@ where
         self.upsert(
             hash,
             is,
+            miss,
             || (make(), ()),
             cfg,
             now,
@@ -73,11 +79,18 @@ where
     /// is published, so no other thread ever sees the key without that
     /// write (a key's first add lands with its insert: `keyed/add.rs`).
     /// `prepare` must not panic (module docs). `None`: the map is full.
+    ///
+    /// `miss`: what a [`lookup`](Map::lookup) of the key under the same
+    /// guard found (or [`Miss::NONE`]). If its table is still the shard's
+    /// current one and its vacancy unchanged, the key is absent and goes
+    /// there, without probing again (`table::Vacancy` says why).
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn upsert<'g, P, R>(
         &'g self,
         hash: u64,
         is: impl Fn(&K) -> bool,
+        miss: Miss<'g, K, V>,
         make: impl FnOnce() -> (K, P),
         cfg: &V::Cfg,
         now: u64,
@@ -100,6 +113,19 @@ where
         // table is freed only through the collector (invariants 1, 3).
         let cur = unsafe { p.current.load(Ordering::Acquire).as_ref() };
         if let Some(t) = cur {
+            // The lookup's vacancy, if nothing was inserted there since and
+            // the table has room: the key is absent and goes there.
+            if ptr::eq(t, miss.table) && st.len + st.tombs < t.max_used() && t.still_vacant(miss.at)
+            {
+                let (key, p) = make();
+                let s = t.insert_at(miss.at, hash, key, |v| {
+                    v.init(cfg, false);
+                    prepare(v, p);
+                });
+                std::mem::forget(reserved); // the key holds it from here
+                st.len += 1;
+                return Some(f(s.value(), true));
+            }
             if let Some(s) = t.find(hash, &is) {
                 debug_assert!(!s.value().is_dead(), "invariant 4");
                 drop(reserved);

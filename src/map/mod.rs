@@ -82,6 +82,7 @@ pub(crate) mod lines;
 #[cfg(loom)]
 pub mod model;
 mod prefetch;
+pub(crate) use prefetch::{Ahead, Now, Probe};
 pub(crate) mod spares;
 mod sweep;
 pub(crate) mod table;
@@ -93,10 +94,11 @@ pub(crate) use value::Value;
 pub(crate) use walk::Marks;
 
 use self::spares::Spares;
-use self::table::Table;
+use self::table::{Table, Vacancy};
 use crate::reclaim::Guard;
 use crate::sync::{lock_whole, Arc, AtomicPtr, AtomicU64, AtomicUsize, Exclusive, Mutex, Ordering};
 use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
 use std::ptr;
 
 /// Shards per map: inserts into different shards do not wait for each
@@ -127,6 +129,43 @@ struct ShardState {
     tombs: usize,
     /// Keys the shard's first table is sized for ([`Map::presize`]).
     hint: usize,
+}
+
+/// Where a [`Map::lookup`] that missed would have found its key: the
+/// shard's current table as it probed it, and the vacancy its probe ended
+/// at (`table::Vacancy`). Valid under the guard of the lookup, which keeps
+/// that table alive; `upsert` uses it only if, under the shard lock, the
+/// table is still current and the vacancy unchanged.
+pub(crate) struct Miss<'g, K, V> {
+    table: *const Table<K, V>,
+    at: Vacancy,
+    _guard: PhantomData<&'g Table<K, V>>,
+}
+
+impl<K, V> Clone for Miss<'_, K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for Miss<'_, K, V> {}
+
+impl<K, V> Miss<'_, K, V> {
+    /// Nothing known: `upsert` probes.
+    pub(crate) const NONE: Self = Miss {
+        table: ptr::null(),
+        at: Vacancy::NONE,
+        _guard: PhantomData,
+    };
+
+    #[inline(always)]
+    pub(super) fn at(table: *const Table<K, V>, at: Vacancy) -> Self {
+        Miss {
+            table,
+            at,
+            _guard: PhantomData,
+        }
+    }
 }
 
 /// The per-key map (see the module docs).
@@ -253,8 +292,21 @@ where
         &'g self,
         hash: u64,
         is: impl Fn(&K) -> bool,
-        _guard: &'g Guard<'g>,
+        guard: &'g Guard<'g>,
     ) -> Option<&'g V> {
+        self.lookup(hash, is, guard).ok()
+    }
+
+    /// [`get`](Self::get), saying on a miss where the key would go in the
+    /// shard's current table ([`Miss`]), so that an insert right after
+    /// (`upsert`) need not probe again.
+    #[inline(always)]
+    pub(crate) fn lookup<'g>(
+        &'g self,
+        hash: u64,
+        is: impl Fn(&K) -> bool,
+        _guard: &'g Guard<'g>,
+    ) -> Result<&'g V, Miss<'g, K, V>> {
         let p = &self.ptrs[self.shard(hash)];
         loop {
             // Both pointers before either probe (the module docs): loading
@@ -264,18 +316,24 @@ where
             // (`loom-tests/tests/keyed.rs`, read_racing_a_table_move).
             let cur = p.current.load(Ordering::Acquire);
             let old = p.old.load(Ordering::Acquire);
-            for t in [cur, old] {
-                // SAFETY: a non-null table pointer loaded under a guard
-                // stays valid until the guard is dropped (tables are freed
-                // through the collector, invariant 1).
-                if let Some(t) = unsafe { t.as_ref() } {
-                    if let Some(s) = t.find(hash, &is) {
-                        return Some(s.value());
-                    }
+            let mut miss = Miss::NONE;
+            // SAFETY: a non-null table pointer loaded under a guard stays
+            // valid until the guard is dropped (tables are freed through
+            // the collector, invariant 1).
+            if let Some(t) = unsafe { cur.as_ref() } {
+                match t.search(hash, &is) {
+                    Ok(s) => return Ok(s.value()),
+                    Err(v) => miss = Miss::at(cur.cast_const(), v),
+                }
+            }
+            // SAFETY: as above.
+            if let Some(t) = unsafe { old.as_ref() } {
+                if let Some(s) = t.find(hash, &is) {
+                    return Ok(s.value());
                 }
             }
             if p.current.load(Ordering::Acquire) == cur && p.old.load(Ordering::Acquire) == old {
-                return None;
+                return Err(miss);
             }
         }
     }

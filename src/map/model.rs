@@ -254,6 +254,7 @@ impl ModelMap {
             .upsert(
                 hash,
                 is,
+                crate::map::Miss::NONE,
                 make,
                 &(),
                 0,

@@ -266,6 +266,7 @@ mod tests {
         let made = m.upsert(
             h,
             |x| *x == k,
+            crate::map::Miss::NONE,
             || (k, ()),
             &(),
             0,

@@ -39,6 +39,7 @@ use crate::limiter::config::MAX_LIMITS;
 use crate::limiter::decision::Decision;
 use crate::limiter::state::{AdmissionState, Refused};
 use crate::limiter::Denied;
+use crate::map::{Now, Probe};
 use crate::reclaim::Guard;
 use crate::sync::{wait_hint, Ordering};
 use std::hash::BuildHasher;
@@ -128,13 +129,28 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         n: u64,
         guard: &'g Guard<'g>,
     ) -> Result<u64, Denied> {
+        self.acquire_with(hash, key, now, n, guard, Now)
+    }
+
+    /// [`acquire_in`](Self::acquire_in) with the key's lookup done by
+    /// `probe`: a plain lookup, or a batch's lookup ahead (`batch.rs`).
+    #[inline(always)]
+    pub(super) fn acquire_with<'g, Q: KeyRef<K> + ?Sized>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        now: u64,
+        n: u64,
+        guard: &'g Guard<'g>,
+        probe: impl Probe<'g, K, AdmissionState>,
+    ) -> Result<u64, Denied> {
         let cfg = &self.shared.cfg;
         let r = if self.quotas.levels() == 1 {
             let limit = self.quotas.read_one(hash, key, guard);
             if let Some(r) = self.settled(now, n, n > limit) {
                 return r;
             }
-            self.on_state(hash, key, now, guard, |st| {
+            self.on_state_looked(hash, key, now, guard, probe, |st| {
                 verdict(st.acquire_one(cfg, now, n, limit))
             })
         } else {
@@ -143,7 +159,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             if let Some(r) = self.settled(now, n, limits.iter().any(|&l| n > l)) {
                 return r;
             }
-            self.on_state(hash, key, now, guard, |st| {
+            self.on_state_looked(hash, key, now, guard, probe, |st| {
                 verdict(st.acquire(cfg, now, n, limits))
             })
         };
@@ -241,12 +257,31 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
         key: &Q,
         now: u64,
         guard: &'g Guard<'g>,
+        f: impl FnMut(&'g AdmissionState) -> Option<R>,
+    ) -> Option<R>
+    where
+        Q: KeyRef<K> + ?Sized,
+    {
+        self.on_state_looked(hash, key, now, guard, Now, f)
+    }
+
+    /// [`on_state`](Self::on_state) with the first lookup made by `probe`.
+    /// A key the slow path finds absent is inserted where its lookup
+    /// ended, if nothing was inserted there meanwhile (`Map::upsert`).
+    #[inline(always)]
+    fn on_state_looked<'g, Q, R>(
+        &'g self,
+        hash: u64,
+        key: &Q,
+        now: u64,
+        guard: &'g Guard<'g>,
+        probe: impl Probe<'g, K, AdmissionState>,
         mut f: impl FnMut(&'g AdmissionState) -> Option<R>,
     ) -> Option<R>
     where
         Q: KeyRef<K> + ?Sized,
     {
-        if let Some(st) = self.map.get(hash, |k| key.is(k), guard) {
+        if let Ok(st) = probe.lookup(&self.map, hash, |k| key.is(k), guard) {
             if let Some(r) = f(st) {
                 return Some(r);
             }
@@ -268,11 +303,12 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
     {
         let mut rounds = 0;
         loop {
-            let st = match self.map.get(hash, |k| key.is(k), guard) {
-                Some(st) => st,
-                None => self.map.get_or_insert(
+            let st = match self.map.lookup(hash, |k| key.is(k), guard) {
+                Ok(st) => st,
+                Err(miss) => self.map.get_or_insert(
                     hash,
                     |k| key.is(k),
+                    miss,
                     || key.to_key(),
                     &self.shared,
                     self.epoch(now),

@@ -6,7 +6,7 @@
 use super::KeyedLimiter;
 use crate::clock::{Clock, Timestamp};
 use crate::key::{Key, KeyRef};
-use crate::keyed::batch::in_groups;
+use crate::keyed::batch::{in_groups, prefetch_map};
 use crate::reclaim::Guard;
 use std::hash::BuildHasher;
 
@@ -62,14 +62,13 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             |k, _| self.map.hash(k),
             |group| {
                 let guard = Guard::pin(&self.graveyard);
-                for r in group {
-                    self.map.prefetch_ctrl(r.hash, &guard);
-                }
-                for r in group {
-                    self.map.prefetch(r.hash, &guard);
-                }
-                for r in group {
-                    let granted = self.acquire_in(r.hash, r.key, now, r.n, &guard).is_ok();
+                // Every request is prefetched, those of 0 too (never looked
+                // up: settled first).
+                let ahead = prefetch_map(&self.map, group, &guard, true);
+                for (r, &a) in group.iter().zip(&ahead) {
+                    let granted = self
+                        .acquire_with(r.hash, r.key, now, r.n, &guard, a)
+                        .is_ok();
                     verdict(i, granted);
                     i += 1;
                 }

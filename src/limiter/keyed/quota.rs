@@ -184,6 +184,7 @@ impl<K: Key, S: BuildHasher> Quotas<K, S> {
         let set = self.overrides.upsert(
             hash,
             is,
+            crate::map::Miss::NONE,
             || (key.to_key(), ()),
             &(),
             0,

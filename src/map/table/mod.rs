@@ -78,6 +78,34 @@ impl<K, V> Slot<K, V> {
 // (atomics) across threads; both must be shareable and sendable.
 unsafe impl<K: Send + Sync, V: Send + Sync> Sync for Slot<K, V> {}
 
+/// Where a probe that missed its key ended ([`Table::search`]): the first
+/// group of the key's probe sequence with an `EMPTY` byte, and its word as
+/// read.
+///
+/// If that word is unchanged when read again under the shard lock, the key
+/// is still absent and an insert of it goes to that group's first `EMPTY`
+/// slot: bytes only go `EMPTY -> FULL -> TOMB` (invariant 1), so the
+/// groups the probe passed still have no `EMPTY` byte and the word cannot
+/// return to a value it left; an insert of the key would have gone to this
+/// group (the first of its sequence with an `EMPTY`) and changed the word;
+/// and the `FULL` bytes the probe compared hold the same keys. The table
+/// must be the one searched, kept alive by the searcher's guard (so its
+/// address is not another table's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Vacancy {
+    group: usize,
+    word: u64,
+}
+
+impl Vacancy {
+    /// No vacancy known (a probe that ran through every group: never, by
+    /// invariant 3); [`Table::still_vacant`] is false for it.
+    pub(crate) const NONE: Vacancy = Vacancy {
+        group: usize::MAX,
+        word: 0,
+    };
+}
+
 /// One open-addressing table (see the module docs).
 pub(crate) struct Table<K, V> {
     ctrl: Box<[AtomicU64]>,
@@ -210,18 +238,45 @@ impl<K, V> Table<K, V> {
 
     /// The `FULL` slot holding a key for which `eq` is true, if any.
     /// Lock-free: callers hold a guard that keeps the table alive.
+    #[inline]
+    pub(crate) fn find(&self, hash: u64, eq: impl FnMut(&K) -> bool) -> Option<&Slot<K, V>> {
+        self.search(hash, eq).ok()
+    }
+
+    /// [`find`](Self::find), saying on a miss where the probe ended: the
+    /// first group of the key's probe sequence with an `EMPTY` byte, and
+    /// its word as the probe read it ([`Vacancy`]: an insert of the key
+    /// under the shard lock can start there instead of probing again).
     ///
     /// The probe of every add: written out, without bounds checks (the
     /// indices are in range by construction), it is ~10 instructions an
     /// add shorter than the iterator form (callgrind, the benchmarks' Zipf
     /// stream).
     #[inline]
-    pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(&K) -> bool) -> Option<&Slot<K, V>> {
+    pub(crate) fn search(
+        &self,
+        hash: u64,
+        eq: impl FnMut(&K) -> bool,
+    ) -> Result<&Slot<K, V>, Vacancy> {
+        self.search_with::<true>(hash, eq)
+    }
+
+    /// [`search`](Self::search), prefetching the first group's slots
+    /// (`PREFETCH`) or not (a batch fetched the slot already:
+    /// `crate::keyed::batch`).
+    #[inline(always)]
+    pub(crate) fn search_with<const PREFETCH: bool>(
+        &self,
+        hash: u64,
+        mut eq: impl FnMut(&K) -> bool,
+    ) -> Result<&Slot<K, V>, Vacancy> {
         let tag = h2(hash);
         let n = self.ctrl.len();
         debug_assert_eq!(self.slots.len(), n * GROUP);
         let mut g = self.home(hash);
-        self.prefetch_group(g);
+        if PREFETCH {
+            self.prefetch_group(g);
+        }
         for _ in 0..n {
             // SAFETY: `g < n`: the start is `home`'s, and the step wraps at
             // `n`.
@@ -234,19 +289,34 @@ impl<K, V> Table<K, V> {
                 // SAFETY: the byte was `FULL` in a word loaded with
                 // `Acquire` (invariant 2).
                 if eq(unsafe { slot.key() }) {
-                    return Some(slot);
+                    return Ok(slot);
                 }
                 m &= m - 1;
             }
             if matches(group, EMPTY) != 0 {
-                return None;
+                return Err(Vacancy {
+                    group: g,
+                    word: group,
+                });
             }
             g += 1;
             if g == n {
                 g = 0;
             }
         }
-        None
+        Err(Vacancy::NONE)
+    }
+
+    /// Whether `v`, from a [`search`](Self::search) of this table that
+    /// missed, still says where the key would be inserted: the group's
+    /// word is unchanged. Then the key is still absent, and its first
+    /// `EMPTY` slot is the group's first (see [`Vacancy`]). The caller
+    /// holds the shard lock.
+    #[inline]
+    pub(crate) fn still_vacant(&self, v: Vacancy) -> bool {
+        self.ctrl
+            .get(v.group)
+            .is_some_and(|w| w.load(Ordering::Relaxed) == v.word)
     }
 
     /// Publishes `key` in the first `EMPTY` slot of its probe sequence,
@@ -277,6 +347,31 @@ impl<K, V> Table<K, V> {
             return slot;
         }
         unreachable!("a table always keeps EMPTY slots (invariant 3)")
+    }
+
+    /// [`insert`](Self::insert) at a vacancy that
+    /// [`still_vacant`](Self::still_vacant) confirmed under the shard lock:
+    /// the group's first `EMPTY` slot, without a probe.
+    #[inline]
+    pub(crate) fn insert_at(
+        &self,
+        v: Vacancy,
+        hash: u64,
+        key: K,
+        init: impl FnOnce(&V),
+    ) -> &Slot<K, V> {
+        let m = matches(v.word, EMPTY);
+        debug_assert!(m != 0 && self.still_vacant(v));
+        let i = first(m);
+        let slot = &self.slots[v.group * GROUP + i];
+        init(&slot.value);
+        // SAFETY: as in `insert`: the slot is `EMPTY` (its group's word is
+        // the one read, under the shard lock) and we are its only writer.
+        unsafe { (*slot.key.get()).write(key) };
+        let mut bytes = v.word.to_ne_bytes();
+        bytes[i] = h2(hash);
+        self.ctrl[v.group].store(u64::from_ne_bytes(bytes), Ordering::Release);
+        slot
     }
 
     /// Turns `slot` (`FULL`, of this table) into `TOMB`. The caller holds
