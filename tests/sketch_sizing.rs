@@ -143,9 +143,10 @@ fn the_memory_for_the_rate_tracks_every_key_at_the_threshold() {
     // The tail was kept back (a key of one add never reaches the level).
     assert!(d.filtered_adds() >= 3 * SLICES as u64 * 10_000);
 
-    // A tenth of it is refused at this rate; built without the rate, it
+    // A tenth of it (or the least memory) is refused at this rate; built without the rate, it
     // loses keys at the threshold, and says so only in `untracked_adds`.
-    let small = needed / 10;
+    let small = (needed / 10).max(HotKeySketch::<u64>::MIN_MEMORY);
+    assert!(small < needed);
     assert!(matches!(
         sketch(small, Some(RATE)),
         Err(ConfigError::SketchMemory { .. })
@@ -154,4 +155,68 @@ fn the_memory_for_the_rate_tracks_every_key_at_the_threshold() {
     let hot = run(&d);
     assert!(hot.len() < 100, "{} keys reported hot", hot.len());
     assert!(d.untracked_adds() > 0);
+}
+
+#[test]
+fn slices_past_the_limit_are_refused_before_anything_is_sized() {
+    // The slice count multiplies into the sizes: checked first, as the
+    // exact detector checks it (a multiply overflow before).
+    let huge = 8_446_770_043_974_551_615usize;
+    assert_eq!(
+        HotKeySketch::<u64>::builder(Duration::ZERO, huge, 1)
+            .build()
+            .unwrap_err(),
+        ConfigError::ZeroWindow
+    );
+    assert_eq!(
+        HotKeySketch::<u64>::builder(Duration::from_secs(1), huge, 1)
+            .build()
+            .unwrap_err(),
+        ConfigError::TooManySlices {
+            slices: huge,
+            max: stripecount::window::MAX_SLICES
+        }
+    );
+}
+
+#[test]
+fn a_sketch_it_builds_holds_no_more_than_its_memory_from_the_start() {
+    // Budgets of a few KiB: either refused, or within them when empty and
+    // after adds (22-31 KiB held up to 38 KiB after these adds before the
+    // least memory was raised to 32 KiB).
+    assert_eq!(HotKeySketch::<u64>::MIN_MEMORY, 32 << 10);
+    for memory in (1..=96).map(|k| k << 10) {
+        for slices in [1, 2, 10, 60, 600] {
+            let built = HotKeySketch::<u64>::builder(Duration::from_secs(60), slices, 1_000)
+                .memory(memory)
+                .clock(ManualClock::new())
+                .build();
+            let Ok(s) = built else {
+                continue;
+            };
+            assert!(memory >= HotKeySketch::<u64>::MIN_MEMORY);
+            assert!(
+                s.memory_bytes() <= s.memory_limit(),
+                "{memory} B, {slices} slices: {} held of {}",
+                s.memory_bytes(),
+                s.memory_limit()
+            );
+            for k in 0..20_000u64 {
+                s.add_at(&(k % 3_000), Timestamp::ZERO, 1);
+            }
+            assert!(
+                s.memory_bytes() <= s.memory_limit(),
+                "{memory} B, {slices} slices, after adds: {} held of {}",
+                s.memory_bytes(),
+                s.memory_limit()
+            );
+        }
+    }
+    // What the command was given: 6 KiB, one slice of 10 s.
+    let s = HotKeySketch::<u64>::builder(Duration::from_secs(10), 1, 1000)
+        .memory(6 << 10)
+        .build();
+    if let Ok(s) = s {
+        assert!(s.memory_bytes() <= s.memory_limit());
+    }
 }

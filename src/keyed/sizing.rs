@@ -193,7 +193,8 @@ pub(super) fn needed<K>(
             .checked_add(exact)
             .ok_or_else(too_big)?;
         if memory >= want {
-            return Ok(memory);
+            // A sketch is built with at least its least memory.
+            return Ok(memory.max(super::HotKeySketch::<u64>::MIN_MEMORY));
         }
         memory = want;
     }

@@ -38,6 +38,12 @@ pub struct HotKeySketchBuilder<K, C: Clock = MonotonicClock, S = RandomState> {
     pub(super) rate: Option<u64>,
 }
 
+impl<K, C: Clock, S> HotKeySketch<K, C, S> {
+    /// The least memory a sketch is built with (32 KiB): the exact part's
+    /// smallest tables and the step they grow by overshot budgets below it
+    /// (a sketch given 22-31 KiB held up to 38 KiB after adds).
+    pub const MIN_MEMORY: usize = 32 << 10;
+}
 impl<K: Key> HotKeySketchBuilder<K> {
     /// The builder of [`HotKeySketch::builder`].
     pub(super) fn new(window: Duration, slices: usize, threshold: u64) -> Self {
@@ -116,6 +122,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
 
     /// The most bytes the detector holds (unless given: what
     /// [`adds_per_second`](Self::adds_per_second) needs, else 8 MiB).
+    /// At least [`HotKeySketch::MIN_MEMORY`] (32 KiB): below it the exact part's
+    /// least tables and their growth step would overshoot the budget, so
+    /// [`build`](Self::build) refuses it.
     pub fn memory(mut self, bytes: usize) -> Self {
         self.memory = Some(bytes);
         self
@@ -135,6 +144,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
     /// [`HotKeySketch::memory_for`]) or a rate no memory holds
     /// ([`ConfigError::SketchRate`]).
     pub fn build(self) -> Result<HotKeySketch<K, C, S>, ConfigError> {
+        // The window and slices first, as the exact part checks them: the
+        // sizes below multiply by the slice count.
+        crate::window::slice_nanos(self.window, self.slices)?;
         let slices = self.slices.max(1);
         let level = match self.level {
             Some(a) if (1..=255).contains(&a) => a,
@@ -162,19 +174,27 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
         let shards = sketch_shards();
         let door = Doorkeeper::new((memory / 4).min(shards * SHARD_MAX), shards, level);
         let max_keys = max_keys_for::<K>(memory.saturating_sub(door.bytes()), slices);
-        if memory < 4 * 64 || max_keys < MIN_KEYS {
+        if memory < HotKeySketch::<K, C, S>::MIN_MEMORY || max_keys < MIN_KEYS {
             return Err(ConfigError::Invalid(
-                "the memory is too small for a hot-key sketch of this many slices",
+                "the memory is too small for a hot-key sketch of this many slices (32 KiB at least)",
             ));
         }
         let exact = self.exact.max_keys(max_keys).build()?;
-        Ok(HotKeySketch {
+        let sketch = HotKeySketch {
             door,
             exact,
             filtered: StripedCounter::new(),
             memory,
             max_keys,
-        })
+        };
+        // The exact part starts with tables of a fixed least size: a budget
+        // of a few KiB can be below what the sketch holds when empty.
+        if sketch.memory_bytes() > memory {
+            return Err(ConfigError::Invalid(
+                "the memory is too small for a hot-key sketch of this many slices",
+            ));
+        }
+        Ok(sketch)
     }
 }
 
