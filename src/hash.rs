@@ -182,8 +182,10 @@ mod tests {
         // start, by their top bits) and the top 7 (a slot's tag): over
         // consecutive integers (the keys least like random), each of them
         // takes both values about equally often.
+        // As many keys under Miri: consecutive integers are not random
+        // keys, and 512 of them left bit 4 eleven deviations off.
         let s = RandomState::new();
-        let n = crate::sized(1u64 << 14, 1 << 9);
+        let n = 1u64 << 14;
         let mut ones = [0u64; 64];
         let mut seen = HashSet::new();
         for k in 0..n {
