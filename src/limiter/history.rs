@@ -124,7 +124,7 @@ impl<'a> History<'a> {
     }
 
     /// The fold level's `P(t)` if this history already describes finest
-    /// epoch `t` (another helper wrote the roll into `t`), else `None`.
+    /// epoch `t` (a thread helping the roll wrote it into `t`), else `None`.
     ///
     /// The checks are an early exit, not what keeps a stale helper out: a
     /// history that has moved past `t` was followed by the unseal into `t`,
