@@ -70,8 +70,8 @@
 //! `loom-tests/tests/lease_word.rs`); `remote.rs` what the paths share,
 //! the miss path's entry and the outage policy; `lane.rs` a group's queue
 //! of requests and the hand-off of their answers (loom model:
-//! `loom-tests/tests/lease_lane.rs`); `batch.rs` forming a batch and filing
-//! its reply; `request.rs` sending it; `driver.rs` the groups' threads;
+//! `loom-tests/tests/lease_lane.rs`); `batch.rs` forming a batch, `reply.rs`
+//! filing its reply, `request.rs` sending it; `driver.rs` the groups' threads;
 //! `future.rs` the async decision; `sizes.rs` the sizes of keys that hold
 //! no lease; `memo.rs` the refusal memo; `sweep.rs`
 //! the sweeper; `grant.rs` the decision; `script.rs` and `lease.lua` the
@@ -88,6 +88,7 @@ mod lane;
 mod limiter;
 mod memo;
 mod remote;
+mod reply;
 mod request;
 mod script;
 mod sizes;

@@ -2,7 +2,8 @@
 //! the hot path, the miss path and the lanes' threads ([`Shared`]), and the
 //! miss path's entry: a request its held lease cannot serve joins its
 //! group's lane (`lane.rs`) and waits for the batch that carries it
-//! (`batch.rs` forms and files batches, `request.rs` sends them).
+//! (`batch.rs` forms batches, `request.rs` sends them, `reply.rs` files
+//! their replies).
 //!
 //! # One miss
 //! Refused at once, without a lock: more than the limit, or a refusal the

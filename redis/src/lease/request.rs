@@ -80,7 +80,7 @@ impl<K: RedisKey, C: Clock> Shared<K, C> {
         r
     }
 
-    /// Sends the request in flight and files its reply (`batch.rs`). On
+    /// Sends the request in flight and files its reply (`reply.rs`). On
     /// error the request stays in flight, to be resent unchanged.
     pub(crate) fn send(&self, s: &mut Sender<K>) -> Result<(), ClusterError> {
         // The first group's server is the node's timeline (as for the
