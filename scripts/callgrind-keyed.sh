@@ -12,6 +12,7 @@
 # keyed_steady (e.g. an older commit's, to compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/callgrind.sh
 OPS=${OPS:-2000000}
 WARM=${WARM:-8000000}
 if [ -z "${BIN:-}" ]; then
@@ -20,16 +21,7 @@ if [ -z "${BIN:-}" ]; then
 fi
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(kw hk kl klr)
-out=$(mktemp -d)
-printf '%-6s %14s %12s\n' mode instr/op mispred/op
+cg_header
 for m in "${modes[@]}"; do
-    valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$out/$m" \
-        --toggle-collect='keyed_steady::timed*' "$BIN" "$m" "$OPS" "$WARM" >/dev/null 2>&1
-    # The totals line: Ir (%) Bc (%) Bcm (%) Bi (%) Bim, "." for none.
-    callgrind_annotate "$out/$m" 2>/dev/null | awk -v ops="$OPS" -v m="$m" '
-        /PROGRAM TOTALS/ {
-            gsub(",", "", $0); ir = $1; bcm = $5; bim = ($9 == ".") ? 0 : $9;
-            printf "%-6s %14.1f %12.3f\n", m, ir / ops, (bcm + bim) / ops; exit
-        }'
+    cg_per_op "$m" "$OPS" 'keyed_steady::timed*' "$BIN" "$m" "$OPS" "$WARM"
 done
-rm -rf "$out"

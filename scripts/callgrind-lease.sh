@@ -11,6 +11,7 @@
 # redis-server on a free loopback port and stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/callgrind.sh
 OPS=${OPS:-1000000}
 WARM=${WARM:-1000000}
 if [ -z "${BIN:-}" ]; then
@@ -23,11 +24,5 @@ redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$d
     --daemonize yes --pidfile "$dir/pid" >/dev/null
 trap 'kill "$(cat "$dir/pid")" 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$dir/out" \
-    --toggle-collect='lease_steady::timed*' "$BIN" "redis://127.0.0.1:$port/" "$OPS" "$WARM" >/dev/null 2>&1
-printf '%-14s %12s\n' instr/decide mispred/decide
-callgrind_annotate "$dir/out" 2>/dev/null | awk -v ops="$OPS" '
-    /PROGRAM TOTALS/ {
-        gsub(",", "", $0); ir = $1; bcm = $5; bim = ($9 == ".") ? 0 : $9;
-        printf "%-14.1f %12.3f\n", ir / ops, (bcm + bim) / ops; exit
-    }'
+cg_header
+cg_per_op decide "$OPS" 'lease_steady::timed*' "$BIN" "redis://127.0.0.1:$port/" "$OPS" "$WARM"

@@ -16,6 +16,7 @@
 # compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/callgrind.sh
 OPS=${OPS:-2000000}
 WARM=${WARM:-8000000}
 if [ -z "${BIN:-}" ]; then
@@ -24,19 +25,10 @@ if [ -z "${BIN:-}" ]; then
 fi
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(rt rd rdt gv)
-out=$(mktemp -d)
-printf '%-6s %14s %12s\n' mode instr/op mispred/op
+cg_header
 for m in "${modes[@]}"; do
     mode=${m%@*}
     limit=${LIMIT:-1000}
     [ "$mode" = "$m" ] || limit=${m#*@}
-    LIMIT=$limit valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$out/$m" \
-        --toggle-collect='refusal_steady::timed*' "$BIN" "$mode" "$OPS" "$WARM" >/dev/null 2>&1
-    # The totals line: Ir (%) Bc (%) Bcm (%) Bi (%) Bim, "." for none.
-    callgrind_annotate "$out/$m" 2>/dev/null | awk -v ops="$OPS" -v m="$m" '
-        /PROGRAM TOTALS/ {
-            gsub(",", "", $0); ir = $1; bcm = $5; bim = ($9 == ".") ? 0 : $9;
-            printf "%-6s %14.1f %12.3f\n", m, ir / ops, (bcm + bim) / ops; exit
-        }'
+    LIMIT=$limit cg_per_op "$m" "$OPS" 'refusal_steady::timed*' "$BIN" "$mode" "$OPS" "$WARM"
 done
-rm -rf "$out"
