@@ -39,6 +39,26 @@ fn run(
     packed: &[u8],
     returns: &[(&str, u64, u64)],
 ) -> redis::RedisResult<Value> {
+    let fixed = [
+        seq.to_string(),
+        SLICES.to_string(),
+        SLICE_MS.to_string(),
+        LIMIT.to_string(),
+        (SLICES * SLICE_MS + SLICE_MS + 300_000).to_string(),
+    ];
+    invoke(conn, &fixed, keys, m, packed, returns)
+}
+
+/// [`run`] with its first five arguments (sequence, slices judged, slice
+/// length, limit, record lifetime) as given.
+fn invoke(
+    conn: &mut redis::Connection,
+    fixed: &[String; 5],
+    keys: &[&str],
+    m: i64,
+    packed: &[u8],
+    returns: &[(&str, u64, u64)],
+) -> redis::RedisResult<Value> {
     let script = redis::Script::new(include_str!("../src/lease/lease.lua"));
     let mut inv = script.prepare_invoke();
     inv.key("raw:ln:n").key("raw:lcfg");
@@ -48,12 +68,10 @@ fn run(
     for (k, _, _) in returns {
         inv.key(format!("raw:l:{k}"));
     }
-    inv.arg(seq)
-        .arg(SLICES)
-        .arg(SLICE_MS)
-        .arg(LIMIT)
-        .arg(SLICES * SLICE_MS + SLICE_MS + 300_000)
-        .arg(format!("{SLICES}:{SLICE_MS}:{LIMIT}"))
+    for a in fixed {
+        inv.arg(a);
+    }
+    inv.arg(format!("{SLICES}:{SLICE_MS}:{LIMIT}"))
         .arg(m)
         .arg(packed);
     for (_, e, n) in returns {
@@ -185,4 +203,65 @@ fn a_malformed_request_is_refused_before_any_write() {
     // The same keys, well formed: applied.
     let r = ints(&run(&mut conn, 1, &["a", "b"], 2, &two, &[]).unwrap());
     assert_eq!(r[5..], [1, -1, 1, -1]);
+}
+
+#[test]
+fn a_request_with_a_setting_not_a_number_is_refused_before_any_write() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    let e = epoch(&mut conn);
+    let ok = [
+        "1".to_owned(),
+        SLICES.to_string(),
+        SLICE_MS.to_string(),
+        LIMIT.to_string(),
+        (SLICES * SLICE_MS + SLICE_MS + 300_000).to_string(),
+    ];
+    // A key to return to (a write before the leases, were the request
+    // applied) and one to lease.
+    let _: () = redis::cmd("HSET")
+        .arg("raw:l:back")
+        .arg(e)
+        .arg(10)
+        .query(&mut conn)
+        .unwrap();
+    let names = [
+        "sequence",
+        "slices",
+        "slice length",
+        "limit",
+        "record lifetime",
+    ];
+    for (i, what) in names.iter().enumerate() {
+        let mut fixed = ok.clone();
+        fixed[i] = "x".to_owned();
+        let err = invoke(
+            &mut conn,
+            &fixed,
+            &["a"],
+            1,
+            &asks(&[(1, 1)]),
+            &[("back", e, 4)],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("SARGS"), "{what}: {err}");
+        let keys: Vec<String> = redis::cmd("KEYS").arg("raw:*").query(&mut conn).unwrap();
+        assert_eq!(keys, ["raw:l:back"], "{what}: wrote");
+        assert_eq!(fields(&mut conn, "back"), [(e, 10)], "{what}: returned");
+    }
+    // Well formed: applied (unless a slice edge fell in between: then the
+    // return is of a slice still in the window, applied as well).
+    let r = ints(
+        &invoke(
+            &mut conn,
+            &ok,
+            &["a"],
+            1,
+            &asks(&[(1, 1)]),
+            &[("back", e, 4)],
+        )
+        .unwrap(),
+    );
+    assert_eq!(r[5..], [1, -1]);
+    assert_eq!(fields(&mut conn, "back"), [(e, 6)]);
 }
