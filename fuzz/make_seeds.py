@@ -31,12 +31,12 @@ write("flush_nil_crossings", b"flush 1", arr([b":1\r\n", b":0\r\n", b":0\r\n", b
       bulk(f64s(0)), b"$-1\r\n", bulk(b"12"), b":41\r\n"]))
 write("flush_huge_count", b"flush 1", arr([b":0\r\n", b":0\r\n", b":0\r\n", b":0\r\n",
       bulk(f64s(1e300, 0, 0, 0)), bulk(b""), b":0\r\n", b":0\r\n"]))
-# Lease reply to 2 keys: replayed, epoch, us left, TIME (s, us), then
-# granted and retry per key.
+# Lease reply to 2 keys: replayed, epoch, us left, TIME (s, us), the
+# grants (a double a key), then (key index, retry us) per refused key.
 write("lease_two_keys", b"lease 2", arr([b":0\r\n", b":77\r\n", b":-5\r\n", bulk(b"12"),
-      bulk(b"345"), b":8\r\n", b":-1\r\n", b":0\r\n", b":250\r\n"]))
+      bulk(b"345"), bulk(f64s(8, 0)), b":2\r\n", b":250\r\n"]))
 write("lease_replay", b"lease 1", arr([b":1\r\n", bulk(b"9007199254740993"), b":100\r\n",
-      bulk(b"1700000000"), bulk(b"999999"), b":3\r\n", b":-1\r\n"]))
+      bulk(b"1700000000"), bulk(b"999999"), bulk(f64s(3))]))
 # Hot read: version, full, then (key, until) pairs.
 write("hot_full", b"hot", arr([b":4\r\n", b":1\r\n", bulk(b"alice"), bulk(b"1234"),
       bulk(b"bob"), bulk(b"1e3")]))

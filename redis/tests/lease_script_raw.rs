@@ -80,17 +80,40 @@ fn invoke(
     inv.invoke(conn)
 }
 
+/// A reply as numbers, each key's grant and retry time in its place: the
+/// header (replayed, slice, us left, server seconds and microseconds),
+/// then per key `granted, retry` (-1: none). On the wire the grants are
+/// one string of little-endian doubles and a retry comes as the key's
+/// index and its time, after them, only for a refused key that has one.
 fn ints(v: &Value) -> Vec<i64> {
     let Value::Array(a) = v else {
         panic!("not an array: {v:?}")
     };
-    a.iter()
-        .map(|x| match x {
-            Value::Int(i) => *i,
-            Value::BulkString(b) => std::str::from_utf8(b).unwrap().parse().unwrap(),
-            other => panic!("not a number: {other:?}"),
-        })
-        .collect()
+    let num = |x: &Value| match x {
+        Value::Int(i) => *i,
+        Value::BulkString(b) => std::str::from_utf8(b).unwrap().parse().unwrap(),
+        other => panic!("not a number: {other:?}"),
+    };
+    let mut out: Vec<i64> = a[..5].iter().map(num).collect();
+    let Value::BulkString(grants) = &a[5] else {
+        panic!("the grants are not a string: {:?}", a[5])
+    };
+    assert_eq!(grants.len() % 8, 0, "{grants:?}");
+    for g in grants.chunks_exact(8) {
+        let g = f64::from_le_bytes(g.try_into().unwrap());
+        assert_eq!(g.fract(), 0.0);
+        out.extend([g as i64, -1]);
+    }
+    let pairs = &a[6..];
+    assert_eq!(pairs.len() % 2, 0, "{pairs:?}");
+    for p in pairs.chunks_exact(2) {
+        let (i, retry) = (num(&p[0]) as usize, num(&p[1]));
+        assert!(i >= 1 && 5 + 2 * i <= out.len(), "retry of key {i}");
+        assert_eq!(out[5 + 2 * (i - 1)], 0, "a retry for a granted key");
+        assert!(retry > 0);
+        out[5 + 2 * (i - 1) + 1] = retry;
+    }
+    out
 }
 
 fn fields(conn: &mut redis::Connection, key: &str) -> Vec<(u64, u64)> {

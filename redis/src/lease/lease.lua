@@ -62,12 +62,7 @@ local cur = (now_us - now_us % slice_us) / slice_us
 -- prefix of its master's writes), even on another connection.
 if seq == last then
   redis.call('SET', KEYS[1], rec, 'PX', ARGV[5])
-  local out = { 1, le, (le + 1) * slice_us - now_us, t[1], t[2] }
-  for i = 1, (#rec - 16) / 8 do
-    out[#out + 1] = struct.unpack('<d', rec, 9 + 8 * i)
-    out[#out + 1] = -1
-  end
-  return out
+  return { 1, le, (le + 1) * slice_us - now_us, t[1], t[2], string.sub(rec, 17) }
 end
 
 local floor = cur - J
@@ -88,7 +83,12 @@ for i = 1, nret do
   end
 end
 
-local out = { 0, cur, (cur + 1) * slice_us - now_us, t[1], t[2] }
+-- The reply: replayed (0), the slice, the microseconds left in it, the
+-- server's time, then (out[6], filled last) the grants as the record
+-- keeps them, then for each refused key with a retry time its index and
+-- the time (a flood of granted keys adds nothing per key).
+local out = { 0, cur, (cur + 1) * slice_us - now_us, t[1], t[2], '' }
+local nout = 6
 local grants = {}
 local field = string.format('%d', cur)
 -- The expiry of every key written, formatted once.
@@ -144,8 +144,11 @@ for i = 1, m do
     end
   end
   grants[i] = granted
-  out[4 + 2 * i] = granted
-  out[5 + 2 * i] = retry
+  if retry >= 0 then
+    out[nout + 1] = i
+    out[nout + 2] = retry
+    nout = nout + 2
+  end
 end
 local r = struct.pack('<dd', seq, cur)
 for i = 1, m, 64 do
@@ -154,4 +157,5 @@ for i = 1, m, 64 do
 end
 redis.call('SET', KEYS[1], r, 'PX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[6], 'PX', ARGV[5])
+out[6] = string.sub(r, 17)
 return out

@@ -13,12 +13,14 @@
 //! what each of its leases granted)`. The script, atomically:
 //! - `seq > last` (or no record): applies the returns, then each lease
 //!   in order, stores the record, and answers `(0, slice, us left in it,
-//!   server time, then per key: granted, us until a refused lease would
-//!   fit)`;
+//!   server time, grants, then per refused key with a retry time: its
+//!   index from 1, us until its lease would fit)`, the grants as the
+//!   record keeps them (one little-endian double a key: a bulk string, so
+//!   a batch of granted keys costs the reply nothing a key);
 //! - `seq == last`: applied before and its reply lost: changes nothing and
-//!   answers `(1, slice, us left in that slice now, server time, then per
-//!   key: granted, -1)` from the record, so each lease it made is used (or
-//!   returned) once and its returns are not applied twice;
+//!   answers `(1, slice, us left in that slice now, server time, grants)`
+//!   from the record, so each lease it made is used (or returned) once and
+//!   its returns are not applied twice;
 //! - `seq < last`: refuses (`SSEQ`; a node never does this).
 //!
 //! The record expires after the judged slices (the window, plus a slice
@@ -210,6 +212,9 @@ pub(crate) struct LeaseReply {
     pub(crate) leases: Vec<Leased>,
 }
 
+/// The largest count a double holds exactly (2^53).
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
 fn protocol(what: &str) -> ClusterError {
     ClusterError::Protocol(what.to_owned())
 }
@@ -220,24 +225,46 @@ impl LeaseReply {
         let Value::Array(a) = v else {
             return Err(protocol("the lease reply is not an array"));
         };
-        if a.len() != 5 + 2 * m {
+        if a.len() < 6 || a.len() % 2 != 0 {
             return Err(protocol("the lease reply has the wrong length"));
         }
         let Value::Int(left_us) = a[2] else {
             return Err(protocol("the lease reply's time left is not an integer"));
         };
-        let leases = a[5..]
-            .chunks_exact(2)
-            .map(|p| {
+        let Value::BulkString(grants) = &a[5] else {
+            return Err(protocol("the lease reply's grants are not a string"));
+        };
+        if grants.len() != 8 * m {
+            return Err(protocol("the lease reply's grants are not one a key"));
+        }
+        let mut leases = grants
+            .chunks_exact(8)
+            .map(|g| {
+                let g = f64::from_le_bytes(g.try_into().expect("8 bytes"));
+                // A grant is a whole number of permits below 2^53.
+                if !(0.0..=MAX_EXACT).contains(&g) || g.fract() != 0.0 {
+                    return Err(protocol("a lease reply's grant is not a count"));
+                }
                 Ok(Leased {
-                    granted: int(&p[0])?,
-                    retry_us: match p[1] {
-                        Value::Int(r) => u64::try_from(r).ok(),
-                        _ => return Err(protocol("the lease reply's retry is not an integer")),
-                    },
+                    granted: g as u64,
+                    retry_us: None,
                 })
             })
             .collect::<Result<Vec<_>, ClusterError>>()?;
+        for p in a[6..].chunks_exact(2) {
+            let i = int(&p[0])?;
+            let lease = usize::try_from(i)
+                .ok()
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| leases.get_mut(i))
+                .ok_or_else(|| protocol("a lease reply's retry names no key"))?;
+            if lease.granted > 0 || lease.retry_us.is_some() {
+                return Err(protocol(
+                    "a lease reply's retry is of a granted or retried key",
+                ));
+            }
+            lease.retry_us = Some(int(&p[1])?);
+        }
         Ok(LeaseReply {
             replayed: int(&a[0])? == 1,
             epoch: int(&a[1])?,
@@ -297,17 +324,21 @@ mod tests {
         tail.extend_from_slice(&packed);
         tail.extend_from_slice(b"\r\n$1\r\n7\r\n$1\r\n3\r\n");
         assert!(bytes.ends_with(&tail));
-        let v = Value::Array(vec![
-            Value::Int(0),
-            Value::Int(77),
-            Value::Int(-5),
-            Value::BulkString(b"12".to_vec()),
-            Value::BulkString(b"345".to_vec()),
-            Value::Int(8),
-            Value::Int(-1),
-            Value::Int(0),
-            Value::Int(250),
-        ]);
+        let grants =
+            |g: &[f64]| Value::BulkString(g.iter().flat_map(|x| x.to_le_bytes()).collect());
+        let reply = |g: &[f64], retries: &[i64]| {
+            let mut a = vec![
+                Value::Int(0),
+                Value::Int(77),
+                Value::Int(-5),
+                Value::BulkString(b"12".to_vec()),
+                Value::BulkString(b"345".to_vec()),
+                grants(g),
+            ];
+            a.extend(retries.iter().map(|&r| Value::Int(r)));
+            Value::Array(a)
+        };
+        let v = reply(&[8.0, 0.0], &[2, 250]);
         assert_eq!(
             LeaseReply::decode(&v, 2).unwrap(),
             LeaseReply {
@@ -329,6 +360,29 @@ mod tests {
         );
         assert!(LeaseReply::decode(&v, 1).is_err());
         assert!(LeaseReply::decode(&v, 3).is_err());
+        // A refusal without a retry time: no pair.
+        let none = LeaseReply::decode(&reply(&[0.0], &[]), 1).unwrap();
+        assert_eq!(
+            none.leases,
+            [Leased {
+                granted: 0,
+                retry_us: None
+            }]
+        );
+        // Malformed: a retry of no key, of key 0, of a granted key, twice,
+        // a pair cut short; a grant not a count.
+        for (g, r) in [
+            (&[8.0, 0.0][..], &[3, 250][..]),
+            (&[8.0, 0.0], &[0, 250]),
+            (&[8.0, 0.0], &[1, 250]),
+            (&[8.0, 0.0], &[2, 250, 2, 250]),
+            (&[8.0, 0.0], &[2]),
+            (&[8.5, 0.0], &[]),
+            (&[-1.0, 0.0], &[]),
+            (&[f64::NAN, 0.0], &[]),
+        ] {
+            assert!(LeaseReply::decode(&reply(g, r), 2).is_err(), "{g:?} {r:?}");
+        }
     }
 
     #[test]
