@@ -202,6 +202,30 @@ fn one_request_leases_each_key_by_its_room_and_replays_the_same() {
         let r = ints(&run(&mut conn, 2, &[], 0, &[], &[("new", e, 5)]).unwrap());
         assert_eq!(r.len(), 5);
         assert_eq!(fields(&mut conn, "new"), [(e, 3)]);
+        // Leased again: "new" in the slice it has (its expiry is kept),
+        // "older", planted with no expiry, in a slice after its only one
+        // (it gets this slice's).
+        let _: () = redis::cmd("HSET")
+            .arg("raw:l:older")
+            .arg(e - 1)
+            .arg(5)
+            .query(&mut conn)
+            .unwrap();
+        let two = asks(&[(1, 1), (2, 2)]);
+        let r = ints(&run(&mut conn, 3, &["new", "older"], 2, &two, &[]).unwrap());
+        if epoch(&mut conn) != e {
+            continue;
+        }
+        assert_eq!(r[5..], [1, -1, 2, -1]);
+        assert_eq!(fields(&mut conn, "new"), [(e, 4)]);
+        assert_eq!(fields(&mut conn, "older"), [(e - 1, 5), (e, 2)]);
+        for k in ["new", "older"] {
+            let at: i64 = redis::cmd("PEXPIRETIME")
+                .arg(format!("raw:l:{k}"))
+                .query(&mut conn)
+                .unwrap();
+            assert_eq!(at as u64, (e + SLICES) * SLICE_MS, "{k}");
+        }
         return;
     }
 }

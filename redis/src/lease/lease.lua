@@ -102,18 +102,25 @@ for i = 1, m do
   -- slices leave it for the lease to fit (-1: not refused).
   local retry = -1
   local h = call('HGETALL', k)
-  -- A key new to the window (most of a flood) has no fields: no tables.
-  local sum, live = 0, nil
-  if #h > 0 then
+  local n = #h
+  -- The window's permits, and whether the key has a field of this slice
+  -- (then its expiry is this slice's already). A key new to the window
+  -- (most of a flood) has no fields; a warm key asking again in the same
+  -- slice has that one field: neither builds a table.
+  local sum, here = 0, false
+  if n == 2 and h[1] == field then
+    sum, here = tonumber(h[2]), true
+  elseif n > 0 then
     local old = {}
-    live = {}
-    for j = 1, #h, 2 do
-      local e = tonumber(h[j])
-      if e <= floor then
-        old[#old + 1] = h[j]
+    for j = 1, n, 2 do
+      local f = h[j]
+      if f == field then
+        here = true
+        sum = sum + tonumber(h[j + 1])
+      elseif tonumber(f) <= floor then
+        old[#old + 1] = f
       else
         sum = sum + tonumber(h[j + 1])
-        live[#live + 1] = { e, tonumber(h[j + 1]) }
       end
     end
     if #old > 0 then call('HDEL', k, unpack(old)) end
@@ -130,9 +137,14 @@ for i = 1, m do
     if room < granted then granted = room end
     call('HINCRBY', k, field, fmt('%d', granted))
     -- Expires when its newest slice (this one) leaves the window.
-    call('PEXPIREAT', k, expire)
+    if not here then call('PEXPIREAT', k, expire) end
   elseif need <= limit then
-    live = live or {}
+    -- The live slices, oldest first.
+    local live = {}
+    for j = 1, n, 2 do
+      local e = tonumber(h[j])
+      if e > floor then live[#live + 1] = { e, tonumber(h[j + 1]) } end
+    end
     table.sort(live, function(a, b) return a[1] < b[1] end)
     local left = sum
     for _, x in ipairs(live) do
