@@ -35,7 +35,7 @@ local nret = #KEYS - 2 - (m or 0)
 -- Every check before the first write.
 if not (seq and J and slice_ms and limit and ttl and m) or m < 0 or nret < 0
     or #ARGV ~= 8 + 2 * nret or #ARGV[8] ~= 16 * m then
-  return redis.error_reply('SARGS bad argument count')
+  return redis.error_reply('SARGS bad arguments: a count or setting is missing or not a number')
 end
 local cfg = redis.call('GET', KEYS[2])
 if cfg and cfg ~= ARGV[6] then
