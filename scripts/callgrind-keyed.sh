@@ -15,10 +15,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/callgrind.sh
 OPS=${OPS:-2000000}
 WARM=${WARM:-8000000}
-if [ -z "${BIN:-}" ]; then
-    cargo build --release --example keyed_steady >/dev/null
-    BIN=target/release/examples/keyed_steady
-fi
+BIN=$(cg_example keyed_steady)
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(kw hk kl klr)
 cg_header

@@ -14,10 +14,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/callgrind.sh
 OPS=${OPS:-1000000}
 WARM=${WARM:-1000000}
-if [ -z "${BIN:-}" ]; then
-    cargo build --release -p stripecount-redis --example lease_steady >/dev/null
-    BIN=target/release/examples/lease_steady
-fi
+BIN=$(cg_example lease_steady -p stripecount-redis)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 dir=$(mktemp -d)
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \

@@ -19,10 +19,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib/callgrind.sh
 OPS=${OPS:-2000000}
 WARM=${WARM:-8000000}
-if [ -z "${BIN:-}" ]; then
-    cargo build --release --example refusal_steady >/dev/null
-    BIN=target/release/examples/refusal_steady
-fi
+BIN=$(cg_example refusal_steady)
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(rt rd rdt gv)
 cg_header

@@ -3,6 +3,20 @@
 # loop of a program only (repeatable on a noisy machine: the same binary
 # and arguments give the same counts).
 
+# cg_example NAME [CARGO-ARGS...]: the program to count: $BIN when set (an
+# older build, to compare), else the example NAME built optimized (with
+# CARGO-ARGS, e.g. `-p stripecount-redis`).
+cg_example() {
+    local name=$1
+    shift
+    if [ -n "${BIN:-}" ]; then
+        echo "$BIN"
+        return
+    fi
+    cargo build -q --release "$@" --example "$name" >&2 || return 1
+    echo "${CARGO_TARGET_DIR:-target}/release/examples/$name"
+}
+
 # cg_header: the table's header line.
 cg_header() {
     printf '%-8s %14s %12s\n' mode instr/op mispred/op
