@@ -18,6 +18,10 @@ pub(crate) use std::sync::atomic::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 
+/// Loom models `fence(SeqCst)` (not `SeqCst` accesses): the hot-key
+/// detector's read of a striped count uses it (`keyed/entry.rs`).
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::sync::atomic::{

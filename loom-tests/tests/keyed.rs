@@ -70,6 +70,32 @@ fn two_threads_crossing_a_striped_key_report_once() {
     });
 }
 
+/// A striped key with no home yet (a threshold of 5 in 2 slices, so
+/// `H = 3`) at 1: two racing adds of 1 make its slice heavy, and one of
+/// them must see it (each reads the stripes after a fence,
+/// `Entry::count_after_striped_add`). Else the key gets no home, and the
+/// add of the next slice that brings its window to the threshold is taken
+/// for one far from it. Without the fence, loom finds both reading 2.
+#[test]
+fn racing_striped_adds_that_make_a_slice_heavy_are_seen() {
+    stripecount_loom_tests::model(|| {
+        let d = Arc::new(detector(5));
+        assert!(!d.add_at(&7, t(0), 1));
+        assert!(d.windows().__stripe(&7, t(0)));
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let d = d.clone();
+                thread::spawn(move || d.add_at(&7, t(0), 1))
+            })
+            .collect();
+        for h in hs {
+            assert!(!h.join().unwrap(), "3 is below the threshold");
+        }
+        assert_eq!(d.heavy_keys(), 1, "the heavy slice went unseen");
+        assert!(d.add_at(&7, t(1), 2), "3 + 2 reaches the threshold");
+    });
+}
+
 /// A handle and a map add race across one crossing: one report.
 #[test]
 fn handle_and_map_add_crossing_report_once() {

@@ -122,6 +122,36 @@ fn a_stale_bound_is_replaced_never_used() {
     });
 }
 
+/// A bound on a striped entry: epoch 1 holds 5 with a bound of 9 (epoch
+/// 0 holds 1), then its entry is striped. Two adds of 2 race at epoch 1:
+/// together they bring the entry to 9 and the window to the threshold.
+/// Each learns the entry's count by reading the stripes after a fence
+/// (`Entry::count_after_striped_add`), so at least one reads 9, which the
+/// bound does not cover: exactly one reports. Without the fence, loom
+/// finds both reading 7 and skipping the exact step.
+#[test]
+fn racing_striped_adds_under_a_bound_report_the_crossing() {
+    stripecount_loom_tests::model(|| {
+        let d = Arc::new(detector(10));
+        assert!(!d.add_at(&7, t(0), 1));
+        assert!(!d.add_at(&7, t(1), 5));
+        assert!(d.windows().__stripe(&7, t(1)));
+        let adds: Vec<_> = (0..2)
+            .map(|_| {
+                let d = d.clone();
+                thread::spawn(move || d.add_at(&7, t(1), 2))
+            })
+            .collect();
+        let reports = adds.into_iter().map(|h| h.join().unwrap());
+        assert_eq!(
+            reports.filter(|&r| r).count(),
+            1,
+            "one report for the crossing"
+        );
+        assert_eq!(d.windows().sum_at(&7, t(1)), 10);
+    });
+}
+
 /// The protocol on bare atomics (`bound.rs`, "Late adds"): `older` is the
 /// key's entry word in the older slice (`WATCHED` and a count), `hot` the
 /// newer entry's hot word (`STALE`, or a bound). The installer reads

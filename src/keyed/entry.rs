@@ -56,11 +56,21 @@
 //! Word CASes `AcqRel`, loads `Acquire`. The stripes pointer is installed
 //! (`Release` CAS) before `STRIPED` is set, so a writer or reader that sees
 //! `STRIPED` (`Acquire`) sees the pointer.
+//!
+//! An add to the stripes learns no count. The hot-key detector reads it
+//! after the add ([`Entry::count_after_striped_add`]): a `SeqCst` fence,
+//! then the word and every stripe. Racing striped adds each run "add,
+//! fence, read", so the one whose fence comes last in the fences' total
+//! order reads every one of their adds (the store-buffering litmus test
+//! with `SeqCst` fences: two threads cannot both miss the other's store).
+//! Without the fence two adds could each read only their own stripe, and
+//! a slice could reach the detector's heavy mark with no add seeing it
+//! (`loom-tests/tests/keyed.rs` has the model).
 
 use crate::counter::StripedCounter;
 use crate::pack::{EntryHot, EntryWord};
 use crate::stripes::install_if_null;
-use crate::sync::{wait_hint, AtomicPtr, AtomicU64, Exclusive, Ordering};
+use crate::sync::{fence, wait_hint, AtomicPtr, AtomicU64, Exclusive, Ordering};
 
 // The word's layout is `crate::pack::EntryWord`'s.
 const SEALED: u64 = EntryWord::SEALED.mask();
@@ -234,6 +244,16 @@ impl Entry {
             }
             return Some(c);
         }
+    }
+
+    /// The count after this thread's add to the stripes (`Add::Done(None)`),
+    /// read after a `SeqCst` fence (see "Orderings"): at least every add
+    /// that landed before it, and of racing striped adds, the last to
+    /// fence reads them all. A take since may have lowered it. `None` if
+    /// the entry moved.
+    pub(crate) fn count_after_striped_add(&self) -> Option<u64> {
+        fence(Ordering::SeqCst);
+        self.read()
     }
 
     /// The count, for the hot-key detector's bound (`bound.rs`), by an RMW

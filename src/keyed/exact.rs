@@ -68,7 +68,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             let set = CHECKED | if has { HAS_HOME } else { 0 };
             flags = en.hot().fetch_or(set, Ordering::AcqRel) | set;
         }
-        // A striped entry's count is not known here: treat it as heavy.
+        // A count not known here (the entry moved after a striped add):
+        // treated as heavy.
         let heavy_here = !matches!(after, Some(c) if c < self.heavy);
         if heavy_here && flags & NOTED == 0 {
             self.make_home(hash, key, e, guard);

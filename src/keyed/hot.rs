@@ -9,7 +9,9 @@
 //! more) gets a [`Home`] (`home.rs`) with the hot rule's state. So an add
 //! on a key far from the threshold costs what a [`KeyedWindows::add_at`]
 //! costs plus one load of its entry's word (same line): the entry's count
-//! after the add's CAS is below `H` and the key has no home.
+//! after the add's CAS is below `H` and the key has no home. A striped
+//! entry (a key contended in this slice) learns its count by a fence and a
+//! read of its stripes after the add (`entry.rs`, "Orderings").
 //!
 //! # The entry's hot flags (the `hot` word of `entry.rs`)
 //! - `CHECKED`: whether the key has a home was looked up (see below);
@@ -328,9 +330,14 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             let has = self.homes.get(hash, |k| key.is(k), guard).is_some();
             CHECKED | if has { HAS_HOME } else { 0 }
         };
-        // The entry's count after the add; a striped entry's is not known
-        // here (`UNKNOWN`, above every count): treated as heavy.
-        let (en, c) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
+        // The entry's count after the add. A striped entry's is read
+        // after it (`Entry::count_after_striped_add`), at least what the
+        // entry held when the add landed; if it moved meanwhile, not known
+        // (`UNKNOWN`, above every count): treated as heavy.
+        let (en, mut c) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
+        if c == UNKNOWN {
+            c = en.count_after_striped_add().unwrap_or(UNKNOWN);
+        }
         let flags = en.hot().load(Ordering::Acquire);
         let light = c < self.heavy;
         // Each of these ends the add (none needs the others).
