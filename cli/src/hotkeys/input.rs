@@ -1,5 +1,5 @@
-//! `hotkeys`' input: standard input read line by line into one reused
-//! buffer, each line parsed as a key or `<millis> <key>`, with the
+//! `hotkeys`' input: standard input read line by line (in place in the
+//! reader's buffer), each line parsed as a key or `<millis> <key>`, with the
 //! stream-wide counts (lines, malformed, backwards timestamps).
 
 use std::io::{self, BufRead, BufReader};
@@ -94,6 +94,11 @@ impl Reader {
     /// `f(millis, key)` for every well-formed line at its effective time
     /// (malformed lines and backwards timestamps are counted here). `f`
     /// returns `Ok(false)` to stop early.
+    ///
+    /// The lines that lie whole in the reader's buffer are parsed where they
+    /// are (one `memchr` pass over the buffer); only a line cut by the
+    /// buffer's end is copied, into one reused line buffer, and completed
+    /// from the next read.
     pub(super) fn for_each_record(
         &mut self,
         mut input: impl BufRead,
@@ -101,26 +106,93 @@ impl Reader {
     ) -> io::Result<()> {
         let mut line = Vec::with_capacity(256);
         loop {
-            line.clear();
-            if input.read_until(b'\n', &mut line)? == 0 {
+            let buf = input.fill_buf()?;
+            if buf.is_empty() {
                 return Ok(());
             }
-            self.lines += 1;
-            let Some((t, key)) = parse_line(&line, self.timestamps) else {
-                self.malformed += 1;
+            let mut start = 0;
+            for end in memchr::memchr_iter(b'\n', buf) {
+                let whole = &buf[start..=end];
+                start = end + 1;
+                if !self.record(whole, &mut f)? {
+                    return Ok(());
+                }
+            }
+            if start == buf.len() {
+                let n = buf.len();
+                input.consume(n);
                 continue;
-            };
-            let ms = self.time(t);
-            if !f(ms, key)? {
+            }
+            // A line cut by the buffer's end (or the last line, without
+            // its newline): copied, and completed from the next read.
+            line.clear();
+            line.extend_from_slice(&buf[start..]);
+            let n = buf.len();
+            input.consume(n);
+            input.read_until(b'\n', &mut line)?;
+            if !self.record(&line, &mut f)? {
                 return Ok(());
             }
         }
+    }
+
+    /// One line: counted, parsed, and given to `f` at its effective time
+    /// (or counted as malformed). `f`'s answer: go on.
+    #[inline(always)]
+    fn record(
+        &mut self,
+        line: &[u8],
+        f: &mut impl FnMut(u64, &[u8]) -> io::Result<bool>,
+    ) -> io::Result<bool> {
+        self.lines += 1;
+        let Some((t, key)) = parse_line(line, self.timestamps) else {
+            self.malformed += 1;
+            return Ok(true);
+        };
+        let ms = self.time(t);
+        f(ms, key)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lines cut by the reader's buffer at every place (buffers of 1 to 9
+    /// bytes), a last line without its newline, blank and malformed lines:
+    /// the same records and counts as one line at a time.
+    #[test]
+    fn lines_cut_by_the_buffer_are_read_whole() {
+        let text = b"5 a\n7 bb\n\nx y\n6 ccc\r\n12 dddd\n13 e";
+        let expect: Vec<(u64, Vec<u8>)> = vec![
+            (5, b"a".to_vec()),
+            (7, b"bb".to_vec()),
+            (7, b"ccc".to_vec()),
+            (12, b"dddd".to_vec()),
+            (13, b"e".to_vec()),
+        ];
+        for cap in 1..10 {
+            let mut r = Reader::new(true);
+            let mut got = Vec::new();
+            let input = io::BufReader::with_capacity(cap, &text[..]);
+            r.for_each_record(input, |ms, key| {
+                got.push((ms, key.to_vec()));
+                Ok(true)
+            })
+            .unwrap();
+            assert_eq!(got, expect, "buffer of {cap} bytes");
+            assert_eq!(
+                (r.lines, r.malformed, r.backwards),
+                (7, 2, 1),
+                "buffer of {cap}"
+            );
+        }
+        // `f` stops the reading: no line after it is counted.
+        let mut r = Reader::new(true);
+        let input = io::BufReader::with_capacity(4, &text[..]);
+        r.for_each_record(input, |ms, _| Ok(ms < 7)).unwrap();
+        assert_eq!(r.lines, 2);
+    }
 
     #[test]
     fn lines() {
