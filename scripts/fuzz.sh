@@ -19,8 +19,8 @@
 #    unsafe code); the campaign runs without it, three to four times as
 #    many executions a second, so that 10^7 a target fit in an hour on
 #    the 2-core machines.
-# 2. Each target in turn, from its checked-in seeds (fuzz/corpus/<target>,
-#    read only) and a working corpus of the run's own (under
+# 2. Each target (two at a time in the smoke), from its checked-in seeds
+#    (fuzz/corpus/<target>, read only) and a working corpus of the run's own (under
 #    $CARGO_TARGET_DIR or target/, in fuzz-<mode>/), with libFuzzer's
 #    limits: an input that runs over 10 s is a hang, an allocation of
 #    more than 256 MiB or a process above 2 GiB is a finding. A finding
@@ -73,19 +73,15 @@ echo "== building ${targets[*]} (cargo +nightly fuzz build ${flags[*]})"
 cargo +nightly fuzz build "${flags[@]}" || fail "the fuzz targets did not build"
 
 limits=(-timeout=10 -malloc_limit_mb=256 -rss_limit_mb=2048 -print_final_stats=1)
-failed=()
-summary=()
-for t in "${targets[@]}"; do
-    seeds="$PWD/fuzz/corpus/$t"
-    [ -d "$seeds" ] || fail "$t has no seed corpus ($seeds)"
+# One target: its libFuzzer run, then its summary line in $work/$t.result
+# (and what libFuzzer said about a finding, printed after it).
+run_target() {
+    local t=$1 seeds="$PWD/fuzz/corpus/$1" log="$work/$1.log" start rc=0 secs runs result
     mkdir -p "$work/$t"
-    log="$work/$t.log"
-    cmd=(cargo +nightly fuzz run "${flags[@]}" "$t" "$work/$t" "$seeds" --
+    local cmd=(cargo +nightly fuzz run "${flags[@]}" "$t" "$work/$t" "$seeds" --
         "${budget[@]}" "${limits[@]}")
-    echo
     echo "== $t: ${cmd[*]}"
     start=$(date +%s)
-    rc=0
     "${cmd[@]}" >"$log" 2>&1 || rc=$?
     secs=$(( $(date +%s) - start ))
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -93,14 +89,40 @@ for t in "${targets[@]}"; do
         result="no finding"
     else
         result="FAILED (exit $rc)"
-        failed+=("$t")
-        # What libFuzzer said about the finding, and where it wrote it.
-        grep -E 'panicked at|^==[0-9]+==|^SUMMARY|Test unit written|^Base64' "$log" | head -20 || true
-        tail -5 "$log"
+        {
+            grep -E 'panicked at|^==[0-9]+==|^SUMMARY|Test unit written|^Base64' "$log" | head -20 || true
+            tail -5 "$log"
+        } >"$work/$t.finding"
     fi
-    line="$t: ${runs:-?} runs in ${secs} s, $result (log: $log)"
-    echo "$line"
+    echo "$t: ${runs:-?} runs in ${secs} s, $result (log: $log)" >"$work/$t.result"
+}
+for t in "${targets[@]}"; do
+    [ -d "$PWD/fuzz/corpus/$t" ] || fail "$t has no seed corpus ($PWD/fuzz/corpus/$t)"
+    rm -f "$work/$t.result" "$work/$t.finding"
+done
+# The smoke runs two targets at a time (one core each: libFuzzer runs one
+# thread), the campaign one (FUZZ_JOBS changes either): the five 30 s
+# smokes took 150 s one after the other.
+jobs_max=${FUZZ_JOBS:-$([ "$mode" = smoke ] && echo 2 || echo 1)}
+for t in "${targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+    run_target "$t" &
+done
+wait || true
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+    line=$(cat "$work/$t.result" 2>/dev/null || echo "$t: no result (the run did not finish)")
     summary+=("$line")
+    case "$line" in
+        *"no finding"*) ;;
+        *)
+            failed+=("$t")
+            echo
+            echo "== $line"
+            cat "$work/$t.finding" 2>/dev/null || true
+            ;;
+    esac
 done
 
 echo
