@@ -16,13 +16,23 @@ pub(super) fn parse_line(line: &[u8], timestamps: bool) -> Option<(Option<u64>, 
     if !timestamps {
         return (!line.is_empty()).then_some((None, line));
     }
-    let digits = line.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 19 {
-        return None;
-    }
+    // The time's digits, read as they are counted (at most 19: any 19
+    // digits fit in a u64).
     let mut ms = 0u64;
-    for &b in &line[..digits] {
-        ms = ms * 10 + u64::from(b - b'0');
+    let mut digits = 0;
+    for &b in line {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if digits == 19 {
+            return None;
+        }
+        ms = ms * 10 + u64::from(d);
+        digits += 1;
+    }
+    if digits == 0 {
+        return None;
     }
     let rest = &line[digits..];
     let ws = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
@@ -208,5 +218,10 @@ mod tests {
         assert_eq!(parse_line(b"x k\n", true), None);
         assert_eq!(parse_line(b"12 \n", true), None);
         assert_eq!(parse_line(b"99999999999999999999 k\n", true), None);
+        assert_eq!(
+            parse_line(b"9999999999999999999 k\n", true),
+            Some((Some(9_999_999_999_999_999_999), &b"k"[..]))
+        );
+        assert_eq!(parse_line(b"007 k\n", true), Some((Some(7), &b"k"[..])));
     }
 }
