@@ -10,9 +10,9 @@
 #    missing; the script stops if they cannot be (it never skips Miri).
 #    Then Miri's sysroot, and every test binary below, built once.
 # Then, two lanes side by side (the machines have 2 cores), each stage timed
-# (in a CI run on the 2-core machines, 2026-11-29, before the batch tests
-# were split between the lanes: lane one 1189 s, of it 607 s the batch
-# tests; lane two 459 s):
+# (on the 2-core machines, 2026-11-29: lane one 803 s, lane two 714 s,
+# before the batch tests checked a tenth of their keys under Miri, which
+# took them from about 600 s to 224 s together):
 #    lane one: 1. Stacked Borrows (Miri's default) over the library's unit
 #                 tests (but the churn test: stage 3 runs it);
 #              2. Stacked Borrows over the single-threaded per-key tests,
@@ -89,8 +89,8 @@ stage "setup: Miri's sysroot and the test binaries" "$base" --no-run \
 threaded=(--test keyed_threads --test keyed_rotation --test keyed_limiter_threads)
 single=(--test keyed --test keyed_edges --test keyed_hot --test keyed_limiter --test keyed_panics
     --test keyed_user_code --test keyed_callbacks)
-# The batch tests take about 100 s each under Miri (600 s the six): lane two
-# runs these three, lane one the rest (whatever is not named here, so a
+# The batch tests take 20-70 s each under Miri (224 s the six): lane two
+# runs these three (111 s), lane one the rest (112 s) (whatever is not named here, so a
 # test added or renamed runs in lane one).
 batch_two=(sketch_batches limiter_batches a_panic_in_a_batch_of_requests)
 tb="$base -Zmiri-tree-borrows"

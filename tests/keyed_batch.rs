@@ -180,7 +180,10 @@ fn same_windows<C: stripecount::Clock>(
     b: &KeyedWindows<Key, C, RandomState>,
     at: u64,
 ) {
-    for id in 0..KEYS {
+    // Under Miri every 10th key: reading all 300 after each batch was most
+    // of each test's time there (about 95 s a test), and the full runs
+    // check them all.
+    for id in (0..KEYS).step_by(sized(1, 10)) {
         assert_eq!(
             a.sum_at(&Key(id), ts(at)),
             b.sum_at(&Key(id), ts(at)),
@@ -267,7 +270,8 @@ fn limiter_batches_grant_what_their_single_requests_grant() {
                 });
                 let many: Vec<bool> = many.into_iter().map(|v| v.unwrap()).collect();
                 assert_eq!(many, single);
-                for id in 0..KEYS {
+                // Under Miri every 10th key, as in `same_windows`.
+                for id in (0..KEYS).step_by(sized(1, 10)) {
                     let k = Key(id);
                     assert_eq!(
                         a.available_at(&k, ts(batch.at)),
