@@ -220,3 +220,46 @@ fn a_sketch_it_builds_holds_no_more_than_its_memory_from_the_start() {
         assert!(s.memory_bytes() <= s.memory_limit());
     }
 }
+
+/// Keys that never repeat, each heavy in its slice (a threshold of one
+/// add a slice), over four windows: the exact part takes a slice's worth
+/// of them in every slice, and every one gets hot state, all of which must
+/// fit in the memory. Found by fuzzing `hotkeys` (`--window 10ms --slices
+/// 10 --threshold 2 --memory 54KiB` on real time held up to 58,536 bytes:
+/// hot state in a map of 128 shards, each key's in a table of its own); at
+/// 32-128 KiB the first slice's map of 128 shards went over the same way.
+#[test]
+fn heavy_keys_that_never_repeat_stay_within_the_memory() {
+    for slices in [1usize, 2, 3, 10, 30, 60] {
+        for memory in (32..=256).step_by(8).map(|k| k << 10).chain([1 << 20]) {
+            let window = Duration::from_millis(slices as u64);
+            let built = HotKeySketch::<u64>::builder(window, slices, slices as u64)
+                .memory(memory)
+                .clock(ManualClock::new())
+                .build();
+            let Ok(s) = built else {
+                continue;
+            };
+            let mut k = 0u64;
+            for slice in 0..4 * slices as u64 + 4 {
+                let t = Timestamp::from_nanos(slice * 1_000_000);
+                for _ in 0..2 * s.max_keys() {
+                    s.add_at(&k, t, 1);
+                    k += 1;
+                }
+                assert!(
+                    s.memory_bytes() <= s.memory_limit(),
+                    "{memory} B, {slices} slices, slice {slice}: {} held of {}",
+                    s.memory_bytes(),
+                    s.memory_limit()
+                );
+            }
+            // Each slice took its `max_keys` keys and left the rest untracked.
+            let per_slice = s.max_keys() as u64;
+            assert!(
+                s.untracked_adds() >= (4 * slices as u64 + 4) * per_slice,
+                "{memory} B"
+            );
+        }
+    }
+}

@@ -72,7 +72,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
         // treated as heavy.
         let heavy_here = !matches!(after, Some(c) if c < self.heavy);
         if heavy_here && flags & NOTED == 0 {
-            self.make_home(hash, key, e, guard);
+            if !self.make_home(hash, key, e, guard) {
+                return None; // no room for its home (`bound_homes`)
+            }
             en.hot().fetch_or(NOTED, Ordering::AcqRel);
         } else if flags & HAS_HOME == 0 {
             return None;
@@ -83,19 +85,38 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
     /// Creates the key's home (or finds it) with `last_heavy >= e`, then
     /// marks `HAS_HOME` on its entries whose window holds slice `e`, each
     /// under its map's shard lock (the lock a new entry's check runs in).
-    fn make_home<Q: KeyRef<K> + ?Sized>(&self, hash: u64, key: &Q, e: u64, guard: &Guard<'_>) {
-        let made = self.homes.upsert(
-            hash,
-            |k| key.is(k),
-            crate::map::Miss::NONE,
-            || (key.to_key(), ()),
-            &self.home_cfg,
-            e,
-            guard,
-            |_, ()| {},
-            |h, _| h.note_heavy(e),
-        );
-        debug_assert!(made.is_some(), "the home map is unbounded");
+    /// `false`: a bounded home map is full (`bound_homes`); nothing was
+    /// made or marked, and the add is counted in `homeless`.
+    fn make_home<Q: KeyRef<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+        e: u64,
+        guard: &Guard<'_>,
+    ) -> bool {
+        let made = self
+            .homes
+            .upsert(
+                hash,
+                |k| key.is(k),
+                crate::map::Miss::NONE,
+                || (key.to_key(), ()),
+                &self.home_cfg,
+                e,
+                guard,
+                |_, ()| {},
+                |h, _| h.note_heavy(e),
+            )
+            // A full bounded map refuses before it looks: a home the key
+            // has is noted all the same (under the lock, as `upsert` does).
+            .or_else(|| {
+                self.homes
+                    .with_locked(hash, |k| key.is(k), |h| h.note_heavy(e))
+            });
+        if made.is_none() {
+            self.homeless.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         let s = self.home_cfg.slices;
         // Once the home exists, an entry left unmarked could skip the
         // exact step of a crossing: a key's `Eq` that panics here aborts
@@ -111,6 +132,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             );
         });
         std::mem::forget(bomb);
+        true
     }
 
     /// The exact step of a heavy key (see the module docs).
@@ -134,10 +156,9 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             let Some(home) = self.homes.get(hash, |k| key.is(k), guard) else {
                 // Retired: no heavy slice is left in this epoch's window
                 // (home.rs, "Lifetime"), unless this add's own is.
-                if !heavy_here {
+                if !heavy_here || !self.make_home(hash, key, e, guard) {
                     return None;
                 }
-                self.make_home(hash, key, e, guard);
                 continue;
             };
             match self.decide(home, hash, key, e, n, guard) {

@@ -55,9 +55,13 @@ use crate::key::{Key, KeyRef};
 use crate::map::{Map, Now, Probe};
 use crate::pack::EntryHot;
 use crate::reclaim::Guard;
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
 use std::time::Duration;
+
+/// Homes a shard of a bounded detector's home map (`bound_homes`): the
+/// shards of a map that holds few keys would each hold a mostly empty table.
+pub(super) const HOMES_PER_SHARD: usize = 2048;
 
 // The entry's hot word: `crate::pack::EntryHot`.
 pub(super) const CHECKED: u64 = EntryHot::CHECKED.mask();
@@ -132,6 +136,10 @@ pub struct HotKeyDetector<K: 'static, C: Clock = MonotonicClock, S = RandomState
     pub(super) threshold: u64,
     /// `H`: a slice count that makes a key heavy.
     pub(super) heavy: u64,
+    /// Adds that made a slice heavy when `homes` was full (a bounded
+    /// detector's: [`bound_homes`](Self::bound_homes)): counted, not
+    /// judged by the hot rule.
+    pub(super) homeless: AtomicU64,
 }
 
 impl<K: Key> HotKeyDetector<K> {
@@ -229,7 +237,23 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             windows,
             threshold,
             heavy: threshold.div_ceil(slices),
+            homeless: AtomicU64::new(0),
         })
+    }
+
+    /// Holds hot state for at most `max` keys at once, in a map of as few
+    /// shards as that needs (a sketch's, whose memory is fixed: `sketch.rs`,
+    /// "Memory"). A key that turns heavy while it is full (after a sweep of
+    /// the homes left idle) gets none: its add is counted in `homeless`, and
+    /// the key is not judged by the hot rule until an add of it finds room.
+    /// On a new detector, before any add.
+    pub(super) fn bound_homes(&mut self, max: usize) {
+        let shards = max.div_ceil(HOMES_PER_SHARD);
+        let mut homes = Map::with_shards(self.windows.ring.hasher().clone(), shards);
+        let slices = self.home_cfg.slices as usize;
+        homes.set_sweep(homes.shards().div_ceil(slices).max(1), 1);
+        homes.set_max_keys(max);
+        self.homes = homes;
     }
 
     /// The threshold.

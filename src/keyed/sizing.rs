@@ -43,7 +43,7 @@
 //! whose remainder holds the exact part's keys (`key_bytes` each).
 
 use super::sketch::{
-    default_level, key_bytes, sketch_shards, HotKeySketchBuilder, MIN_KEYS, SHARD_MAX,
+    default_level, exact_bytes, key_bytes, sketch_shards, HotKeySketchBuilder, MIN_KEYS, SHARD_MAX,
 };
 use super::HotKeySketch;
 use crate::clock::Clock;
@@ -103,7 +103,7 @@ impl<K: Key> HotKeySketch<K> {
         adds_per_second: u64,
     ) -> Result<usize, ConfigError> {
         let level = default_level(threshold.div_ceil(slices.max(1) as u64));
-        needed::<K>(window, slices, threshold, level, adds_per_second)
+        needed::<K, crate::hash::RandomState>(window, slices, threshold, level, adds_per_second)
     }
 }
 
@@ -133,7 +133,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
 
 /// The memory needed at `rate` adds a second (see "The rule"), for keys
 /// of type `K` and admission level `level`.
-pub(super) fn needed<K>(
+pub(super) fn needed<K: Key, S: KeyHasher>(
     window: Duration,
     slices: usize,
     threshold: u64,
@@ -178,6 +178,7 @@ pub(super) fn needed<K>(
     let keys = keys.max(MIN_KEYS);
     let exact = keys
         .checked_mul(key_bytes::<K>(slices))
+        .map(|_| exact_bytes::<K, S>(keys, slices))
         .ok_or_else(too_big)?;
     // The least memory whose quarter holds `door` (the doorkeeper is built
     // in the largest power of two of words within its share, so a share

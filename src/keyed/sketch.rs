@@ -21,25 +21,30 @@
 //! - The adds of one key in one slice that are not admitted total at most
 //!   `a - 1` a doorkeeper shard (`doorkeeper.rs`, "The guarantee").
 //! - Memory: the doorkeeper's words are allocated once; the exact
-//!   detector holds at most `max_keys` keys a slice, sized from the
+//!   detector holds at most `max_keys` keys a slice, and hot state for at
+//!   most `max_keys` keys (`HotKeyDetector::bound_homes`), sized from the
 //!   memory given (`max_keys_for`), checked by the tests with keys that
-//!   never repeat.
+//!   never repeat (and turn heavy in every slice).
 //!
 //! # What a reported count means
 //! See [`HotKeySketch`]'s docs ("Error bound").
 
 use super::doorkeeper::Doorkeeper;
-use super::hot::HotKeyDetector;
+use super::home::Home;
+use super::hot::{HotKeyDetector, HOMES_PER_SHARD};
 pub use super::sketch_builder::HotKeySketchBuilder;
-use super::slice_map::SliceMap;
+use super::slice_map::{self, SliceMap};
 use super::windows::KeyedWindows;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::counter::StripedCounter;
 use crate::error::ConfigError;
 use crate::hash::RandomState;
 use crate::key::{Key, KeyHasher, KeyRef};
+use crate::map::Map;
 use crate::reclaim::Guard;
+use crate::sync::Ordering;
 use std::fmt;
+use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
 /// Keys whose count in the last window crossed a threshold, found in
@@ -73,6 +78,13 @@ use std::time::Duration;
 /// - plus any adds that found their slice's map full (counted by
 ///   [`untracked_adds`](Self::untracked_adds): zero when the memory holds
 ///   every key that reaches `a` in a slice).
+///
+/// A key is judged by the hot rule once one of its slices reaches
+/// `ceil(threshold / slices)`; the memory holds that state for as many
+/// keys as a slice holds. Past that (many keys turning heavy within two
+/// windows, as with a threshold below the slices), an add that makes a
+/// key heavy is counted but not judged, and is counted in
+/// [`untracked_adds`](Self::untracked_adds) too.
 ///
 /// These hold under any concurrency (the doorkeeper's gate is one CAS,
 /// model checked with loom). The structure is not mergeable as it stands
@@ -317,9 +329,13 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketch<K, C, S> {
         self.filtered.sum()
     }
 
-    /// Admitted adds that were not tracked because their slice was full.
+    /// Admitted adds that were not tracked: their slice was full, or the
+    /// add made its key heavy in a slice (a count of `ceil(threshold /
+    /// slices)`) when the hot state of as many keys as a slice holds was
+    /// taken already (counted, but not judged by the hot rule: the key is
+    /// not reported until an add of it finds room).
     pub fn untracked_adds(&self) -> u64 {
-        self.exact.windows.untracked_adds()
+        self.exact.windows.untracked_adds() + self.exact.homeless.load(Ordering::Relaxed)
     }
 
     /// The memory given at construction: [`memory_bytes`](Self::memory_bytes)
@@ -381,9 +397,34 @@ pub(super) const MIN_KEYS: usize = 16;
 /// counted at 1.5 slots (tables are between half and seven eighths full;
 /// measured 1.2-1.5 on the benchmark's streams, and the tests fill every
 /// slice with keys that never repeat and check the limit); and hot state
-/// (a home) for heavy keys.
-pub(super) fn max_keys_for<K>(bytes: usize, slices: usize) -> usize {
-    bytes / key_bytes::<K>(slices)
+/// (a home) for as many keys (`HotKeyDetector::bound_homes`). Besides the
+/// keys, each of those maps and the home map hold their shards' fixed
+/// parts ([`exact_bytes`]).
+pub(super) fn max_keys_for<K, S>(bytes: usize, slices: usize) -> usize
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: BuildHasher,
+{
+    let first = bytes / key_bytes::<K>(slices);
+    // The fixed parts grow with the keys (more shards): those of `first`
+    // keys, at least those of fewer, leave room for the keys that fit.
+    let fixed = exact_bytes::<K, S>(first, slices) - first * key_bytes::<K>(slices);
+    bytes.saturating_sub(fixed) / key_bytes::<K>(slices)
+}
+
+/// The exact part's bytes for `keys` keys a slice: `key_bytes` each, and
+/// the fixed parts of its `slices + 2` slice maps and of its home map.
+pub(super) fn exact_bytes<K, S>(keys: usize, slices: usize) -> usize
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    S: BuildHasher,
+{
+    let homes = std::mem::size_of::<Map<K, Home, S>>()
+        + keys.div_ceil(HOMES_PER_SHARD).max(1).next_power_of_two()
+            * Map::<K, Home, S>::shard_bytes();
+    keys.saturating_mul(key_bytes::<K>(slices))
+        .saturating_add((slices + 2).saturating_mul(slice_map::fixed_bytes::<K, S>(keys)))
+        .saturating_add(homes)
 }
 
 /// The exact part's bytes a key costs (see `max_keys_for`).

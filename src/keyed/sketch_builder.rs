@@ -158,7 +158,7 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
             None => default_level(self.threshold.div_ceil(slices as u64)),
         };
         let needed = match self.rate {
-            Some(rate) => Some(super::sizing::needed::<K>(
+            Some(rate) => Some(super::sizing::needed::<K, S>(
                 self.window,
                 self.slices,
                 self.threshold,
@@ -173,13 +173,16 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketchBuilder<K, C, S> {
         }
         let shards = sketch_shards();
         let door = Doorkeeper::new((memory / 4).min(shards * SHARD_MAX), shards, level);
-        let max_keys = max_keys_for::<K>(memory.saturating_sub(door.bytes()), slices);
+        let max_keys = max_keys_for::<K, S>(memory.saturating_sub(door.bytes()), slices);
         if memory < HotKeySketch::<K, C, S>::MIN_MEMORY || max_keys < MIN_KEYS {
             return Err(ConfigError::Invalid(
                 "the memory is too small for a hot-key sketch of this many slices (32 KiB at least)",
             ));
         }
-        let exact = self.exact.max_keys(max_keys).build()?;
+        let mut exact = self.exact.max_keys(max_keys).build()?;
+        // Hot state for as many keys as a slice holds (`max_keys_for`
+        // counts their room).
+        exact.bound_homes(max_keys);
         let sketch = HotKeySketch {
             door,
             exact,

@@ -40,10 +40,41 @@ use crate::sync::Arc;
 /// given more shards.
 const KEYS_PER_SHARD: usize = 2048;
 
+/// The least keys a shard of a bounded slice map is for (its bound
+/// permitting): a sketch's maps hold a few dozen keys at its least memory,
+/// and at `min_shards()` shards each key took a table of its own.
+const BOUNDED_KEYS_PER_SHARD: usize = 64;
+
 /// The fewest shards a slice map has: twice the CPUs (rounded up to a
 /// power of two), so that threads inserting at once rarely share a lock.
 fn min_shards() -> usize {
     2 * crate::stripes::default_cap()
+}
+
+/// The shards of a map for `n` keys in a ring bounded at `max_keys` a
+/// slice: about [`KEYS_PER_SHARD`] keys a shard, at least [`min_shards`],
+/// but under a small bound a shard for each [`BOUNDED_KEYS_PER_SHARD`] keys
+/// (so that a few keys do not each take a shard's least table).
+fn shards_for(n: usize, max_keys: usize) -> usize {
+    (n / KEYS_PER_SHARD)
+        .max(min_shards())
+        .min(max_keys.div_ceil(BOUNDED_KEYS_PER_SHARD).max(1))
+}
+
+/// The bytes a slice map of a ring bounded at `max_keys` keys a slice
+/// holds besides 1.5 slots a key: the map, its shards' pointers, locks and
+/// table headers, and two groups of slots a shard (a table is a whole
+/// number of groups, and the keys do not spread evenly over the shards; a
+/// sketch's sizing counts it, `sketch.rs`).
+pub(crate) fn fixed_bytes<K, S>(max_keys: usize) -> usize
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+    S: std::hash::BuildHasher,
+{
+    let groups = 2 * crate::map::table::GROUP * (std::mem::size_of::<(K, Entry)>() + 1);
+    std::mem::size_of::<SliceMap<K, S>>()
+        + shards_for(max_keys, max_keys).next_power_of_two()
+            * (Map::<K, Entry, S>::shard_bytes() + groups)
 }
 
 /// The map of one slice.
@@ -73,14 +104,18 @@ where
         spares: &Arc<Spares<K, Entry>>,
         max_keys: usize,
     ) -> Self {
-        let shards = match prev {
-            None => SHARDS,
-            Some(n) => (n / KEYS_PER_SHARD).max(min_shards()),
+        // The first map of a bounded ring is sized for its bound (so it
+        // never grows: a growth moves keys, and runs their code).
+        let keys = match prev {
+            Some(n) => Some(n),
+            None => (max_keys < usize::MAX).then_some(max_keys),
         };
+        let shards = keys.map_or(SHARDS, |n| shards_for(n, max_keys));
         let mut map = Map::with_shards(hasher, shards);
+        spares.keep_at_most(map.shards());
         map.set_spares(Arc::clone(spares));
         map.set_max_keys(max_keys);
-        let per_shard = prev.unwrap_or(0).div_ceil(map.shards());
+        let per_shard = keys.unwrap_or(0).div_ceil(map.shards());
         map.presize(|_| per_shard);
         SliceMap {
             epoch: e,

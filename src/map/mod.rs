@@ -200,6 +200,15 @@ where
     V: Value,
     S: BuildHasher,
 {
+    /// The bytes a shard of this map holds besides its table's slots and
+    /// control words: its pointers, its lock, and its table's header (what
+    /// [`memory_bytes`](Self::memory_bytes) counts for it).
+    pub(crate) fn shard_bytes() -> usize {
+        std::mem::size_of::<Ptrs<K, V>>()
+            + std::mem::size_of::<Mutex<ShardState>>()
+            + std::mem::size_of::<Table<K, V>>()
+    }
+
     /// An empty map of every shard, without automatic sweeping
     /// ([`set_sweep`](Self::set_sweep) turns it on).
     pub(crate) fn new(hasher: S) -> Self {

@@ -28,7 +28,8 @@
 //! 2. A spare belongs to the list alone; `take` hands it to one map, which
 //!    publishes it as it would a new table (the shard pointer's `Release`
 //!    store after the table is written).
-//! 3. At most [`SHARDS`] tables are kept, each of a size that would fit
+//! 3. At most as many tables as the newest map has shards (at most
+//!    [`SHARDS`]) are kept, each of a size that would fit
 //!    the latest request (`fits`); a table that does not fit is freed, and
 //!    each request that finds no fit frees one spare that does not fit. So
 //!    the spares hold about one map's tables at most, and a ring whose
@@ -48,6 +49,9 @@ pub(crate) struct Spares<K, V> {
     list: Mutex<Vec<Box<Table<K, V>>>>,
     /// Groups the latest [`take`](Self::take) asked for (0: none yet).
     wanted: AtomicUsize,
+    /// The most tables kept: the shards of the newest map
+    /// ([`keep_at_most`](Self::keep_at_most)), at most [`SHARDS`].
+    most: AtomicUsize,
     vacant: fn() -> V,
     /// Tables taken (tests).
     #[cfg(test)]
@@ -67,6 +71,7 @@ impl<K, V> Spares<K, V> {
         Spares {
             list: Mutex::new(Vec::new()),
             wanted: AtomicUsize::new(0),
+            most: AtomicUsize::new(SHARDS),
             vacant,
             #[cfg(test)]
             taken: AtomicUsize::new(0),
@@ -94,17 +99,25 @@ impl<K, V> Spares<K, V> {
     /// and there is room; frees it otherwise. The caller owns it: no guard
     /// can reach it (invariant 1).
     fn keep(&self, mut t: Box<Table<K, V>>) {
-        if !fits(t.groups(), self.wanted.load(Ordering::Relaxed))
-            || lock(&self.list).len() >= SHARDS
+        let most = self.most.load(Ordering::Relaxed);
+        if !fits(t.groups(), self.wanted.load(Ordering::Relaxed)) || lock(&self.list).len() >= most
         {
             return;
         }
         // Cleared outside the lock: it walks the table.
         t.clear(self.vacant);
         let mut list = lock(&self.list);
-        if list.len() < SHARDS {
+        if list.len() < most {
             list.push(t);
         }
+    }
+
+    /// Keeps at most `n` tables (at most [`SHARDS`]) from now on: a new
+    /// map's shards, so that the spares hold one map's tables at most even
+    /// when the collector frees several retired maps at once (a bounded
+    /// ring's memory counts one map of spares, `keyed/sketch.rs`).
+    pub(crate) fn keep_at_most(&self, n: usize) {
+        self.most.store(n.min(SHARDS), Ordering::Relaxed);
     }
 
     /// Tables taken so far.
