@@ -337,3 +337,26 @@ fn detector_windows_take_and_debug() {
     });
     assert_eq!(counter.load(Ordering::Relaxed), 0, "everything was taken");
 }
+
+/// A bound is a cap, not a size: a ring bounded at 60 billion keys a slice
+/// holds what its keys need (found by fuzzing `hotkeys --max-keys
+/// 59999999980`, when a bounded ring's first map was presized for its
+/// bound: 468M keys a shard).
+#[test]
+fn a_huge_bound_allocates_nothing_for_it() {
+    for max in [59_999_999_980usize, usize::MAX - 1, 1 << 20] {
+        let w: KeyedWindows<u64, ManualClock> = KeyedWindows::builder(Duration::from_secs(1), 10)
+            .clock(ManualClock::new())
+            .max_keys(max)
+            .build()
+            .unwrap();
+        for k in 0..100u64 {
+            assert!(w.add_at(&k, stripecount::Timestamp::ZERO, 1));
+        }
+        assert!(
+            w.memory_bytes() < 1 << 20,
+            "{max}: {} bytes",
+            w.memory_bytes()
+        );
+    }
+}

@@ -11,7 +11,10 @@
 //! newest map to go by (the ring's first), every shard: a busy first slice
 //! spread over `min_shards()` grew tables of 250K keys on the benchmarks'
 //! Zipf stream, moved 190K keys on one request (7.8 ms) and took 1.3 ms a table
-//! to free; the other shards cost about 6 KB, once.
+//! to free; the other shards cost about 6 KB, once. A bounded ring's
+//! first map is sized for its bound instead, and a bounded ring's maps
+//! have a shard for each [`BOUNDED_KEYS_PER_SHARD`] keys of the bound at
+//! most: a sketch's memory is counted with them (`sketch.rs`).
 //!
 //! # Freeing
 //! A retired map is freed a table at a time (`limbo.rs`, "Freed in
@@ -104,8 +107,10 @@ where
         spares: &Arc<Spares<K, Entry>>,
         max_keys: usize,
     ) -> Self {
-        // The first map of a bounded ring is sized for its bound (so it
-        // never grows: a growth moves keys, and runs their code).
+        // The first map of a bounded ring has the shards of its bound, and
+        // under a small bound (a sketch's) is presized for it: it never
+        // grows (a growth moves keys, and runs their code). A large bound
+        // is a cap, not a size to allocate.
         let keys = match prev {
             Some(n) => Some(n),
             None => (max_keys < usize::MAX).then_some(max_keys),
@@ -116,6 +121,11 @@ where
         map.set_spares(Arc::clone(spares));
         map.set_max_keys(max_keys);
         let per_shard = keys.unwrap_or(0).div_ceil(map.shards());
+        let per_shard = if prev.is_none() && per_shard > KEYS_PER_SHARD {
+            0
+        } else {
+            per_shard
+        };
         map.presize(|_| per_shard);
         SliceMap {
             epoch: e,
