@@ -254,12 +254,15 @@ fn heavy_keys_that_never_repeat_stay_within_the_memory() {
                     s.memory_limit()
                 );
             }
-            // Each slice took its `max_keys` keys and left the rest untracked.
+            // Each slice took its `max_keys` keys and left the rest
+            // untracked; the hot state of `max_keys` keys was taken once
+            // more keys than that had turned heavy within two windows.
             let per_slice = s.max_keys() as u64;
             assert!(
                 s.untracked_adds() >= (4 * slices as u64 + 4) * per_slice,
                 "{memory} B"
             );
+            assert!(s.unjudged_adds() > 0, "{memory} B");
         }
     }
 }

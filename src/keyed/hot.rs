@@ -138,7 +138,7 @@ pub struct HotKeyDetector<K: 'static, C: Clock = MonotonicClock, S = RandomState
     pub(super) heavy: u64,
     /// Adds that made a slice heavy when `homes` was full (a bounded
     /// detector's: [`bound_homes`](Self::bound_homes)): counted, not
-    /// judged by the hot rule.
+    /// judged by the hot rule (`HotKeySketch::unjudged_adds`).
     pub(super) homeless: AtomicU64,
 }
 

@@ -83,8 +83,8 @@ use std::time::Duration;
 /// `ceil(threshold / slices)`; the memory holds that state for as many
 /// keys as a slice holds. Past that (many keys turning heavy within two
 /// windows, as with a threshold below the slices), an add that makes a
-/// key heavy is counted but not judged, and is counted in
-/// [`untracked_adds`](Self::untracked_adds) too.
+/// key heavy is counted but not judged
+/// ([`unjudged_adds`](Self::unjudged_adds)), and its key is not reported.
 ///
 /// These hold under any concurrency (the doorkeeper's gate is one CAS,
 /// model checked with loom). The structure is not mergeable as it stands
@@ -329,13 +329,18 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeySketch<K, C, S> {
         self.filtered.sum()
     }
 
-    /// Admitted adds that were not tracked: their slice was full, or the
-    /// add made its key heavy in a slice (a count of `ceil(threshold /
-    /// slices)`) when the hot state of as many keys as a slice holds was
-    /// taken already (counted, but not judged by the hot rule: the key is
-    /// not reported until an add of it finds room).
+    /// Admitted adds that were not tracked because their slice was full.
     pub fn untracked_adds(&self) -> u64 {
-        self.exact.windows.untracked_adds() + self.exact.homeless.load(Ordering::Relaxed)
+        self.exact.windows.untracked_adds()
+    }
+
+    /// Adds that made their key heavy in a slice (a count of
+    /// `ceil(threshold / slices)`) while the hot state of as many keys as a
+    /// slice holds was taken: counted, but not judged by the hot rule (the
+    /// key is not reported until an add of it finds room). Zero unless
+    /// more keys than that turn heavy within about two windows.
+    pub fn unjudged_adds(&self) -> u64 {
+        self.exact.homeless.load(Ordering::Relaxed)
     }
 
     /// The memory given at construction: [`memory_bytes`](Self::memory_bytes)
