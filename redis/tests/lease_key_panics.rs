@@ -10,7 +10,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use stripecount::Quota;
+use stripecount::clock::ManualClock;
+use stripecount::{Clock, Quota, Timestamp};
 use stripecount_redis::ClusterLimiter;
 use support::flaky::{Ctl, Flaky};
 use support::{wait_until, RedisServer};
@@ -26,7 +27,7 @@ fn limiter(url: &str, ns: &str, sweep: Duration, quota: Quota) -> ClusterLimiter
 
 /// Two grants of each key: the second lease is larger than what it
 /// serves, so every key then holds unused permits.
-fn lease_each(l: &ClusterLimiter<Flaky>, keys: &[Flaky]) {
+fn lease_each<C: Clock>(l: &ClusterLimiter<Flaky, C>, keys: &[Flaky]) {
     for _ in 0..2 {
         for k in keys {
             assert!(l.try_acquire(k, 1));
@@ -88,20 +89,30 @@ fn the_sweeper_counts_the_panic_and_goes_on() {
     let redis = RedisServer::start();
     let ctl = Ctl::new();
     let ks = keys(&ctl);
-    let l = limiter(
+    // The node's clock is manual: its leases end when the test moves it
+    // past their deadline, not when a busy machine happens to reach the
+    // end of a slice (a lease of key 5 swept before its code starts to
+    // panic would leave nothing to count).
+    let clock = ManualClock::starting_at(Timestamp::from_nanos(1_000_000_000_000));
+    let l: ClusterLimiter<Flaky, ManualClock> = ClusterLimiter::builder(
         &redis.url(),
         "lkp_bg",
-        Duration::from_millis(5),
-        // 1,000 a minute in slices of 500 ms: the leases end within the
-        // test, the counts stay in the window.
-        Quota::per(1_000, Duration::from_secs(60)).slices(120),
-    );
+        // 1,000 an hour in slices of 30 s: the counts stay in the window.
+        Quota::per(1_000, Duration::from_secs(3_600)).slices(120),
+    )
+    .max_batch(50)
+    .sweep_interval(Duration::from_millis(5))
+    .clock(clock.clone())
+    .build()
+    .unwrap();
     // The leases first (a request writes its key's name), then key 5's
     // code starts to panic.
     lease_each(&l, &ks);
+    assert!(counted(&redis, "lkp_bg", 5) > 2, "unused permits held");
     ctl.bad_name.store(5, Ordering::SeqCst);
-    // The leases end with their slice; the sweeper returns what they
-    // left, and meets key 5.
+    // Past every lease's deadline: the sweeper returns what they left,
+    // and meets key 5.
+    clock.advance(Duration::from_secs(31));
     wait_until(60, "the sweeper's returns", || {
         (0..8)
             .filter(|&id| id != 5)
@@ -111,6 +122,7 @@ fn the_sweeper_counts_the_panic_and_goes_on() {
     // The sweeper thread lives: it returns the next leases' unused permits.
     ctl.bad_name.store(u64::MAX, Ordering::SeqCst);
     lease_each(&l, &ks[..4]);
+    clock.advance(Duration::from_secs(31));
     wait_until(60, "the next returns", || {
         (0..4).all(|id| counted(&redis, "lkp_bg", id) == 4)
     });
