@@ -309,7 +309,8 @@ fn a_lease_whose_reply_was_lost_is_granted_once() {
     for _ in 0..7 {
         assert!(l.try_acquire("k", 1));
     }
-    proxy.arm(Fault::DropReply(b"lostlease:l:k".to_vec()));
+    // The next request of the namespace (each names its buckets).
+    proxy.arm(Fault::DropReply(b"lostlease:lb:3\r\n".to_vec()));
     assert_eq!(l.decide("k", 1), Grant::OutageRefused);
     assert_eq!(proxy.fired(), 1);
     assert!(l.health().batch_in_flight);
@@ -335,7 +336,7 @@ fn a_return_whose_reply_was_lost_is_applied_once() {
     let proxy = Proxy::start(redis.port());
     let l = proxied(&proxy.url(), "lostret", 100, OutagePolicy::FailClosed);
     take_two(&l, "k"); // 2 granted, 7 held, 9 leased
-    proxy.arm(Fault::DropReply(b"lostret:l:k".to_vec()));
+    proxy.arm(Fault::DropReply(b"lostret:lb:3\r\n".to_vec()));
     assert!(l.release_all().is_err());
     assert_eq!(proxy.fired(), 1);
     assert_eq!(recorded(&redis, "lostret", "k").values().sum::<u64>(), 2);

@@ -37,12 +37,7 @@ fn lease_each<C: Clock>(l: &ClusterLimiter<Flaky, C>, keys: &[Flaky]) {
 
 /// The permits Redis counts for the key: leased less returned.
 fn counted(redis: &RedisServer, ns: &str, id: u64) -> u64 {
-    let mut c = redis.conn();
-    let vals: Vec<u64> = redis::cmd("HVALS")
-        .arg(format!("{ns}:l:{id}"))
-        .query(&mut c)
-        .unwrap();
-    vals.iter().sum()
+    support::recorded(redis, ns, &id.to_string()).values().sum()
 }
 
 fn keys(ctl: &Arc<Ctl>) -> Vec<Flaky> {

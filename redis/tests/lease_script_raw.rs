@@ -1,9 +1,10 @@
 //! The lease script called directly, with requests this test writes
 //! argument by argument: what one request leases of each key (a new key, a
 //! key with room, a key with none, a slice that left the window), what it
-//! stores, its replay, and that a malformed request is refused before any
-//! write. The node-level tests (`lease*.rs`) cannot send a malformed
-//! request nor plant a key's slices.
+//! stores and where (the buckets of `src/lease/layout.rs`), its replay,
+//! and that a malformed request is refused before any write. The
+//! node-level tests (`lease*.rs`) cannot send a malformed request nor
+//! plant a key's slices.
 
 mod support;
 
@@ -14,6 +15,8 @@ use support::RedisServer;
 const SLICE_MS: u64 = 600_000;
 const SLICES: u64 = 4;
 const LIMIT: u64 = 100;
+/// Slices a generation: half the slices judged, rounded up.
+const G: u64 = SLICES.div_ceil(2);
 
 /// The needs and wants as the node writes them: little-endian doubles.
 fn asks(pairs: &[(u64, u64)]) -> Vec<u8> {
@@ -61,23 +64,71 @@ fn invoke(
 ) -> redis::RedisResult<Value> {
     let script = redis::Script::new(include_str!("../src/lease/lease.lua"));
     let mut inv = script.prepare_invoke();
-    inv.key("raw:ln:n").key("raw:lcfg");
-    for k in keys {
-        inv.key(format!("raw:l:{k}"));
-    }
-    for (k, _, _) in returns {
-        inv.key(format!("raw:l:{k}"));
+    inv.key("raw:ln:n").key("raw:lcfg").key("raw:lg");
+    for r in 0..4 {
+        inv.key(format!("raw:lb:{r}"));
     }
     for a in fixed {
         inv.arg(a);
     }
-    inv.arg(format!("{SLICES}:{SLICE_MS}:{LIMIT}"))
+    inv.arg(format!("{SLICES}:{SLICE_MS}:{LIMIT}:b"))
         .arg(m)
         .arg(packed);
-    for (_, e, n) in returns {
-        inv.arg(*e).arg(*n);
+    for k in keys {
+        inv.arg(*k);
+    }
+    for (k, e, n) in returns {
+        inv.arg(*k).arg(*e).arg(*n);
     }
     inv.invoke(conn)
+}
+
+/// The generation each bucket slot holds (-1: none), as `raw:lg` keeps it.
+fn gens(conn: &mut redis::Connection) -> [f64; 4] {
+    let g: Option<Vec<u8>> = redis::cmd("GET").arg("raw:lg").query(conn).unwrap();
+    match g {
+        Some(b) => std::array::from_fn(|r| {
+            f64::from_le_bytes(b[8 * r..8 * r + 8].try_into().unwrap())
+        }),
+        None => [-1.0; 4],
+    }
+}
+
+/// Plants `key`'s ring `slices` (slice, permits) where the script keeps it:
+/// in the slot of its newest slice's generation, given to that generation.
+fn plant(conn: &mut redis::Connection, key: &str, slices: &[(u64, u64)]) {
+    let newest = slices.iter().map(|s| s.0).max().unwrap();
+    let g = newest / G;
+    let ring: Vec<u8> = slices
+        .iter()
+        .flat_map(|&(e, n)| [e as f64, n as f64])
+        .flat_map(f64::to_le_bytes)
+        .collect();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("raw:lb:{}", g % 4))
+        .arg(key)
+        .arg(ring)
+        .query(conn)
+        .unwrap();
+    let mut gs = gens(conn);
+    gs[(g % 4) as usize] = g as f64;
+    let b: Vec<u8> = gs.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let _: () = redis::cmd("SET").arg("raw:lg").arg(b).query(conn).unwrap();
+}
+
+/// The slot whose bucket holds `key`'s ring (at most one does).
+fn slot_of(conn: &mut redis::Connection, key: &str) -> Option<u64> {
+    let held: Vec<u64> = (0..4)
+        .filter(|r| {
+            redis::cmd("HEXISTS")
+                .arg(format!("raw:lb:{r}"))
+                .arg(key)
+                .query::<bool>(conn)
+                .unwrap()
+        })
+        .collect();
+    assert!(held.len() <= 1, "{key} in slots {held:?}");
+    held.first().copied()
 }
 
 /// A reply as numbers, each key's grant and retry time in its place: the
@@ -116,13 +167,38 @@ fn ints(v: &Value) -> Vec<i64> {
     out
 }
 
+/// `key`'s ring: its (slice, permits), in slice order.
 fn fields(conn: &mut redis::Connection, key: &str) -> Vec<(u64, u64)> {
-    let mut f: Vec<(u64, u64)> = redis::cmd("HGETALL")
-        .arg(format!("raw:l:{key}"))
+    let Some(r) = slot_of(conn, key) else {
+        return Vec::new();
+    };
+    let ring: Vec<u8> = redis::cmd("HGET")
+        .arg(format!("raw:lb:{r}"))
+        .arg(key)
         .query(conn)
         .unwrap();
+    assert_eq!(ring.len() % 16, 0, "{key}: {ring:?}");
+    let d = |b: &[u8]| f64::from_le_bytes(b.try_into().unwrap()) as u64;
+    let mut f: Vec<(u64, u64)> = ring
+        .chunks_exact(16)
+        .map(|p| (d(&p[..8]), d(&p[8..])))
+        .collect();
     f.sort_unstable();
     f
+}
+
+/// When slot `r`'s bucket expires (Unix ms).
+fn expires(conn: &mut redis::Connection, r: u64) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(format!("raw:lb:{r}"))
+        .query(conn)
+        .unwrap()
+}
+
+/// When a bucket of generation `g` expires: a generation after the newest
+/// slice it can hold left the window.
+fn expiry(g: u64) -> i64 {
+    (((g + 2) * G - 1 + SLICES) * SLICE_MS) as i64
 }
 
 #[test]
@@ -132,31 +208,16 @@ fn one_request_leases_each_key_by_its_room_and_replays_the_same() {
     loop {
         let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
         let e = epoch(&mut conn);
+        let g = e / G;
         // "full": 90 leased in this slice; "old": 100 in a slice that left
-        // the window (dropped) and 10 three slices ago; "new": nothing.
-        let _: () = redis::cmd("HSET")
-            .arg("raw:l:full")
-            .arg(e)
-            .arg(90)
-            .query(&mut conn)
-            .unwrap();
-        let _: () = redis::cmd("HSET")
-            .arg("raw:l:old")
-            .arg(e - SLICES)
-            .arg(100)
-            .arg(e - 3)
-            .arg(10)
-            .query(&mut conn)
-            .unwrap();
+        // the window (dropped) and 10 three slices ago; "new": nothing;
+        // "full2": 100 in the last two slices; "dead": in a generation
+        // older than the window, whose bucket goes.
+        plant(&mut conn, "full", &[(e, 90)]);
+        plant(&mut conn, "old", &[(e - SLICES, 100), (e - 3, 10)]);
+        plant(&mut conn, "full2", &[(e - 2, 60), (e - 1, 40)]);
+        plant(&mut conn, "dead", &[((g - 3) * G, 7)]);
         let keys = ["new", "full", "old", "full2"];
-        let _: () = redis::cmd("HSET")
-            .arg("raw:l:full2")
-            .arg(e - 2)
-            .arg(60)
-            .arg(e - 1)
-            .arg(40)
-            .query(&mut conn)
-            .unwrap();
         let packed = asks(&[(1, 8), (20, 20), (3, 500), (1, 1)]);
         let reply = ints(&run(&mut conn, 1, &keys, 4, &packed, &[]).unwrap());
         if epoch(&mut conn) != e {
@@ -186,12 +247,25 @@ fn one_request_leases_each_key_by_its_room_and_replays_the_same() {
         );
         assert_eq!(fields(&mut conn, "new"), [(e, 8)]);
         assert_eq!(fields(&mut conn, "full"), [(e, 90)]);
+        // The slice that left the window is dropped from the ring, which
+        // moves to this generation's slot.
         assert_eq!(fields(&mut conn, "old"), [(e - 3, 10), (e, 45)]);
-        let ttl: i64 = redis::cmd("PEXPIRETIME")
-            .arg("raw:l:new")
+        for k in ["new", "full", "old"] {
+            assert_eq!(slot_of(&mut conn, k), Some(g % 4), "{k}");
+        }
+        assert_eq!(fields(&mut conn, "full2"), [(e - 2, 60), (e - 1, 40)]);
+        // The dead generation's bucket is deleted and its slot freed.
+        assert_eq!(slot_of(&mut conn, "dead"), None);
+        assert_eq!(gens(&mut conn)[((g + 1) % 4) as usize], -1.0);
+        assert_eq!(gens(&mut conn)[(g % 4) as usize], g as f64);
+        assert_eq!(expires(&mut conn, g % 4), expiry(g));
+        // The marker makes the bucket a hash table, not a listpack.
+        let enc: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(format!("raw:lb:{}", g % 4))
             .query(&mut conn)
             .unwrap();
-        assert_eq!(ttl as u64, (e + SLICES) * SLICE_MS);
+        assert_eq!(enc, "hashtable");
         // The same request again: the stored answer, nothing changed.
         let again = ints(&run(&mut conn, 1, &keys, 4, &packed, &[]).unwrap());
         assert_eq!(again[..2], [1, e as i64]);
@@ -202,30 +276,24 @@ fn one_request_leases_each_key_by_its_room_and_replays_the_same() {
         let r = ints(&run(&mut conn, 2, &[], 0, &[], &[("new", e, 5)]).unwrap());
         assert_eq!(r.len(), 5);
         assert_eq!(fields(&mut conn, "new"), [(e, 3)]);
-        // Leased again: "new" in the slice it has (its expiry is kept),
-        // "older", planted with no expiry, in a slice after its only one
-        // (it gets this slice's).
-        let _: () = redis::cmd("HSET")
-            .arg("raw:l:older")
-            .arg(e - 1)
-            .arg(5)
-            .query(&mut conn)
-            .unwrap();
+        // A return of everything a ring holds deletes its field.
+        let r = ints(&run(&mut conn, 3, &[], 0, &[], &[("full", e, 90)]).unwrap());
+        assert_eq!(r.len(), 5);
+        assert_eq!(slot_of(&mut conn, "full"), None);
+        // Leased again: "new" in the slice it has; "older", planted in the
+        // last slice of the previous generation, gets this slice too and
+        // moves to this generation's slot.
+        plant(&mut conn, "older", &[(g * G - 1, 5)]);
         let two = asks(&[(1, 1), (2, 2)]);
-        let r = ints(&run(&mut conn, 3, &["new", "older"], 2, &two, &[]).unwrap());
+        let r = ints(&run(&mut conn, 4, &["new", "older"], 2, &two, &[]).unwrap());
         if epoch(&mut conn) != e {
             continue;
         }
         assert_eq!(r[5..], [1, -1, 2, -1]);
         assert_eq!(fields(&mut conn, "new"), [(e, 4)]);
-        assert_eq!(fields(&mut conn, "older"), [(e - 1, 5), (e, 2)]);
-        for k in ["new", "older"] {
-            let at: i64 = redis::cmd("PEXPIRETIME")
-                .arg(format!("raw:l:{k}"))
-                .query(&mut conn)
-                .unwrap();
-            assert_eq!(at as u64, (e + SLICES) * SLICE_MS, "{k}");
-        }
+        assert_eq!(fields(&mut conn, "older"), [(g * G - 1, 5), (e, 2)]);
+        assert_eq!(slot_of(&mut conn, "older"), Some(g % 4));
+        assert_eq!(expires(&mut conn, g % 4), expiry(g));
         return;
     }
 }
@@ -266,12 +334,12 @@ fn a_request_with_a_setting_not_a_number_is_refused_before_any_write() {
     ];
     // A key to return to (a write before the leases, were the request
     // applied) and one to lease.
-    let _: () = redis::cmd("HSET")
-        .arg("raw:l:back")
-        .arg(e)
-        .arg(10)
-        .query(&mut conn)
-        .unwrap();
+    plant(&mut conn, "back", &[(e, 10)]);
+    let planted = {
+        let mut k: Vec<String> = redis::cmd("KEYS").arg("raw:*").query(&mut conn).unwrap();
+        k.sort();
+        k
+    };
     let names = [
         "sequence",
         "slices",
@@ -292,8 +360,9 @@ fn a_request_with_a_setting_not_a_number_is_refused_before_any_write() {
         )
         .unwrap_err();
         assert!(err.to_string().contains("SARGS"), "{what}: {err}");
-        let keys: Vec<String> = redis::cmd("KEYS").arg("raw:*").query(&mut conn).unwrap();
-        assert_eq!(keys, ["raw:l:back"], "{what}: wrote");
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("raw:*").query(&mut conn).unwrap();
+        keys.sort();
+        assert_eq!(keys, planted, "{what}: wrote");
         assert_eq!(fields(&mut conn, "back"), [(e, 10)], "{what}: returned");
     }
     // Well formed: applied (unless a slice edge fell in between: then the

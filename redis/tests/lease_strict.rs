@@ -163,7 +163,7 @@ fn a_strict_refusal_waits_and_its_key_lives_one_slice_longer() {
         }
         // All 3 are in the current slice: the request fits when it leaves
         // the slices judged, 4 of them (3 to 4 hours from now), or 5 when
-        // strict (4 to 5 hours); the key expires then.
+        // strict (4 to 5 hours).
         let (lo, hi) = if strict { (4, 5) } else { (3, 4) };
         match l.decide("k", 1) {
             Grant::Refused {
@@ -171,13 +171,26 @@ fn a_strict_refusal_waits_and_its_key_lives_one_slice_longer() {
             } => assert!(d > lo * hour && d <= hi * hour, "{ns}: {d:?}"),
             other => panic!("{ns}: {other:?}"),
         }
+        // Its bucket expires after that, within two generations of
+        // ceil(J / 2) slices more.
         let mut conn = redis.conn();
-        let ttl: i64 = redis::cmd("PTTL")
-            .arg(format!("{ns}:l:k"))
-            .query(&mut conn)
-            .unwrap();
-        let ttl = Duration::from_millis(u64::try_from(ttl).expect("the key expires"));
-        assert!(ttl > lo * hour && ttl <= hi * hour, "{ns}: {ttl:?}");
+        let bucket = (0..4)
+            .map(|r| format!("{ns}:lb:{r}"))
+            .find(|b| {
+                redis::cmd("HEXISTS")
+                    .arg(b)
+                    .arg("k")
+                    .query::<bool>(&mut conn)
+                    .unwrap()
+            })
+            .expect("k has a ring");
+        let ttl: i64 = redis::cmd("PTTL").arg(&bucket).query(&mut conn).unwrap();
+        let ttl = Duration::from_millis(u64::try_from(ttl).expect("the bucket expires"));
+        let g = hi.div_ceil(2);
+        assert!(
+            ttl > lo * hour && ttl <= (hi + 2 * g - 1) * hour,
+            "{ns}: {ttl:?}"
+        );
     }
 }
 

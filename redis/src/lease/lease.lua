@@ -1,56 +1,61 @@
 #!lua
 -- stripecount-redis: return a node's unused permits and lease a batch of
 -- permits of each of several keys, on server time, exactly once. The
--- protocol is described in src/lease/script.rs, the invariant it keeps in
--- src/lease/mod.rs.
+-- protocol is described in src/lease/script.rs, the layout of the counts in
+-- src/lease/layout.rs, the invariant it keeps in src/lease/mod.rs.
 --
--- KEYS: 1 node record, 2 namespace config, then the m keys leased from
---       (each once), then the keys returned to.
+-- KEYS: 1 node record, 2 namespace config, 3 the slots' generations, then
+--       the R = 4 buckets, slot 0 first.
 -- ARGV: 1 sequence, 2 J: the slices a request is judged against (the
 --       quota's slices, one more when it is strict), 3 slice ms, 4 limit,
 --       5 record ttl ms, 6 config string, 7 m, 8 per leased key its need
 --       (at least this many, or none) and want, as little-endian doubles
---       (16 bytes a key: read without a strtod each), then per returned
---       key: its slice (epoch) and the permits returned.
+--       (16 bytes a key: read without a strtod each), then the m leased
+--       keys' fields (each once), then per returned key: its field, its
+--       slice (epoch) and the permits returned.
 -- "The window" below is the last J slices: a lease fits if the window's
 -- permits plus its need are at most the limit.
--- A key's value: a hash, field = slice, value = permits leased in it less
--- those returned; it expires when its newest slice leaves the window.
+-- A key's counts: its ring, the value of its field in one bucket, pairs
+-- of little-endian doubles (slice, permits leased in it less those
+-- returned), one pair a slice with permits.
 -- Costs, counted by callgrind on redis-server 7.0 (instructions): a
 -- redis.call about 3,000 before its command's own work; a tonumber of a
 -- string (strtod) about 2,000; a Lua number given to redis.call is
--- formatted with a floating-point printf. So numbers that Redis reads go
--- as strings (the record's lifetime as its argument, the grant formatted
--- with %d), needs and wants are unpacked from doubles, and the loop over
--- the keys calls no library function it can do without.
-local call, fmt, unpack_asks = redis.call, string.format, struct.unpack
+-- formatted with a floating-point printf. So a batch's rings are read
+-- with one HMGET a live slot and written with one HSET, numbers that Redis
+-- reads go as strings (the record's lifetime as its argument, the expiry
+-- formatted with %d), needs and wants are unpacked from doubles, and the
+-- loop over the keys calls no library function it can do without.
+local call, unpackd, pack = redis.call, struct.unpack, struct.pack
+local R = 4
 local seq = tonumber(ARGV[1])
 local J = tonumber(ARGV[2])
 local slice_ms = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
 local ttl = tonumber(ARGV[5])
 local m = tonumber(ARGV[7])
-local nret = #KEYS - 2 - (m or 0)
+local nret = -1
+if m then nret = (#ARGV - 8 - m) / 3 end
 
 -- Every check before the first write.
-if not (seq and J and slice_ms and limit and ttl and m) or m < 0 or nret < 0
-    or #ARGV ~= 8 + 2 * nret or #ARGV[8] ~= 16 * m then
+if not (seq and J and slice_ms and limit and ttl and m) or m < 0 or J < 1
+    or nret < 0 or nret % 1 ~= 0 or #KEYS ~= 3 + R or #ARGV[8] ~= 16 * m then
   return redis.error_reply('SARGS bad arguments: a count or setting is missing or not a number')
 end
-local cfg = redis.call('GET', KEYS[2])
+local cfg = call('GET', KEYS[2])
 if cfg and cfg ~= ARGV[6] then
   return redis.error_reply('SCFG the namespace is configured as ' .. cfg .. ', this node as ' .. ARGV[6])
 end
 -- The record: the last applied sequence, its slice, then what each of its
 -- leases granted (doubles).
-local rec = redis.call('GET', KEYS[1])
+local rec = call('GET', KEYS[1])
 local last, le = -1, 0
-if rec then last, le = struct.unpack('<dd', rec) end
+if rec then last, le = unpackd('<dd', rec) end
 if seq < last then
   return redis.error_reply('SSEQ request ' .. seq .. ' is older than the last applied, ' .. last)
 end
 
-local t = redis.call('TIME')
+local t = call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local slice_us = slice_ms * 1000
 local cur = (now_us - now_us % slice_us) / slice_us
@@ -61,24 +66,147 @@ local cur = (now_us - now_us % slice_us) / slice_us
 -- reply cover the request's first application (a replica's data is a
 -- prefix of its master's writes), even on another connection.
 if seq == last then
-  redis.call('SET', KEYS[1], rec, 'PX', ARGV[5])
+  call('SET', KEYS[1], rec, 'PX', ARGV[5])
   return { 1, le, (le + 1) * slice_us - now_us, t[1], t[2], string.sub(rec, 17) }
 end
 
 local floor = cur - J
+-- Generations of G slices, half the window rounded up (layout.rs).
+local G = (J + J % 2) / 2
+local function gen(e) return (e - e % G) / G end
+local gcur = gen(cur)
+-- The oldest generation that may hold a slice of the window.
+local glive = gen(floor + 1)
+-- A bucket of generation g expires a generation after the newest slice g
+-- can hold left the window: before then a request deletes it, and expiry
+-- is left for namespaces no node leases from any more.
+local function expiry(g) return string.format('%d', ((g + 2) * G - 1 + J) * slice_ms) end
+
+-- The generation each slot holds (-1: none); those that left the window
+-- are deleted (UNLINK: a big hash is freed off Redis's main thread).
+local gens = { -1, -1, -1, -1 }
+local gens_changed = false
+do
+  local gm = call('GET', KEYS[3])
+  if gm and #gm == 8 * R then gens = { unpackd('<dddd', gm) } gens[R + 1] = nil end
+  for r = 0, R - 1 do
+    local h = gens[r + 1]
+    if h >= 0 and h < glive then
+      call('UNLINK', KEYS[4 + r])
+      gens[r + 1] = -1
+      gens_changed = true
+    end
+  end
+end
+-- Whether generation g can be written in its slot: the slot holds it, or
+-- holds none and is given to g. A slot holding a later generation (a
+-- server clock that stepped back by more than a window) takes nothing.
+local function writable(g)
+  local r = g % R
+  local h = gens[r + 1]
+  if h == g then return true end
+  if h >= 0 then return false end
+  gens[r + 1] = g
+  gens_changed = true
+  return true
+end
+
+-- Every field the request names: the leased keys', then the returned.
+local fields, nf = {}, m
+for i = 1, m do fields[i] = ARGV[8 + i] end
+local rb = 8 + m
+for j = 1, nret do
+  nf = nf + 1
+  fields[nf] = ARGV[rb + 3 * j - 2]
+end
+
+-- Each field's ring as a list of live pairs {slice, permits, ...}, and
+-- the slot it was read from (a key has at most one ring among the live
+-- slots: a ring is deleted from a slot when it moves to another).
+local ring, from = {}, {}
+local CHUNK = 1000
+for g = gcur + 1, glive, -1 do
+  local r = g % R
+  if gens[r + 1] == g then
+    for c0 = 1, nf, CHUNK do
+      local c1 = math.min(nf, c0 + CHUNK - 1)
+      local vals = call('HMGET', KEYS[4 + r], unpack(fields, c0, c1))
+      for i = c0, c1 do
+        local v = vals[i - c0 + 1]
+        if v then
+          local f = fields[i]
+          if not from[f] then
+            from[f] = r
+            local p, np = {}, 0
+            for j = 1, #v, 16 do
+              local e, n = unpackd('<dd', v, j)
+              if e > floor then
+                p[np + 1] = e
+                p[np + 2] = n
+                np = np + 2
+              end
+            end
+            ring[f] = p
+          end
+        end
+      end
+    end
+  end
+end
+local EMPTY = {}
+-- The fields to write, in the order first touched.
+local dirty, nd, touched = {}, 0, {}
+local function touch(f)
+  if not touched[f] then
+    touched[f] = true
+    nd = nd + 1
+    dirty[nd] = f
+  end
+end
+-- The newest slice of ring p (-1: none).
+local function newest(p)
+  local e = -1
+  for j = 1, #p, 2 do
+    if p[j] > e then e = p[j] end
+  end
+  return e
+end
+-- The slot ring p goes to (that of its newest slice's generation; -1 for
+-- an empty ring, deleted), or nil when that slot cannot be written.
+local function slot_for(p)
+  local e = newest(p)
+  if e < 0 then return -1 end
+  local g = gen(e)
+  if g < glive or not writable(g) then return nil end
+  return g % R
+end
+
 -- Returns only lower a live slice's count, never below 0; a slice that
--- left the window is gone already.
-local rk, ra = 2 + m, 8
-for i = 1, nret do
-  local f = ARGV[ra + 2 * i - 1]
-  local n = tonumber(ARGV[ra + 2 * i])
-  if tonumber(f) > floor and n > 0 then
-    local k = KEYS[rk + i]
-    local c = tonumber(redis.call('HGET', k, f) or '0')
-    if c > n then
-      redis.call('HINCRBY', k, f, -n)
-    elseif c > 0 then
-      redis.call('HDEL', k, f)
+-- left the window is gone already. A return whose ring cannot be written
+-- (a server clock far behind) is not applied: it counts until its slice
+-- leaves the window, never over the limit.
+for j = 1, nret do
+  local f = ARGV[rb + 3 * j - 2]
+  local e = tonumber(ARGV[rb + 3 * j - 1])
+  local n = tonumber(ARGV[rb + 3 * j])
+  local p = ring[f]
+  if e and n and e > floor and n > 0 and p then
+    for x = 1, #p, 2 do
+      if p[x] == e then
+        local q = {}
+        for y = 1, #p do q[y] = p[y] end
+        if q[x + 1] > n then
+          q[x + 1] = q[x + 1] - n
+        else
+          table.remove(q, x + 1)
+          table.remove(q, x)
+        end
+        if slot_for(q) then
+          ring[f] = q
+          touch(f)
+        end
+        break
+      end
     end
   end
 end
@@ -90,43 +218,28 @@ end
 local out = { 0, cur, (cur + 1) * slice_us - now_us, t[1], t[2], '' }
 local nout = 6
 local grants = {}
-local field = string.format('%d', cur)
--- The expiry of every key written, formatted once.
-local expire = string.format('%d', (cur + J) * slice_ms)
+-- The slot of this slice's generation, if it can be written.
+local here = writable(gcur) and gcur % R
 local asks = ARGV[8]
 for i = 1, m do
-  local k = KEYS[2 + i]
-  local need, want = unpack_asks('<dd', asks, 16 * i - 15)
+  local f = fields[i]
+  local need, want = unpackd('<dd', asks, 16 * i - 15)
   local granted = 0
   -- Refused: server microseconds until enough of the window's oldest
   -- slices leave it for the lease to fit (-1: not refused).
   local retry = -1
-  local h = call('HGETALL', k)
-  local n = #h
-  -- The window's permits, and whether the key has a field of this slice
-  -- (then its expiry is this slice's already). A key new to the window
-  -- (most of a flood) has no fields; a warm key asking again in the same
-  -- slice has that one field: neither builds a table.
-  local sum, here = 0, false
-  if n == 2 and h[1] == field then
-    sum, here = tonumber(h[2]), true
-  elseif n > 0 then
-    local old = {}
-    for j = 1, n, 2 do
-      local f = h[j]
-      if f == field then
-        here = true
-        sum = sum + tonumber(h[j + 1])
-      elseif tonumber(f) <= floor then
-        old[#old + 1] = f
-      else
-        sum = sum + tonumber(h[j + 1])
-      end
-    end
-    if #old > 0 then call('HDEL', k, unpack(old)) end
+  local p = ring[f] or EMPTY
+  local sum, at = 0, nil
+  for x = 1, #p, 2 do
+    sum = sum + p[x + 1]
+    if p[x] == cur then at = x end
   end
   local room = limit - sum
-  if room >= need then
+  -- Whether the ring can be written with this slice in it: in this
+  -- slice's slot, or in that of a later slice it holds.
+  local fits = here
+  if newest(p) > cur then fits = slot_for(p) end
+  if room >= need and fits then
     -- At least what the node needs; beyond it, what it wants but at most
     -- half the room left, so that near the limit batches shrink (down to
     -- 1) and no node sits on the last permits.
@@ -135,22 +248,27 @@ for i = 1, m do
     if want < granted then granted = want end
     if granted < need then granted = need end
     if room < granted then granted = room end
-    call('HINCRBY', k, field, fmt('%d', granted))
-    -- Expires when its newest slice (this one) leaves the window.
-    if not here then call('PEXPIREAT', k, expire) end
-  elseif need <= limit then
+    if granted > 0 then
+      if p == EMPTY then
+        ring[f] = { cur, granted }
+      elseif at then
+        p[at + 1] = p[at + 1] + granted
+      else
+        p[#p + 1] = cur
+        p[#p + 1] = granted
+      end
+      touch(f)
+    end
+  elseif need <= limit and room < need then
     -- The live slices, oldest first.
     local live = {}
-    for j = 1, n, 2 do
-      local e = tonumber(h[j])
-      if e > floor then live[#live + 1] = { e, tonumber(h[j + 1]) } end
-    end
+    for x = 1, #p, 2 do live[#live + 1] = { p[x], p[x + 1] } end
     table.sort(live, function(a, b) return a[1] < b[1] end)
     local left = sum
-    for _, x in ipairs(live) do
-      left = left - x[2]
+    for _, s in ipairs(live) do
+      left = left - s[2]
       if limit - left >= need then
-        retry = (x[1] + J) * slice_us - now_us
+        retry = (s[1] + J) * slice_us - now_us
         break
       end
     end
@@ -162,12 +280,80 @@ for i = 1, m do
     nout = nout + 2
   end
 end
-local r = struct.pack('<dd', seq, cur)
+
+-- The writes: each touched ring in the slot of its newest slice's
+-- generation (one HSET a slot), deleted from the slot it moved from, or
+-- deleted when it holds nothing.
+local sets, dels = {}, {}
+local fmts = {}
+local function put(t2, r, a, b)
+  local l = t2[r]
+  if not l then
+    l = {}
+    t2[r] = l
+  end
+  l[#l + 1] = a
+  if b then l[#l + 1] = b end
+end
+for d = 1, nd do
+  local f = dirty[d]
+  local p = ring[f]
+  local r = slot_for(p)
+  if r and r >= 0 then
+    -- Packed 64 doubles at a time (a ring may hold 4,096 slices: more
+    -- values than one unpack can pass).
+    local np, v = #p, ''
+    for c0 = 1, np, 64 do
+      local c1 = math.min(np, c0 + 63)
+      local k = c1 - c0 + 1
+      local fm = fmts[k]
+      if not fm then
+        fm = '<' .. string.rep('d', k)
+        fmts[k] = fm
+      end
+      v = v .. pack(fm, unpack(p, c0, c1))
+    end
+    put(sets, r, f, v)
+  end
+  local was = from[f]
+  if was and was ~= r then put(dels, was, f) end
+end
+local MARKER, PAD = '\255', string.rep('-', 72)
+local function chunked(cmd, k, l)
+  local added = 0
+  for c0 = 1, #l, 2 * CHUNK do
+    added = added + call(cmd, k, unpack(l, c0, math.min(#l, c0 + 2 * CHUNK - 1)))
+  end
+  return added
+end
+for r, l in pairs(dels) do chunked('HDEL', KEYS[4 + r], l) end
+for r, l in pairs(sets) do
+  if chunked('HSET', KEYS[4 + r], l) > 0 then
+    -- New fields: the bucket may be new. Its marker makes it a hash
+    -- table (layout.rs); its expiry is its generation's.
+    call('HSET', KEYS[4 + r], MARKER, PAD)
+    call('PEXPIREAT', KEYS[4 + r], expiry(gens[r + 1]))
+  end
+end
+if gens_changed then
+  -- The slots' generations last as long as the newest bucket.
+  local newest = -1
+  for r = 1, R do
+    if gens[r] > newest then newest = gens[r] end
+  end
+  if newest < 0 then
+    call('DEL', KEYS[3])
+  else
+    call('SET', KEYS[3], pack('<dddd', unpack(gens)), 'PXAT', expiry(newest))
+  end
+end
+
+local r = pack('<dd', seq, cur)
 for i = 1, m, 64 do
   local n = math.min(64, m - i + 1)
-  r = r .. struct.pack('<' .. string.rep('d', n), unpack(grants, i, i + n - 1))
+  r = r .. pack('<' .. string.rep('d', n), unpack(grants, i, i + n - 1))
 end
-redis.call('SET', KEYS[1], r, 'PX', ARGV[5])
-redis.call('SET', KEYS[2], ARGV[6], 'PX', ARGV[5])
+call('SET', KEYS[1], r, 'PX', ARGV[5])
+call('SET', KEYS[2], ARGV[6], 'PX', ARGV[5])
 out[6] = string.sub(r, 17)
 return out

@@ -85,6 +85,7 @@ mod driver;
 mod future;
 mod grant;
 mod lane;
+mod layout;
 mod limiter;
 mod memo;
 mod remote;

@@ -36,43 +36,16 @@
 //! it (the sum, the key's expiry, which returns still count, the retry
 //! time). The protocol above does not depend on `J`.
 //!
-//! # Keys of a namespace `ns`
-//! `ns:l:<key>` a key's leased permits per slice (a hash),
-//! `ns:ln:<node id>` a node's record, `ns:lcfg` the quota every node must
-//! share (`slices:slice_ms:limit`, then `:strict` for a strict quota).
+//! # Keys
+//! Where the counts, the record and the config live: `layout.rs`.
 
 use crate::error::ClusterError;
-use crate::key::RedisKey;
+use super::layout::LeaseNames;
 use crate::script::{int, time_us, Request};
 use redis::Value;
 
 /// The lease script's source.
 pub(crate) const LEASE: &str = include_str!("lease.lua");
-
-/// The Redis key names of a limiter's namespace.
-#[derive(Debug, Clone)]
-pub(crate) struct LeaseNames {
-    /// `ns:l:`, the prefix of a key's counts.
-    pub(crate) data: Vec<u8>,
-    pub(crate) record: Vec<u8>,
-    pub(crate) cfg: Vec<u8>,
-}
-
-impl LeaseNames {
-    /// The names on a single instance (`tag` `None`), or of one group on a
-    /// cluster (`ns:{tag}:l:<key>` and so on, `group.rs`).
-    pub(crate) fn new(ns: &str, tag: Option<&str>, node_id: &str) -> LeaseNames {
-        let ns = match tag {
-            Some(t) => format!("{ns}:{{{t}}}"),
-            None => ns.to_owned(),
-        };
-        LeaseNames {
-            data: format!("{ns}:l:").into_bytes(),
-            record: format!("{ns}:ln:{node_id}").into_bytes(),
-            cfg: format!("{ns}:lcfg").into_bytes(),
-        }
-    }
-}
 
 /// The script's fixed arguments.
 #[derive(Debug, Clone)]
@@ -105,7 +78,9 @@ impl LeaseShape {
     }
 
     /// What every node of a namespace must agree on:
-    /// `slices:slice_ms:limit`, with `:strict` after it for a strict quota.
+    /// `slices:slice_ms:limit`, with `:strict` after it for a strict
+    /// quota, `:g<groups>` on a cluster, and `:b` for the layout of the
+    /// counts (`layout.rs`): a node that keeps them another way is refused.
     pub(crate) fn config_string(&self) -> String {
         let strict = if self.strict { ":strict" } else { "" };
         let groups = match self.cluster_groups {
@@ -113,14 +88,14 @@ impl LeaseShape {
             g => format!(":g{g}"),
         };
         format!(
-            "{}:{}:{}{strict}{groups}",
+            "{}:{}:{}{strict}{groups}:b",
             self.slices, self.slice_ms, self.limit
         )
     }
 }
 
-/// Permits of a key (written `name`, by `RedisKey::write_key` when the
-/// return was queued) leased in slice `epoch`, given back.
+/// Permits of a key (its field `name`, written by `layout::name_of` when
+/// the return was queued) leased in slice `epoch`, given back.
 #[derive(Debug, Clone)]
 pub(crate) struct Return {
     pub(crate) name: Box<[u8]>,
@@ -128,15 +103,8 @@ pub(crate) struct Return {
     pub(crate) permits: u64,
 }
 
-/// A key's name as Redis knows it (after the namespace's prefix).
-pub(crate) fn name_of<K: RedisKey>(k: &K) -> Box<[u8]> {
-    let mut b = Vec::with_capacity(32);
-    k.write_key(&mut b);
-    b.into()
-}
-
-/// One key leased by a request: written `name`, at least `need` permits
-/// (or none), `want` if there is room.
+/// One key leased by a request: its field `name` (`layout::name_of`), at
+/// least `need` permits (or none), `want` if there is room.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ask<'a> {
     pub(crate) name: &'a [u8],
@@ -157,31 +125,34 @@ pub(crate) fn lease_request(
     returns: &[Return],
 ) -> Request {
     let (m, n) = (asks.len(), returns.len());
-    let mut req = Request::new(3 + 2 + m + n + 8 + 2 * n);
+    let keys = 3 + names.buckets.len();
+    let mut req = Request::new(3 + keys + 8 + m + 3 * n);
     req.arg(b"EVALSHA")
         .arg(sha.as_bytes())
-        .num((2 + m + n) as u64);
-    req.arg(&names.record).arg(&names.cfg);
-    for a in asks {
-        req.arg2(&names.data, a.name);
-    }
-    for r in returns {
-        req.arg2(&names.data, &r.name);
+        .num(keys as u64)
+        .arg(&names.record)
+        .arg(&names.cfg)
+        .arg(&names.gens);
+    for b in &names.buckets {
+        req.arg(b);
     }
     req.num(seq).raw(fixed).num(m as u64);
     // Each lease's need and want as two little-endian doubles in one
-    // argument: the script reads them with `struct.unpack`, 64 at a time,
-    // where two decimal arguments a key cost it two `tonumber` (strtod)
-    // calls. A double holds every permit count below 2^53 exactly, as
-    // Lua's numbers (doubles) would anyway.
+    // argument: the script reads them with `struct.unpack`, where two
+    // decimal arguments a key cost it two `tonumber` (strtod) calls. A
+    // double holds every permit count below 2^53 exactly, as Lua's numbers
+    // (doubles) would anyway.
     let mut packed = Vec::with_capacity(16 * m);
     for a in asks {
         packed.extend_from_slice(&(a.need as f64).to_le_bytes());
         packed.extend_from_slice(&(a.want as f64).to_le_bytes());
     }
     req.arg(&packed);
+    for a in asks {
+        req.arg(a.name);
+    }
     for r in returns {
-        req.num(r.epoch).num(r.permits);
+        req.arg(&r.name).num(r.epoch).num(r.permits);
     }
     req
 }
@@ -318,11 +289,16 @@ mod tests {
         }
         let bytes = r.bytes.clone();
         let s = String::from_utf8_lossy(&r.bytes).into_owned();
-        assert!(s.starts_with("*18\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n5\r\n$8\r\nns:ln:id\r\n"));
-        assert!(s.contains("$6\r\nns:l:a\r\n$6\r\nns:l:c\r\n$6\r\nns:l:b\r\n$1\r\n5\r\n"));
-        let mut tail = b"$9\r\n4:250:100\r\n$1\r\n2\r\n$32\r\n".to_vec();
+        assert!(s.starts_with(
+            "*23\r\n$7\r\nEVALSHA\r\n$3\r\nsha\r\n$1\r\n7\r\n$8\r\nns:ln:id\r\n\
+             $7\r\nns:lcfg\r\n$5\r\nns:lg\r\n$7\r\nns:lb:0\r\n$7\r\nns:lb:1\r\n\
+             $7\r\nns:lb:2\r\n$7\r\nns:lb:3\r\n$1\r\n5\r\n"
+        ));
+        // The settings, m, the packed asks, the leased keys' fields, then
+        // each return's field, slice and permits.
+        let mut tail = b"$11\r\n4:250:100:b\r\n$1\r\n2\r\n$32\r\n".to_vec();
         tail.extend_from_slice(&packed);
-        tail.extend_from_slice(b"\r\n$1\r\n7\r\n$1\r\n3\r\n");
+        tail.extend_from_slice(b"\r\n$1\r\na\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\n7\r\n$1\r\n3\r\n");
         assert!(bytes.ends_with(&tail));
         let grants =
             |g: &[f64]| Value::BulkString(g.iter().flat_map(|x| x.to_le_bytes()).collect());
@@ -388,12 +364,12 @@ mod tests {
     #[test]
     fn a_strict_quota_is_judged_on_one_slice_more_and_says_so() {
         let shape = shape(true);
-        assert_eq!(shape.config_string(), "4:250:100:strict");
+        assert_eq!(shape.config_string(), "4:250:100:strict:b");
         let names = LeaseNames::new("ns", None, "id");
         let r = lease_request("sha", &names, &shape.fixed_args(), 7, &[], &[]);
         let s = String::from_utf8(r.bytes).unwrap();
         // The sequence, then the slices judged, then the slice length.
         assert!(s.contains("$1\r\n7\r\n$1\r\n5\r\n$3\r\n250\r\n$3\r\n100\r\n"));
-        assert!(s.ends_with("$16\r\n4:250:100:strict\r\n$1\r\n0\r\n$0\r\n\r\n"));
+        assert!(s.ends_with("$18\r\n4:250:100:strict:b\r\n$1\r\n0\r\n$0\r\n\r\n"));
     }
 }

@@ -11,7 +11,8 @@
 //! word compares times mod 2^36 units (`word.rs`).
 
 use super::remote::{Sender, Shared};
-use super::script::{name_of, Return};
+use super::layout::name_of;
+use super::script::Return;
 use super::word::units;
 use crate::error::ClusterError;
 use crate::health::bump;

@@ -251,16 +251,26 @@ impl Drop for RedisServer {
 }
 
 /// Permits of `key` Redis holds as leased by namespace `ns`'s cluster
-/// limiters, per slice.
+/// limiters, per slice: the key's ring, a field of one of the namespace's
+/// four buckets, pairs of little-endian doubles (slice, permits).
 pub fn recorded(redis: &RedisServer, ns: &str, key: &str) -> HashMap<u64, u64> {
     let mut c = redis.conn();
-    let h: HashMap<String, u64> = redis::cmd("HGETALL")
-        .arg(format!("{ns}:l:{key}"))
-        .query(&mut c)
-        .unwrap();
-    h.into_iter()
-        .map(|(e, n)| (e.parse().unwrap(), n))
-        .collect()
+    let mut out = HashMap::new();
+    for r in 0..4 {
+        let ring: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(format!("{ns}:lb:{r}"))
+            .arg(key)
+            .query(&mut c)
+            .unwrap();
+        for p in ring.unwrap_or_default().chunks_exact(16) {
+            let d = |b: &[u8]| f64::from_le_bytes(b.try_into().unwrap()) as u64;
+            assert!(
+                out.insert(d(&p[..8]), d(&p[8..])).is_none(),
+                "{key}: one ring"
+            );
+        }
+    }
+    out
 }
 
 /// A node clock that runs in real time, `off` nanoseconds (wrapping:
