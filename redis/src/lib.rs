@@ -280,9 +280,12 @@
 //! which generation of slices each slot holds; `ns:n:<node id>` a node's
 //! last applied batch; `ns:cfg` the window shape and layout every node
 //! must share; `ns:hot`, `ns:hotv`, `ns:hotver` the hot set;
-//! for the cluster limiter `ns:l:<key>` a key's leased permits per slice
-//! (a hash), `ns:ln:<node id>` a node's last request, `ns:lcfg` the quota
-//! (limit, window shape, strictness) every node must share.
+//! for the cluster limiter `ns:lb:<slot>` its buckets, hashes with one
+//! field a key: its leased permits per slice, kept and deleted by
+//! generation as the windows' buckets are (`lease/layout.rs`), `ns:lg`
+//! which generation each slot holds, `ns:ln:<node id>` a node's last
+//! request, `ns:lcfg` the quota (limit, window shape, strictness) and
+//! layout every node must share.
 //! Needs Redis 7.0 or later (scripts with flags, `SET ... PXAT`).
 //!
 //! # Modules

@@ -95,7 +95,9 @@ fn gens(conn: &mut redis::Connection) -> [f64; 4] {
 }
 
 /// Plants `key`'s ring `slices` (slice, permits) where the script keeps it:
-/// in the slot of its newest slice's generation, given to that generation.
+/// in the slot of its newest slice's generation, given to that generation
+/// (a bucket given a generation has the marker and that generation's
+/// expiry, as the script's first write of a slot leaves it).
 fn plant(conn: &mut redis::Connection, key: &str, slices: &[(u64, u64)]) {
     let newest = slices.iter().map(|s| s.0).max().unwrap();
     let g = newest / G;
@@ -111,6 +113,20 @@ fn plant(conn: &mut redis::Connection, key: &str, slices: &[(u64, u64)]) {
         .query(conn)
         .unwrap();
     let mut gs = gens(conn);
+    if gs[(g % 4) as usize] != g as f64 {
+        let bucket = format!("raw:lb:{}", g % 4);
+        let _: () = redis::cmd("HSET")
+            .arg(&bucket)
+            .arg(b"\xff")
+            .arg("-".repeat(72))
+            .query(conn)
+            .unwrap();
+        let _: () = redis::cmd("PEXPIREAT")
+            .arg(&bucket)
+            .arg(expiry(g))
+            .query(conn)
+            .unwrap();
+    }
     gs[(g % 4) as usize] = g as f64;
     let b: Vec<u8> = gs.iter().flat_map(|x| x.to_le_bytes()).collect();
     let _: () = redis::cmd("SET").arg("raw:lg").arg(b).query(conn).unwrap();
@@ -259,13 +275,6 @@ fn one_request_leases_each_key_by_its_room_and_replays_the_same() {
         assert_eq!(gens(&mut conn)[((g + 1) % 4) as usize], -1.0);
         assert_eq!(gens(&mut conn)[(g % 4) as usize], g as f64);
         assert_eq!(expires(&mut conn, g % 4), expiry(g));
-        // The marker makes the bucket a hash table, not a listpack.
-        let enc: String = redis::cmd("OBJECT")
-            .arg("ENCODING")
-            .arg(format!("raw:lb:{}", g % 4))
-            .query(&mut conn)
-            .unwrap();
-        assert_eq!(enc, "hashtable");
         // The same request again: the stored answer, nothing changed.
         let again = ints(&run(&mut conn, 1, &keys, 4, &packed, &[]).unwrap());
         assert_eq!(again[..2], [1, e as i64]);
@@ -315,9 +324,21 @@ fn a_malformed_request_is_refused_before_any_write() {
         let keys: Vec<String> = redis::cmd("KEYS").arg("raw:*").query(&mut conn).unwrap();
         assert!(keys.is_empty(), "{what}: wrote {keys:?}");
     }
-    // The same keys, well formed: applied.
+    // The same keys, well formed: applied, in a bucket the script gives
+    // its marker (a hash table, not a listpack) and its generation's
+    // expiry.
     let r = ints(&run(&mut conn, 1, &["a", "b"], 2, &two, &[]).unwrap());
     assert_eq!(r[5..], [1, -1, 1, -1]);
+    let g = r[1] as u64 / G;
+    assert_eq!(slot_of(&mut conn, "a"), Some(g % 4));
+    assert_eq!(gens(&mut conn)[(g % 4) as usize], g as f64);
+    let enc: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(format!("raw:lb:{}", g % 4))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(enc, "hashtable");
+    assert_eq!(expires(&mut conn, g % 4), expiry(g));
 }
 
 #[test]

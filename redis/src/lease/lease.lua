@@ -99,15 +99,15 @@ do
   end
 end
 -- Whether generation g can be written in its slot: the slot holds it, or
--- holds none and is given to g. A slot holding a later generation (a
--- server clock that stepped back by more than a window) takes nothing.
+-- holds none (its bucket was deleted, or never written) and is given to g
+-- by the first write (below). A slot holding a later generation (a server
+-- clock that stepped back by more than a window) takes nothing.
+local target = {}
 local function writable(g)
   local r = g % R
   local h = gens[r + 1]
-  if h == g then return true end
-  if h >= 0 then return false end
-  gens[r + 1] = g
-  gens_changed = true
+  if h ~= g and h >= 0 then return false end
+  target[r] = g
   return true
 end
 
@@ -153,7 +153,6 @@ for g = gcur + 1, glive, -1 do
     end
   end
 end
-local EMPTY = {}
 -- The fields to write, in the order first touched.
 local dirty, nd, touched = {}, 0, {}
 local function touch(f)
@@ -220,67 +219,6 @@ local nout = 6
 local grants = {}
 -- The slot of this slice's generation, if it can be written.
 local here = writable(gcur) and gcur % R
-local asks = ARGV[8]
-for i = 1, m do
-  local f = fields[i]
-  local need, want = unpackd('<dd', asks, 16 * i - 15)
-  local granted = 0
-  -- Refused: server microseconds until enough of the window's oldest
-  -- slices leave it for the lease to fit (-1: not refused).
-  local retry = -1
-  local p = ring[f] or EMPTY
-  local sum, at = 0, nil
-  for x = 1, #p, 2 do
-    sum = sum + p[x + 1]
-    if p[x] == cur then at = x end
-  end
-  local room = limit - sum
-  -- Whether the ring can be written with this slice in it: in this
-  -- slice's slot, or in that of a later slice it holds.
-  local fits = here
-  if newest(p) > cur then fits = slot_for(p) end
-  if room >= need and fits then
-    -- At least what the node needs; beyond it, what it wants but at most
-    -- half the room left, so that near the limit batches shrink (down to
-    -- 1) and no node sits on the last permits.
-    -- min(room, max(need, min(want, ceil(room / 2)))), room an integer.
-    granted = (room + room % 2) / 2
-    if want < granted then granted = want end
-    if granted < need then granted = need end
-    if room < granted then granted = room end
-    if granted > 0 then
-      if p == EMPTY then
-        ring[f] = { cur, granted }
-      elseif at then
-        p[at + 1] = p[at + 1] + granted
-      else
-        p[#p + 1] = cur
-        p[#p + 1] = granted
-      end
-      touch(f)
-    end
-  elseif need <= limit and room < need then
-    -- The live slices, oldest first.
-    local live = {}
-    for x = 1, #p, 2 do live[#live + 1] = { p[x], p[x + 1] } end
-    table.sort(live, function(a, b) return a[1] < b[1] end)
-    local left = sum
-    for _, s in ipairs(live) do
-      left = left - s[2]
-      if limit - left >= need then
-        retry = (s[1] + J) * slice_us - now_us
-        break
-      end
-    end
-  end
-  grants[i] = granted
-  if retry >= 0 then
-    out[nout + 1] = i
-    out[nout + 2] = retry
-    nout = nout + 2
-  end
-end
-
 -- The writes: each touched ring in the slot of its newest slice's
 -- generation (one HSET a slot), deleted from the slot it moved from, or
 -- deleted when it holds nothing.
@@ -295,6 +233,89 @@ local function put(t2, r, a, b)
   l[#l + 1] = a
   if b then l[#l + 1] = b end
 end
+-- The fields and rings of the keys new to the window, written to this
+-- slice's slot as they are leased.
+local hs, ns = nil, 0
+if here then
+  hs = {}
+  sets[here] = hs
+end
+local asks = ARGV[8]
+for i = 1, m do
+  local f = fields[i]
+  local need, want = unpackd('<dd', asks, 16 * i - 15)
+  local granted = 0
+  -- Refused: server microseconds until enough of the window's oldest
+  -- slices leave it for the lease to fit (-1: not refused).
+  local retry = -1
+  local p = ring[f]
+  if not p then
+    -- New to the window (most keys of a flood): no ring to read, and its
+    -- ring is this lease alone. A need above the limit never fits: no
+    -- retry time.
+    if limit >= need and here then
+      granted = (limit + limit % 2) / 2
+      if want < granted then granted = want end
+      if granted < need then granted = need end
+      if limit < granted then granted = limit end
+      if granted > 0 then
+        hs[ns + 1] = f
+        hs[ns + 2] = pack('<dd', cur, granted)
+        ns = ns + 2
+      end
+    end
+  else
+    local sum, at = 0, nil
+    for x = 1, #p, 2 do
+      sum = sum + p[x + 1]
+      if p[x] == cur then at = x end
+    end
+    local room = limit - sum
+    -- Whether the ring can be written with this slice in it: in this
+    -- slice's slot, or in that of a later slice it holds.
+    local fits = here
+    if newest(p) > cur then fits = slot_for(p) end
+    if room >= need and fits then
+      -- At least what the node needs; beyond it, what it wants but at most
+      -- half the room left, so that near the limit batches shrink (down to
+      -- 1) and no node sits on the last permits.
+      -- min(room, max(need, min(want, ceil(room / 2)))), room an integer.
+      granted = (room + room % 2) / 2
+      if want < granted then granted = want end
+      if granted < need then granted = need end
+      if room < granted then granted = room end
+      if granted > 0 then
+        if at then
+          p[at + 1] = p[at + 1] + granted
+        else
+          p[#p + 1] = cur
+          p[#p + 1] = granted
+        end
+        touch(f)
+      end
+    elseif need <= limit and room < need then
+      -- The live slices, oldest first.
+      local live = {}
+      for x = 1, #p, 2 do live[#live + 1] = { p[x], p[x + 1] } end
+      table.sort(live, function(a, b) return a[1] < b[1] end)
+      local left = sum
+      for _, s in ipairs(live) do
+        left = left - s[2]
+        if limit - left >= need then
+          retry = (s[1] + J) * slice_us - now_us
+          break
+        end
+      end
+    end
+  end
+  grants[i] = granted
+  if retry >= 0 then
+    out[nout + 1] = i
+    out[nout + 2] = retry
+    nout = nout + 2
+  end
+end
+
 for d = 1, nd do
   local f = dirty[d]
   local p = ring[f]
@@ -320,19 +341,26 @@ for d = 1, nd do
 end
 local MARKER, PAD = '\255', string.rep('-', 72)
 local function chunked(cmd, k, l)
-  local added = 0
   for c0 = 1, #l, 2 * CHUNK do
-    added = added + call(cmd, k, unpack(l, c0, math.min(#l, c0 + 2 * CHUNK - 1)))
+    call(cmd, k, unpack(l, c0, math.min(#l, c0 + 2 * CHUNK - 1)))
   end
-  return added
 end
 for r, l in pairs(dels) do chunked('HDEL', KEYS[4 + r], l) end
 for r, l in pairs(sets) do
-  if chunked('HSET', KEYS[4 + r], l) > 0 then
-    -- New fields: the bucket may be new. Its marker makes it a hash
-    -- table (layout.rs); its expiry is its generation's.
-    call('HSET', KEYS[4 + r], MARKER, PAD)
-    call('PEXPIREAT', KEYS[4 + r], expiry(gens[r + 1]))
+  if #l > 0 then
+    local g = target[r]
+    if gens[r + 1] ~= g then
+      -- The slot's first write: its bucket is new. Its marker makes it a
+      -- hash table (layout.rs); its expiry is its generation's.
+      gens[r + 1] = g
+      gens_changed = true
+      l[#l + 1] = MARKER
+      l[#l + 1] = PAD
+      chunked('HSET', KEYS[4 + r], l)
+      call('PEXPIREAT', KEYS[4 + r], expiry(g))
+    else
+      chunked('HSET', KEYS[4 + r], l)
+    end
   end
 end
 if gens_changed then

@@ -12,7 +12,8 @@
 //! local limiters do (`stripecount::limiter::Quota`).
 //!
 //! Redis keeps, per key, the permits leased in each server slice (less
-//! those returned) in `ns:l:<key>`. The lease script runs on the server's
+//! those returned): the key's ring, one field of a bucket hash
+//! (`layout.rs`). The lease script runs on the server's
 //! clock: in slice `c`, it adds a batch to slice `c` only if the window's
 //! live slices (`c - J + 1 ..= c`) plus the batch fit in the limit.
 //! A node grants a lease's permits only while the lease's slice is current
@@ -35,7 +36,7 @@
 //! agreeing with the server's: a node 5 s off obeys the limit (tested).
 //!
 //! Everything that depends on the window's length uses `J`: the script's
-//! sum, the key's expiry (when its newest slice leaves the `J` slices),
+//! sum, the buckets' generations and expiry (`layout.rs`),
 //! which returns still lower a count (a return to a slice among the last
 //! `J` is applied; an older one changes nothing, its slice counts no
 //! more), the retry time of a refusal, the node's pruning of queued
@@ -75,7 +76,8 @@
 //! `future.rs` the async decision; `sizes.rs` the sizes of keys that hold
 //! no lease; `memo.rs` the refusal memo; `sweep.rs`
 //! the sweeper; `grant.rs` the decision; `script.rs` and `lease.lua` the
-//! script and its exactly-once protocol; `config.rs` the builder;
+//! script and its exactly-once protocol; `layout.rs` where Redis keeps
+//! the counts; `config.rs` the builder;
 //! `stats.rs` counters.
 
 mod batch;
