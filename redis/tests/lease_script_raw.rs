@@ -338,6 +338,13 @@ fn a_malformed_request_is_refused_before_any_write() {
         .query(&mut conn)
         .unwrap();
     assert_eq!(enc, "hashtable");
+    // The marker's field is one no key's field can be (layout.rs).
+    let marker: bool = redis::cmd("HEXISTS")
+        .arg(format!("raw:lb:{}", g % 4))
+        .arg(b"\xff")
+        .query(&mut conn)
+        .unwrap();
+    assert!(marker);
     assert_eq!(expires(&mut conn, g % 4), expiry(g));
 }
 

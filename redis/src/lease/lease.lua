@@ -73,14 +73,13 @@ end
 local floor = cur - J
 -- Generations of G slices, half the window rounded up (layout.rs).
 local G = (J + J % 2) / 2
-local function gen(e) return (e - e % G) / G end
-local gcur = gen(cur)
+local gcur = (cur - cur % G) / G
 -- The oldest generation that may hold a slice of the window.
-local glive = gen(floor + 1)
+local glive = (floor + 1 - (floor + 1) % G) / G
 -- A bucket of generation g expires a generation after the newest slice g
--- can hold left the window: before then a request deletes it, and expiry
--- is left for namespaces no node leases from any more.
-local function expiry(g) return string.format('%d', ((g + 2) * G - 1 + J) * slice_ms) end
+-- can hold left the window (formatted where it is set): before then a
+-- request deletes it, and expiry is left for namespaces no node leases
+-- from any more.
 
 -- The generation each slot holds (-1: none); those that left the window
 -- are deleted (UNLINK: a big hash is freed off Redis's main thread).
@@ -98,86 +97,98 @@ do
     end
   end
 end
--- Whether generation g can be written in its slot: the slot holds it, or
--- holds none (its bucket was deleted, or never written) and is given to g
--- by the first write (below). A slot holding a later generation (a server
--- clock that stepped back by more than a window) takes nothing.
-local target = {}
-local function writable(g)
-  local r = g % R
-  local h = gens[r + 1]
-  if h ~= g and h >= 0 then return false end
-  target[r] = g
-  return true
+-- A generation g can be written in its slot if the slot holds it, or
+-- holds none (its bucket was deleted, or never written): the slot is then
+-- given to g by its first write (below). A slot holding a later
+-- generation (a server clock that stepped back by more than a window)
+-- takes nothing. `here`: this slice's slot, if it can be written.
+local here = gcur % R
+do
+  local h = gens[here + 1]
+  if h ~= gcur and h >= 0 then here = nil end
 end
 
--- Every field the request names: the leased keys', then the returned.
-local fields, nf = {}, m
-for i = 1, m do fields[i] = ARGV[8 + i] end
+-- Each key's ring as a list of live pairs {slice, permits, ...}, and the
+-- slot it was read from (a key has at most one ring among the live slots:
+-- a ring is deleted from a slot when it moves to another). Built only for
+-- keys that have one: a request of keys new to the window (most of a
+-- flood) allocates nothing a key but its packed ring.
+local ring, from
 local rb = 8 + m
-for j = 1, nret do
-  nf = nf + 1
-  fields[nf] = ARGV[rb + 3 * j - 2]
+local rfields
+if nret > 0 then
+  rfields = {}
+  for j = 1, nret do rfields[j] = ARGV[rb + 3 * j - 2] end
 end
-
--- Each field's ring as a list of live pairs {slice, permits, ...}, and
--- the slot it was read from (a key has at most one ring among the live
--- slots: a ring is deleted from a slot when it moves to another).
-local ring, from = {}, {}
+-- Lua passes at most a few thousand values to a call: fields go in chunks.
 local CHUNK = 1000
+local function found(r, v, f)
+  if not ring then ring, from = {}, {} end
+  if from[f] then return end
+  from[f] = r
+  local p, np = {}, 0
+  for j = 1, #v, 16 do
+    local e, n = unpackd('<dd', v, j)
+    if e > floor then
+      p[np + 1] = e
+      p[np + 2] = n
+      np = np + 2
+    end
+  end
+  ring[f] = p
+end
 for g = gcur + 1, glive, -1 do
   local r = g % R
   if gens[r + 1] == g then
-    for c0 = 1, nf, CHUNK do
-      local c1 = math.min(nf, c0 + CHUNK - 1)
-      local vals = call('HMGET', KEYS[4 + r], unpack(fields, c0, c1))
+    for c0 = 1, m, CHUNK do
+      local c1 = math.min(m, c0 + CHUNK - 1)
+      local vals = call('HMGET', KEYS[4 + r], unpack(ARGV, 8 + c0, 8 + c1))
       for i = c0, c1 do
         local v = vals[i - c0 + 1]
-        if v then
-          local f = fields[i]
-          if not from[f] then
-            from[f] = r
-            local p, np = {}, 0
-            for j = 1, #v, 16 do
-              local e, n = unpackd('<dd', v, j)
-              if e > floor then
-                p[np + 1] = e
-                p[np + 2] = n
-                np = np + 2
-              end
-            end
-            ring[f] = p
-          end
-        end
+        if v then found(r, v, ARGV[8 + i]) end
+      end
+    end
+    for c0 = 1, nret, CHUNK do
+      local c1 = math.min(nret, c0 + CHUNK - 1)
+      local vals = call('HMGET', KEYS[4 + r], unpack(rfields, c0, c1))
+      for i = c0, c1 do
+        local v = vals[i - c0 + 1]
+        if v then found(r, v, rfields[i]) end
       end
     end
   end
 end
--- The fields to write, in the order first touched.
-local dirty, nd, touched = {}, 0, {}
+
+-- The writes, gathered: per slot the fields and rings to set (this
+-- slice's slot's in `hs`), per slot the fields to delete, and the
+-- generation each written slot is to hold. The tables of keys that had
+-- a ring are made when the first is touched.
+local hs, ns = nil, 0
+local sets, dels, target, dirty, touched, nd
+-- The slot ring p goes to (that of its newest slice's generation; -1 for
+-- an empty ring, deleted), or nil when that slot cannot be written.
+local function slot_for(p)
+  local e = -1
+  for j = 1, #p, 2 do
+    if p[j] > e then e = p[j] end
+  end
+  if e < 0 then return -1 end
+  local g = (e - e % G) / G
+  local r = g % R
+  local h = gens[r + 1]
+  if g < glive or (h ~= g and h >= 0) then return nil end
+  if not target then target = {} end
+  target[r] = g
+  return r
+end
+-- Marks field f's ring to be written.
 local function touch(f)
+  if not dirty then dirty, touched, nd = {}, {}, 0 end
   if not touched[f] then
     touched[f] = true
     nd = nd + 1
     dirty[nd] = f
   end
-end
--- The newest slice of ring p (-1: none).
-local function newest(p)
-  local e = -1
-  for j = 1, #p, 2 do
-    if p[j] > e then e = p[j] end
-  end
-  return e
-end
--- The slot ring p goes to (that of its newest slice's generation; -1 for
--- an empty ring, deleted), or nil when that slot cannot be written.
-local function slot_for(p)
-  local e = newest(p)
-  if e < 0 then return -1 end
-  local g = gen(e)
-  if g < glive or not writable(g) then return nil end
-  return g % R
 end
 
 -- Returns only lower a live slice's count, never below 0; a slice that
@@ -185,10 +196,10 @@ end
 -- (a server clock far behind) is not applied: it counts until its slice
 -- leaves the window, never over the limit.
 for j = 1, nret do
-  local f = ARGV[rb + 3 * j - 2]
+  local f = rfields[j]
   local e = tonumber(ARGV[rb + 3 * j - 1])
   local n = tonumber(ARGV[rb + 3 * j])
-  local p = ring[f]
+  local p = ring and ring[f]
   if e and n and e > floor and n > 0 and p then
     for x = 1, #p, 2 do
       if p[x] == e then
@@ -217,68 +228,47 @@ end
 local out = { 0, cur, (cur + 1) * slice_us - now_us, t[1], t[2], '' }
 local nout = 6
 local grants = {}
--- The slot of this slice's generation, if it can be written.
-local here = writable(gcur) and gcur % R
--- The writes: each touched ring in the slot of its newest slice's
--- generation (one HSET a slot), deleted from the slot it moved from, or
--- deleted when it holds nothing.
-local sets, dels = {}, {}
-local fmts = {}
-local function put(t2, r, a, b)
-  local l = t2[r]
-  if not l then
-    l = {}
-    t2[r] = l
-  end
-  l[#l + 1] = a
-  if b then l[#l + 1] = b end
-end
--- The fields and rings of the keys new to the window, written to this
--- slice's slot as they are leased.
-local hs, ns = nil, 0
-if here then
-  hs = {}
-  sets[here] = hs
-end
 local asks = ARGV[8]
 for i = 1, m do
-  local f = fields[i]
+  local f = ARGV[8 + i]
   local need, want = unpackd('<dd', asks, 16 * i - 15)
   local granted = 0
   -- Refused: server microseconds until enough of the window's oldest
   -- slices leave it for the lease to fit (-1: not refused).
   local retry = -1
-  local p = ring[f]
+  local p = ring and ring[f]
   if not p then
-    -- New to the window (most keys of a flood): no ring to read, and its
-    -- ring is this lease alone. A need above the limit never fits: no
-    -- retry time.
+    -- New to the window (most keys of a flood): its ring is this lease
+    -- alone, packed as it is granted. A need above the limit never fits:
+    -- no retry time.
     if limit >= need and here then
       granted = (limit + limit % 2) / 2
       if want < granted then granted = want end
       if granted < need then granted = need end
       if limit < granted then granted = limit end
       if granted > 0 then
+        if not hs then hs = {} end
         hs[ns + 1] = f
         hs[ns + 2] = pack('<dd', cur, granted)
         ns = ns + 2
       end
     end
   else
-    local sum, at = 0, nil
+    local sum, at, newest = 0, nil, -1
     for x = 1, #p, 2 do
       sum = sum + p[x + 1]
       if p[x] == cur then at = x end
+      if p[x] > newest then newest = p[x] end
     end
     local room = limit - sum
     -- Whether the ring can be written with this slice in it: in this
     -- slice's slot, or in that of a later slice it holds.
     local fits = here
-    if newest(p) > cur then fits = slot_for(p) end
+    if newest > cur then fits = slot_for(p) end
     if room >= need and fits then
-      -- At least what the node needs; beyond it, what it wants but at most
-      -- half the room left, so that near the limit batches shrink (down to
-      -- 1) and no node sits on the last permits.
+      -- At least what the node needs; beyond it, what it wants but at
+      -- most half the room left, so that near the limit batches shrink
+      -- (down to 1) and no node sits on the last permits.
       -- min(room, max(need, min(want, ceil(room / 2)))), room an integer.
       granted = (room + room % 2) / 2
       if want < granted then granted = want end
@@ -316,52 +306,72 @@ for i = 1, m do
   end
 end
 
-for d = 1, nd do
+-- The touched rings: each in the slot of its newest slice's generation,
+-- deleted from the slot it moved from, or deleted when it holds nothing.
+-- Packed 64 doubles at a time (a ring may hold 4,096 slices: more values
+-- than one unpack can pass).
+for d = 1, nd or 0 do
   local f = dirty[d]
   local p = ring[f]
   local r = slot_for(p)
   if r and r >= 0 then
-    -- Packed 64 doubles at a time (a ring may hold 4,096 slices: more
-    -- values than one unpack can pass).
     local np, v = #p, ''
     for c0 = 1, np, 64 do
       local c1 = math.min(np, c0 + 63)
-      local k = c1 - c0 + 1
-      local fm = fmts[k]
-      if not fm then
-        fm = '<' .. string.rep('d', k)
-        fmts[k] = fm
-      end
-      v = v .. pack(fm, unpack(p, c0, c1))
+      v = v .. pack('<' .. string.rep('d', c1 - c0 + 1), unpack(p, c0, c1))
     end
-    put(sets, r, f, v)
+    local l
+    if r == here then
+      if not hs then hs = {} end
+      l = hs
+    else
+      if not sets then sets = {} end
+      l = sets[r]
+      if not l then
+        l = {}
+        sets[r] = l
+      end
+    end
+    l[#l + 1] = f
+    l[#l + 1] = v
   end
   local was = from[f]
-  if was and was ~= r then put(dels, was, f) end
+  if was and was ~= r then
+    if not dels then dels = {} end
+    local l = dels[was]
+    if not l then
+      l = {}
+      dels[was] = l
+    end
+    l[#l + 1] = f
+  end
 end
-local MARKER, PAD = '\255', string.rep('-', 72)
 local function chunked(cmd, k, l)
   for c0 = 1, #l, 2 * CHUNK do
     call(cmd, k, unpack(l, c0, math.min(#l, c0 + 2 * CHUNK - 1)))
   end
 end
-for r, l in pairs(dels) do chunked('HDEL', KEYS[4 + r], l) end
-for r, l in pairs(sets) do
-  if #l > 0 then
-    local g = target[r]
-    if gens[r + 1] ~= g then
-      -- The slot's first write: its bucket is new. Its marker makes it a
-      -- hash table (layout.rs); its expiry is its generation's.
-      gens[r + 1] = g
-      gens_changed = true
-      l[#l + 1] = MARKER
-      l[#l + 1] = PAD
-      chunked('HSET', KEYS[4 + r], l)
-      call('PEXPIREAT', KEYS[4 + r], expiry(g))
-    else
-      chunked('HSET', KEYS[4 + r], l)
-    end
+if dels then
+  for r, l in pairs(dels) do chunked('HDEL', KEYS[4 + r], l) end
+end
+-- Writes slot r's list l; the slot's first write (its generation g new to
+-- it) gives the bucket its marker, which makes it a hash table (a value
+-- longer than hash-max-listpack-value), and its generation's expiry.
+local function write(r, g, l)
+  if gens[r + 1] ~= g then
+    gens[r + 1] = g
+    gens_changed = true
+    l[#l + 1] = '\255'
+    l[#l + 1] = '------------------------------------------------------------------------'
+    chunked('HSET', KEYS[4 + r], l)
+    call('PEXPIREAT', KEYS[4 + r], string.format('%d', ((g + 2) * G - 1 + J) * slice_ms))
+  else
+    chunked('HSET', KEYS[4 + r], l)
   end
+end
+if hs then write(here, gcur, hs) end
+if sets then
+  for r, l in pairs(sets) do write(r, target[r], l) end
 end
 if gens_changed then
   -- The slots' generations last as long as the newest bucket.
@@ -372,7 +382,8 @@ if gens_changed then
   if newest < 0 then
     call('DEL', KEYS[3])
   else
-    call('SET', KEYS[3], pack('<dddd', unpack(gens)), 'PXAT', expiry(newest))
+    call('SET', KEYS[3], pack('<dddd', unpack(gens)), 'PXAT',
+      string.format('%d', ((newest + 2) * G - 1 + J) * slice_ms))
   end
 end
 
