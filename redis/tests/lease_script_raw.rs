@@ -87,9 +87,9 @@ fn invoke(
 fn gens(conn: &mut redis::Connection) -> [f64; 4] {
     let g: Option<Vec<u8>> = redis::cmd("GET").arg("raw:lg").query(conn).unwrap();
     match g {
-        Some(b) => std::array::from_fn(|r| {
-            f64::from_le_bytes(b[8 * r..8 * r + 8].try_into().unwrap())
-        }),
+        Some(b) => {
+            std::array::from_fn(|r| f64::from_le_bytes(b[8 * r..8 * r + 8].try_into().unwrap()))
+        }
         None => [-1.0; 4],
     }
 }

@@ -7,9 +7,9 @@
 use super::config::{ClusterLimiterBuilder, OutagePolicy};
 use super::driver::Drivers;
 use super::lane::Lane;
+use super::layout::LeaseNames;
 use super::limiter::ClusterLimiter;
 use super::remote::{Sender, Shared, TimeRef};
-use super::layout::LeaseNames;
 use super::script::{LeaseShape, LEASE};
 use super::sizes::Sizes;
 use super::stats::LeaseCounters;

@@ -50,8 +50,8 @@
 use super::config::{OutagePolicy, Shed};
 use super::grant::Grant;
 use super::lane::{Join, Lane, Slot, Waited, Wake};
-use super::memo::Refusal;
 use super::layout::{name_of, LeaseNames};
+use super::memo::Refusal;
 use super::script::Return;
 use super::sizes::Sizes;
 use super::stats::LeaseCounters;

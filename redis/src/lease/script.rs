@@ -39,8 +39,8 @@
 //! # Keys
 //! Where the counts, the record and the config live: `layout.rs`.
 
-use crate::error::ClusterError;
 use super::layout::LeaseNames;
+use crate::error::ClusterError;
 use crate::script::{int, time_us, Request};
 use redis::Value;
 

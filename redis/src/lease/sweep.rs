@@ -10,8 +10,8 @@
 //! Leases must be revoked within 39 hours of their deadline: the lease
 //! word compares times mod 2^36 units (`word.rs`).
 
-use super::remote::{Sender, Shared};
 use super::layout::name_of;
+use super::remote::{Sender, Shared};
 use super::script::Return;
 use super::word::units;
 use crate::error::ClusterError;
