@@ -313,12 +313,26 @@ end
 for d = 1, nd or 0 do
   local f = dirty[d]
   local p = ring[f]
-  local r = slot_for(p)
+  local np = #p
+  local r
+  if np == 2 and p[1] == cur and here then
+    -- The common case: one slice, this one.
+    r = here
+  else
+    r = slot_for(p)
+  end
   if r and r >= 0 then
-    local np, v = #p, ''
-    for c0 = 1, np, 64 do
-      local c1 = math.min(np, c0 + 63)
-      v = v .. pack('<' .. string.rep('d', c1 - c0 + 1), unpack(p, c0, c1))
+    local v
+    if np == 2 then
+      v = pack('<dd', p[1], p[2])
+    elseif np == 4 then
+      v = pack('<dddd', p[1], p[2], p[3], p[4])
+    else
+      v = ''
+      for c0 = 1, np, 64 do
+        local c1 = math.min(np, c0 + 63)
+        v = v .. pack('<' .. string.rep('d', c1 - c0 + 1), unpack(p, c0, c1))
+      end
     end
     local l
     if r == here then
