@@ -52,9 +52,9 @@
 //! With a hash of its own a key, a new key cost the script three commands
 //! (`HGETALL`, `HINCRBY`, `PEXPIREAT`), each about 3,000 instructions
 //! before its own work: 21.3k instructions of Redis a new key (callgrind
-//! on redis-server 7.0, calls of 64 new keys). In buckets it costs 10.2k.
-//! A call pays 19-26k more fixed work (the slots' generations, an `HMGET`
-//! a live slot), so the layouts break even near 3 keys a call; batches of
+//! on redis-server 7.0, calls of 64 new keys). In buckets it costs 10.5k.
+//! A call pays 19-28k more fixed work (the slots' generations, an `HMGET`
+//! a live slot), so the layouts break even near 4 keys a call; batches of
 //! a flood carry tens. Redis's memory for the same keys is 27% less.
 
 use crate::key::RedisKey;

@@ -237,44 +237,37 @@ for i = 1, m do
   -- slices leave it for the lease to fit (-1: not refused).
   local retry = -1
   local p = ring and ring[f]
-  if not p then
-    -- New to the window (most keys of a flood): its ring is this lease
-    -- alone, packed as it is granted. A need above the limit never fits:
-    -- no retry time.
-    if limit >= need and here then
-      granted = (limit + limit % 2) / 2
-      if want < granted then granted = want end
-      if granted < need then granted = need end
-      if limit < granted then granted = limit end
-      if granted > 0 then
-        if not hs then hs = {} end
-        hs[ns + 1] = f
-        hs[ns + 2] = pack('<dd', cur, granted)
-        ns = ns + 2
-      end
-    end
-  else
-    local sum, at, newest = 0, nil, -1
+  -- A key new to the window (most keys of a flood) has no ring: nothing
+  -- to sum, and its ring is this lease alone, packed as it is granted.
+  local sum, at, newest = 0, nil, -1
+  if p then
     for x = 1, #p, 2 do
       sum = sum + p[x + 1]
       if p[x] == cur then at = x end
       if p[x] > newest then newest = p[x] end
     end
-    local room = limit - sum
-    -- Whether the ring can be written with this slice in it: in this
-    -- slice's slot, or in that of a later slice it holds.
-    local fits = here
-    if newest > cur then fits = slot_for(p) end
-    if room >= need and fits then
-      -- At least what the node needs; beyond it, what it wants but at
-      -- most half the room left, so that near the limit batches shrink
-      -- (down to 1) and no node sits on the last permits.
-      -- min(room, max(need, min(want, ceil(room / 2)))), room an integer.
-      granted = (room + room % 2) / 2
-      if want < granted then granted = want end
-      if granted < need then granted = need end
-      if room < granted then granted = room end
-      if granted > 0 then
+  end
+  local room = limit - sum
+  -- Whether the ring can be written with this slice in it: in this
+  -- slice's slot, or in that of a later slice it holds.
+  local fits = here
+  if newest > cur then fits = slot_for(p) end
+  if room >= need and fits then
+    -- At least what the node needs; beyond it, what it wants but at most
+    -- half the room left, so that near the limit batches shrink (down to
+    -- 1) and no node sits on the last permits.
+    -- min(room, max(need, min(want, ceil(room / 2)))), room an integer.
+    granted = (room + room % 2) / 2
+    if want < granted then granted = want end
+    if granted < need then granted = need end
+    if room < granted then granted = room end
+    if granted > 0 then
+      if not p then
+        if not hs then hs = {} end
+        hs[ns + 1] = f
+        hs[ns + 2] = pack('<dd', cur, granted)
+        ns = ns + 2
+      else
         if at then
           p[at + 1] = p[at + 1] + granted
         else
@@ -283,18 +276,19 @@ for i = 1, m do
         end
         touch(f)
       end
-    elseif need <= limit and room < need then
-      -- The live slices, oldest first.
-      local live = {}
-      for x = 1, #p, 2 do live[#live + 1] = { p[x], p[x + 1] } end
-      table.sort(live, function(a, b) return a[1] < b[1] end)
-      local left = sum
-      for _, s in ipairs(live) do
-        left = left - s[2]
-        if limit - left >= need then
-          retry = (s[1] + J) * slice_us - now_us
-          break
-        end
+    end
+  elseif p and need <= limit and room < need then
+    -- The live slices, oldest first. (A need above the limit never fits:
+    -- no retry time.)
+    local live = {}
+    for x = 1, #p, 2 do live[#live + 1] = { p[x], p[x + 1] } end
+    table.sort(live, function(a, b) return a[1] < b[1] end)
+    local left = sum
+    for _, s in ipairs(live) do
+      left = left - s[2]
+      if limit - left >= need then
+        retry = (s[1] + J) * slice_us - now_us
+        break
       end
     end
   end
