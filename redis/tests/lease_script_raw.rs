@@ -346,6 +346,12 @@ fn a_malformed_request_is_refused_before_any_write() {
         .unwrap();
     assert!(marker);
     assert_eq!(expires(&mut conn, g % 4), expiry(g));
+    // The config lasts as long as the newest bucket.
+    let cfg_at: i64 = redis::cmd("PEXPIRETIME")
+        .arg("raw:lcfg")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(cfg_at, expiry(g));
 }
 
 #[test]

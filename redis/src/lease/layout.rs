@@ -15,7 +15,8 @@
 //!   leased in it less those returned)` for each slice with permits.
 //! - `P lg`: the generation each slot holds (4 doubles, -1: none).
 //! - `P ln:<node id>`: a node's record (`script.rs`).
-//! - `P lcfg`: the quota every node must share (`LeaseShape::config_string`).
+//! - `P lcfg`: the quota every node must share (`LeaseShape::config_string`),
+//!   which expires with the newest bucket, so that no count outlives it.
 //!
 //! # Generations
 //! A generation is `G = ceil(J / 2)` slices (`J`: the slices a request is
@@ -52,10 +53,11 @@
 //! With a hash of its own a key, a new key cost the script three commands
 //! (`HGETALL`, `HINCRBY`, `PEXPIREAT`), each about 3,000 instructions
 //! before its own work: 21.3k instructions of Redis a new key (callgrind
-//! on redis-server 7.0, calls of 64 new keys). In buckets it costs 10.5k.
-//! A call pays 19-28k more fixed work (the slots' generations, an `HMGET`
-//! a live slot), so the layouts break even near 4 keys a call; batches of
-//! a flood carry tens. Redis's memory for the same keys is 27% less.
+//! on redis-server 7.0, calls of 64 new keys). In buckets it costs 10.6k.
+//! A call pays 8-17k more fixed work (the slots' generations, an `HMGET`
+//! a live slot, less the config's write, now once a generation), so the
+//! layouts break even near 3 keys a call; batches of a flood carry tens.
+//! Redis's memory for the same keys is 27% less.
 
 use crate::key::RedisKey;
 

@@ -381,6 +381,10 @@ if hs then write(here, gcur, hs) end
 if sets then
   for r, l in pairs(sets) do write(r, target[r], l) end
 end
+-- The config lasts as long as the newest bucket, so that no count outlives
+-- the check that every node shares the quota: it is written with the
+-- slots' generations (once a generation), or when it is missing.
+local cfg_set = false
 if gens_changed then
   -- The slots' generations last as long as the newest bucket.
   local newest = -1
@@ -390,10 +394,13 @@ if gens_changed then
   if newest < 0 then
     call('DEL', KEYS[3])
   else
-    call('SET', KEYS[3], pack('<dddd', unpack(gens)), 'PXAT',
-      string.format('%d', ((newest + 2) * G - 1 + J) * slice_ms))
+    local at = string.format('%d', ((newest + 2) * G - 1 + J) * slice_ms)
+    call('SET', KEYS[3], pack('<dddd', unpack(gens)), 'PXAT', at)
+    call('SET', KEYS[2], ARGV[6], 'PXAT', at)
+    cfg_set = true
   end
 end
+if not (cfg or cfg_set) then call('SET', KEYS[2], ARGV[6], 'PX', ARGV[5]) end
 
 local r = pack('<dd', seq, cur)
 for i = 1, m, 64 do
@@ -401,6 +408,5 @@ for i = 1, m, 64 do
   r = r .. pack('<' .. string.rep('d', n), unpack(grants, i, i + n - 1))
 end
 call('SET', KEYS[1], r, 'PX', ARGV[5])
-call('SET', KEYS[2], ARGV[6], 'PX', ARGV[5])
 out[6] = string.sub(r, 17)
 return out
