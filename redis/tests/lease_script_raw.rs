@@ -415,3 +415,33 @@ fn a_request_with_a_setting_not_a_number_is_refused_before_any_write() {
     assert_eq!(r[5..], [1, -1]);
     assert_eq!(fields(&mut conn, "back"), [(e, 6)]);
 }
+
+/// A ring written by a server whose clock was ahead (a generation past
+/// this server's next) still counts: its key is refused, with the time
+/// its slice leaves the window, and its bucket keeps that generation.
+#[test]
+fn a_ring_ahead_of_the_servers_clock_still_counts() {
+    let redis = RedisServer::start();
+    let mut conn = redis.conn();
+    loop {
+        let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+        let e = epoch(&mut conn);
+        let g = e / G;
+        let ahead = (g + 2) * G;
+        plant(&mut conn, "ahead", &[(ahead, LIMIT)]);
+        let packed = asks(&[(1, 1), (1, 1)]);
+        let r = ints(&run(&mut conn, 1, &["ahead", "new"], 2, &packed, &[]).unwrap());
+        if epoch(&mut conn) != e {
+            continue;
+        }
+        let left = r[2];
+        let slice_us = (SLICE_MS * 1000) as i64;
+        let retry = left + ((ahead - e) as i64 + SLICES as i64 - 1) * slice_us;
+        assert_eq!(r[5..], [0, retry, 1, -1]);
+        assert_eq!(fields(&mut conn, "ahead"), [(ahead, LIMIT)]);
+        assert_eq!(slot_of(&mut conn, "ahead"), Some((g + 2) % 4));
+        assert_eq!(gens(&mut conn)[((g + 2) % 4) as usize], (g + 2) as f64);
+        assert_eq!(fields(&mut conn, "new"), [(e, 1)]);
+        return;
+    }
+}

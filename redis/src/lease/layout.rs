@@ -29,11 +29,18 @@
 //! gives the slot to the new generation.
 //!
 //! # Invariants
-//! - A key has at most one ring among the live slots (those whose
-//!   generation may hold a slice of the window): the script reads a
-//!   request's keys in every live slot, and when it writes a ring to
-//!   another slot (its newest slice entered a new generation) it deletes
-//!   the field from the slot it came from, in the same script.
+//! - A key has at most one ring among the live slots (every slot whose
+//!   generation has not left the window, including one ahead of this
+//!   server's clock): the script reads a request's keys in every live
+//!   slot, and when it writes a ring to another slot (its newest slice
+//!   entered a new generation) it deletes the field from the slot it came
+//!   from, in the same script.
+//! - A slot's generation is at least that of every ring it holds, and only
+//!   rises: a ring whose generation is later than its slot's (written after
+//!   a server's clock stepped back, or by a master whose clock was ahead)
+//!   raises the slot's generation and its bucket's expiry. So no bucket is
+//!   deleted while a ring in it still has a slice in the window, and a
+//!   ring ahead of the server's clock counts as it did when written.
 //! - A ring holds only slices with permits; the script drops the slices
 //!   that left the window whenever it writes a ring, and deletes a ring
 //!   left with none.

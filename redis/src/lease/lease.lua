@@ -97,16 +97,15 @@ do
     end
   end
 end
--- A generation g can be written in its slot if the slot holds it, or
--- holds none (its bucket was deleted, or never written): the slot is then
--- given to g by its first write (below). A slot holding a later
--- generation (a server clock that stepped back by more than a window)
--- takes nothing. `here`: this slice's slot, if it can be written.
+-- A ring of generation g goes to slot g % R. That slot holds no
+-- generation (its bucket was deleted, or never written), g, or a later
+-- one (only when this server's clock is behind the one that wrote it: a
+-- live generation older than g and in g's slot would be 4 generations
+-- older, beyond the window). A slot's generation only rises: its first
+-- write gives it the ring's, a later ring's raises it (below), so a
+-- bucket lives as long as the newest ring it holds. `here`: this slice's
+-- slot.
 local here = gcur % R
-do
-  local h = gens[here + 1]
-  if h ~= gcur and h >= 0 then here = nil end
-end
 
 -- Each key's ring as a list of live pairs {slice, permits, ...}, and the
 -- slot it was read from (a key has at most one ring among the live slots:
@@ -137,9 +136,12 @@ local function found(r, v, f)
   end
   ring[f] = p
 end
-for g = gcur + 1, glive, -1 do
-  local r = g % R
-  if gens[r + 1] == g then
+-- Every slot left holds a generation that may hold a slice of the window,
+-- or one ahead of this server's clock (a server whose clock stepped back,
+-- or a replica promoted with a clock behind its master's): its rings count
+-- as they did when they were written.
+for r = 0, R - 1 do
+  if gens[r + 1] >= 0 then
     for c0 = 1, m, CHUNK do
       local c1 = math.min(m, c0 + CHUNK - 1)
       local vals = call('HMGET', KEYS[4 + r], unpack(ARGV, 8 + c0, 8 + c1))
@@ -160,13 +162,13 @@ for g = gcur + 1, glive, -1 do
 end
 
 -- The writes, gathered: per slot the fields and rings to set (this
--- slice's slot's in `hs`), per slot the fields to delete, and the
--- generation each written slot is to hold. The tables of keys that had
+-- slice's slot's in `hs`), per slot the fields to delete, and the newest
+-- generation of the rings each slot is given. The tables of keys that had
 -- a ring are made when the first is touched.
 local hs, ns = nil, 0
 local sets, dels, target, dirty, touched, nd
 -- The slot ring p goes to (that of its newest slice's generation; -1 for
--- an empty ring, deleted), or nil when that slot cannot be written.
+-- an empty ring, deleted).
 local function slot_for(p)
   local e = -1
   for j = 1, #p, 2 do
@@ -175,10 +177,8 @@ local function slot_for(p)
   if e < 0 then return -1 end
   local g = (e - e % G) / G
   local r = g % R
-  local h = gens[r + 1]
-  if g < glive or (h ~= g and h >= 0) then return nil end
   if not target then target = {} end
-  target[r] = g
+  if not target[r] or target[r] < g then target[r] = g end
   return r
 end
 -- Marks field f's ring to be written.
@@ -192,9 +192,7 @@ local function touch(f)
 end
 
 -- Returns only lower a live slice's count, never below 0; a slice that
--- left the window is gone already. A return whose ring cannot be written
--- (a server clock far behind) is not applied: it counts until its slice
--- leaves the window, never over the limit.
+-- left the window is gone already.
 for j = 1, nret do
   local f = rfields[j]
   local e = tonumber(ARGV[rb + 3 * j - 1])
@@ -211,10 +209,8 @@ for j = 1, nret do
           table.remove(q, x + 1)
           table.remove(q, x)
         end
-        if slot_for(q) then
-          ring[f] = q
-          touch(f)
-        end
+        ring[f] = q
+        touch(f)
         break
       end
     end
@@ -239,20 +235,15 @@ for i = 1, m do
   local p = ring and ring[f]
   -- A key new to the window (most keys of a flood) has no ring: nothing
   -- to sum, and its ring is this lease alone, packed as it is granted.
-  local sum, at, newest = 0, nil, -1
+  local sum, at = 0, nil
   if p then
     for x = 1, #p, 2 do
       sum = sum + p[x + 1]
       if p[x] == cur then at = x end
-      if p[x] > newest then newest = p[x] end
     end
   end
   local room = limit - sum
-  -- Whether the ring can be written with this slice in it: in this
-  -- slice's slot, or in that of a later slice it holds.
-  local fits = here
-  if newest > cur then fits = slot_for(p) end
-  if room >= need and fits then
+  if room >= need then
     -- At least what the node needs; beyond it, what it wants but at most
     -- half the room left, so that near the limit batches shrink (down to
     -- 1) and no node sits on the last permits.
@@ -309,13 +300,13 @@ for d = 1, nd or 0 do
   local p = ring[f]
   local np = #p
   local r
-  if np == 2 and p[1] == cur and here then
+  if np == 2 and p[1] == cur then
     -- The common case: one slice, this one.
     r = here
   else
     r = slot_for(p)
   end
-  if r and r >= 0 then
+  if r >= 0 then
     local v
     if np == 2 then
       v = pack('<dd', p[1], p[2])
@@ -362,22 +353,29 @@ end
 if dels then
   for r, l in pairs(dels) do chunked('HDEL', KEYS[4 + r], l) end
 end
--- Writes slot r's list l; the slot's first write (its generation g new to
--- it) gives the bucket its marker, which makes it a hash table (a value
--- longer than hash-max-listpack-value), and its generation's expiry.
+-- Writes slot r's list l, rings of generations up to g. The slot's first
+-- write gives the bucket its marker, which makes it a hash table (a value
+-- longer than hash-max-listpack-value), and gives the slot g and the
+-- bucket g's expiry; a ring of a later generation than the slot's raises
+-- both.
 local function write(r, g, l)
-  if gens[r + 1] ~= g then
-    gens[r + 1] = g
-    gens_changed = true
+  local h = gens[r + 1]
+  if h < 0 then
     l[#l + 1] = '\255'
     l[#l + 1] = '------------------------------------------------------------------------'
-    chunked('HSET', KEYS[4 + r], l)
+  end
+  chunked('HSET', KEYS[4 + r], l)
+  if h < g then
+    gens[r + 1] = g
+    gens_changed = true
     call('PEXPIREAT', KEYS[4 + r], string.format('%d', ((g + 2) * G - 1 + J) * slice_ms))
-  else
-    chunked('HSET', KEYS[4 + r], l)
   end
 end
-if hs then write(here, gcur, hs) end
+if hs then
+  local g = gcur
+  if target and target[here] and target[here] > g then g = target[here] end
+  write(here, g, hs)
+end
 if sets then
   for r, l in pairs(sets) do write(r, target[r], l) end
 end
