@@ -59,9 +59,9 @@
 //! # Why buckets
 //! With a hash of its own a key, a new key cost the script three commands
 //! (`HGETALL`, `HINCRBY`, `PEXPIREAT`), each about 3,000 instructions
-//! before its own work: 21.3k instructions of Redis a new key (callgrind
+//! before its own work: 21.7k instructions of Redis a new key (callgrind
 //! on redis-server 7.0, calls of 64 new keys). In buckets it costs 10.6k.
-//! A call pays 8-17k more fixed work (the slots' generations, an `HMGET`
+//! A call pays 10-16k more fixed work (the slots' generations, an `HMGET`
 //! a live slot, less the config's write, now once a generation), so the
 //! layouts break even near 3 keys a call; batches of a flood carry tens.
 //! Redis's memory for the same keys is 27% less.
