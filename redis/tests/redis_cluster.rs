@@ -145,60 +145,6 @@ fn nodes_sum_exactly_with_keys_on_every_master() {
     assert!(via_replica.stats().redirects > 0);
 }
 
-/// Moves `slot` from its master to another master by hand, as `redis-cli
-/// --cluster reshard` does: importing and migrating, the keys a few at a
-/// time (so batches meet `ASK` and `TRYAGAIN` while the slot is split),
-/// then the slot's new owner announced to every master.
-fn migrate(c: &RedisCluster, slot: u16) -> (usize, usize) {
-    let from = c.owner(slot);
-    let to = (0..c.nodes.len())
-        .find(|&i| i != from && c.is_master(i))
-        .unwrap();
-    let (from_id, to_id) = (c.id(from), c.id(to));
-    let setslot = |i: usize, how: &str, id: &str| {
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query(&mut c.conn(i))
-            .unwrap();
-    };
-    setslot(to, "IMPORTING", &from_id);
-    setslot(from, "MIGRATING", &to_id);
-    let port = c.nodes[to].port();
-    loop {
-        let keys: Vec<String> = redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(2)
-            .query(&mut c.conn(from))
-            .unwrap();
-        if keys.is_empty() {
-            break;
-        }
-        let _: redis::Value = redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(port)
-            .arg("")
-            .arg(0)
-            .arg(5_000)
-            .arg("KEYS")
-            .arg(&keys)
-            .query(&mut c.conn(from))
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    setslot(to, "NODE", &to_id);
-    setslot(from, "NODE", &to_id);
-    for i in 0..c.nodes.len() {
-        if i != from && i != to && c.is_master(i) {
-            setslot(i, "NODE", &to_id);
-        }
-    }
-    (from, to)
-}
-
 #[test]
 fn a_slot_migrated_mid_stream_loses_and_doubles_nothing() {
     let c = RedisCluster::start(3, 1);
@@ -231,7 +177,7 @@ fn a_slot_migrated_mid_stream_loses_and_doubles_nothing() {
     let (mut reference, _) = run(&c, "moving", 2_000, |_| {
         // Let the nodes write the slot's keys, then move it under them.
         std::thread::sleep(Duration::from_millis(200));
-        moved = migrate(&c, slot);
+        moved = c.migrate(slot);
         std::thread::sleep(Duration::from_millis(200));
     });
     assert_eq!(c.owner(slot), moved.1);

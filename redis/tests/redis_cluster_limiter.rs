@@ -2,7 +2,8 @@
 //! loopback ports): keys on every master, no window of any key over the
 //! limit, and with `wait_for_replicas` none while a master is SIGKILLed
 //! (its replica held back first, so the master grants leases the replica
-//! never gets) and the replica takes over. Every verdict waits for what it
+//! never gets) and the replica takes over, nor while a group's slot moves
+//! to another master under them. Every verdict waits for what it
 //! judges (a refusal of every key, a decision on every key after the
 //! failover) instead of for a time, so it is the same on any machine and
 //! in any build.
@@ -247,4 +248,72 @@ fn a_failover_without_wait_exceeds_the_limit() {
         support::busiest(&slices.iter().map(|(&e, &n)| (e, n)).collect(), SLICES).0 > LIMIT
     });
     assert!(over, "no key over its limit: {per:?}");
+}
+
+/// A group's slot moved from one master to another (`RedisCluster::migrate`,
+/// as `redis-cli --cluster reshard` does: its keys a few at a time, so
+/// requests meet `ASK` and `TRYAGAIN` while the slot is split) while three
+/// limiters ask for every key: no window of any key over the limit, and
+/// every key decided by Redis again once the slot has moved.
+#[test]
+fn a_slot_migrated_under_the_limiters_never_exceeds_the_limit() {
+    let c = RedisCluster::start(3, 1);
+    let nodes: Vec<_> = (0..3)
+        .map(|_| Arc::new(limiter(&c, "limmig", 1_000, false)))
+        .collect();
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("m{i}")).collect();
+    // The slot of the group of key "m0": its buckets hold the key's ring.
+    let slice_ns = u64::try_from(nodes[0].slice_len().as_nanos()).unwrap();
+    let Grant::Granted { slice_start } = nodes[0].decide("m0", 1) else {
+        panic!("the probe is refused")
+    };
+    let mut per = PerKey::new();
+    *per.entry("m0".into())
+        .or_default()
+        .entry(slice_start.as_nanos() / slice_ns)
+        .or_default() += 1;
+    let slot = {
+        let names: Vec<String> = (0..c.nodes.len())
+            .filter(|&i| c.is_master(i))
+            .flat_map(|i| {
+                let mut conn = c.conn(i);
+                let buckets: Vec<String> = redis::cmd("KEYS")
+                    .arg("limmig:{*}:lb:*")
+                    .query(&mut conn)
+                    .unwrap();
+                buckets.into_iter().filter(move |b| {
+                    redis::cmd("HEXISTS")
+                        .arg(b)
+                        .arg("m0")
+                        .query::<bool>(&mut conn)
+                        .unwrap()
+                })
+            })
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        c.slot(&names[0])
+    };
+    let (from, to) = std::thread::scope(|sc| {
+        let moving = sc.spawn(|| c.migrate(slot));
+        let mut decided = HashSet::new();
+        while !moving.is_finished() {
+            ask_all(&nodes, &keys, &mut per, &mut decided);
+        }
+        moving.join().unwrap()
+    });
+    assert_ne!(from, to);
+    assert_eq!(c.owner(slot), to);
+    // After the move, every key gets a decision from Redis again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut decided = HashSet::new();
+    while decided.len() < keys.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "keys never decided after the move"
+        );
+        ask_all(&nodes, &keys, &mut per, &mut decided);
+    }
+    never_over(&per);
+    let moved_errors: u64 = nodes.iter().map(|n| n.stats().errors).sum();
+    println!("errors met while the slot moved: {moved_errors}");
 }

@@ -221,6 +221,60 @@ impl RedisCluster {
         panic!("no master serves slot {slot}: {nodes}");
     }
 
+    /// Moves `slot` from its master to another master by hand, as `redis-cli
+    /// --cluster reshard` does: importing and migrating, the keys a few at a
+    /// time (so batches meet `ASK` and `TRYAGAIN` while the slot is split),
+    /// then the slot's new owner announced to every master.
+    pub fn migrate(&self, slot: u16) -> (usize, usize) {
+        let from = self.owner(slot);
+        let to = (0..self.nodes.len())
+            .find(|&i| i != from && self.is_master(i))
+            .unwrap();
+        let (from_id, to_id) = (self.id(from), self.id(to));
+        let setslot = |i: usize, how: &str, id: &str| {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg(how)
+                .arg(id)
+                .query(&mut self.conn(i))
+                .unwrap();
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        let port = self.nodes[to].port();
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(2)
+                .query(&mut self.conn(from))
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let _: redis::Value = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(port)
+                .arg("")
+                .arg(0)
+                .arg(5_000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut self.conn(from))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        setslot(to, "NODE", &to_id);
+        setslot(from, "NODE", &to_id);
+        for i in 0..self.nodes.len() {
+            if i != from && i != to && self.is_master(i) {
+                setslot(i, "NODE", &to_id);
+            }
+        }
+        (from, to)
+    }
+
     /// The slot of a key, as the cluster computes it.
     pub fn slot(&self, key: &str) -> u16 {
         redis::cmd("CLUSTER")
