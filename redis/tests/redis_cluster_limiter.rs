@@ -272,27 +272,7 @@ fn a_slot_migrated_under_the_limiters_never_exceeds_the_limit() {
         .or_default()
         .entry(slice_start.as_nanos() / slice_ns)
         .or_default() += 1;
-    let slot = {
-        let names: Vec<String> = (0..c.nodes.len())
-            .filter(|&i| c.is_master(i))
-            .flat_map(|i| {
-                let mut conn = c.conn(i);
-                let buckets: Vec<String> = redis::cmd("KEYS")
-                    .arg("limmig:{*}:lb:*")
-                    .query(&mut conn)
-                    .unwrap();
-                buckets.into_iter().filter(move |b| {
-                    redis::cmd("HEXISTS")
-                        .arg(b)
-                        .arg("m0")
-                        .query::<bool>(&mut conn)
-                        .unwrap()
-                })
-            })
-            .collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-        c.slot(&names[0])
-    };
+    let slot = c.slot_of_field("limmig:{*}:lb:*", "m0");
     let (from, to) = std::thread::scope(|sc| {
         let moving = sc.spawn(|| c.migrate(slot));
         let mut decided = HashSet::new();

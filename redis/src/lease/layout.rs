@@ -66,10 +66,8 @@
 //! layouts break even near 3 keys a call; batches of a flood carry tens.
 //! Redis's memory for the same keys is 27% less.
 
+use crate::bucket::SLOTS;
 use crate::key::RedisKey;
-
-/// Bucket slots: consecutive generations rotate through them.
-pub(crate) const SLOTS: usize = 4;
 
 /// The Redis key names of a limiter's namespace (of one group on a
 /// cluster).

@@ -268,7 +268,7 @@ for i = 1, m do
         touch(f)
       end
     end
-  elseif p and need <= limit and room < need then
+  elseif p and need <= limit then
     -- The live slices, oldest first. (A need above the limit never fits:
     -- no retry time.)
     local live = {}

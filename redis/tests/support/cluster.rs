@@ -275,6 +275,28 @@ impl RedisCluster {
         (from, to)
     }
 
+    /// The slot of the bucket (a key matching `pattern` on any master)
+    /// that holds field `field`; exactly one must.
+    pub fn slot_of_field(&self, pattern: &str, field: &str) -> u16 {
+        let names: Vec<String> = (0..self.nodes.len())
+            .filter(|&i| self.is_master(i))
+            .flat_map(|i| {
+                let mut conn = self.conn(i);
+                let buckets: Vec<String> =
+                    redis::cmd("KEYS").arg(pattern).query(&mut conn).unwrap();
+                buckets.into_iter().filter(move |b| {
+                    redis::cmd("HEXISTS")
+                        .arg(b)
+                        .arg(field)
+                        .query::<bool>(&mut conn)
+                        .unwrap()
+                })
+            })
+            .collect();
+        assert_eq!(names.len(), 1, "{field} in {names:?}");
+        self.slot(&names[0])
+    }
+
     /// The slot of a key, as the cluster computes it.
     pub fn slot(&self, key: &str) -> u16 {
         redis::cmd("CLUSTER")
