@@ -64,9 +64,11 @@ impl RedisServer {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temp dir");
         let mut last = String::new();
         for _ in 0..5 {
+            // Made for each try: a failed try's server is dropped, and its
+            // drop removes the directory.
+            std::fs::create_dir_all(&dir).expect("a temp dir");
             let mut s = RedisServer {
                 child: None,
                 port: free_port(),
