@@ -74,29 +74,33 @@ impl Cell {
         count.wrapping_add(n.min(room))
     }
 
-    /// Adds `n` as the cell's only writer: a load and a store.
+    /// Adds `n` as the cell's only writer: a load and a store. Returns the
+    /// cell's value after the add, as of the `taken` it read (a take since
+    /// makes it less).
     #[inline(always)]
-    fn add_sole(&self, n: u64) {
+    fn add_sole(&self, n: u64) -> u64 {
         let c = self.count.load(Ordering::Relaxed);
         let t = self.taken.load(Ordering::Relaxed);
-        self.count.store(Self::added(c, t, n), Ordering::Relaxed);
+        let new = Self::added(c, t, n);
+        self.count.store(new, Ordering::Relaxed);
+        new.wrapping_sub(t)
     }
 
-    /// Adds `n` with a CAS; `true` if a CAS failed because another thread
-    /// wrote (contention).
+    /// Adds `n` with a CAS. Returns whether a CAS failed because another
+    /// thread wrote (contention), and the cell's value after the add as
+    /// [`add_sole`](Self::add_sole)'s.
     #[inline]
-    fn add_shared(&self, n: u64) -> bool {
+    fn add_shared(&self, n: u64) -> (bool, u64) {
         let mut contended = false;
         let mut c = self.count.load(Ordering::Relaxed);
         loop {
             let t = self.taken.load(Ordering::Relaxed);
-            match self.count.compare_exchange_weak(
-                c,
-                Self::added(c, t, n),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return contended,
+            let new = Self::added(c, t, n);
+            match self
+                .count
+                .compare_exchange_weak(c, new, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return (contended, new.wrapping_sub(t)),
                 Err(actual) => {
                     // `compare_exchange_weak` may fail spuriously; only a
                     // changed value is contention.
@@ -197,12 +201,24 @@ impl StripedCounter {
     // out of line), and a call would cost as much as the add.
     #[inline(always)]
     pub fn add(&self, n: u64) {
+        self.add_in_cell(n);
+    }
+
+    /// [`add`](Self::add), returning the value of the cell the add went to,
+    /// right after it: at most what the counter holds then (a take racing
+    /// the add may have made it less). The hot-key detector's striped
+    /// entries bound their count with it (`keyed/hot.rs`).
+    #[inline(always)]
+    pub(crate) fn add_in_cell(&self, n: u64) -> u64 {
         let (cell, writer) = self.cells.for_writer(Cell::new);
         if writer == Writer::Sole {
-            cell.add_sole(n);
-        } else if cell.add_shared(n) {
+            return cell.add_sole(n);
+        }
+        let (contended, value) = cell.add_shared(n);
+        if contended {
             self.cells.contended(Cell::new);
         }
+        value
     }
 
     /// The total of every add so far (saturating). Adds racing the sum may or
@@ -241,6 +257,12 @@ impl StripedCounter {
     /// ones: at most twice this in all).
     pub fn max_stripes(&self) -> usize {
         self.cells.cap()
+    }
+
+    /// The most cells it may ever hold, owned and shared:
+    /// `2 * max_stripes()` (`crate::stripes`).
+    pub(crate) fn max_cells(&self) -> u64 {
+        2 * self.cells.cap() as u64
     }
 
     /// Heap bytes: the slot arrays and the cells allocated so far.

@@ -1,7 +1,8 @@
 //! `HotKeyDetector` against the hot rule's reference model
 //! (`keyed_model::HotModel`, whose state is never forgotten): reports, the
 //! sums they return, cooling and re-crossing, late adds, the retirement of
-//! hot state, handles, and racing crossings reported once.
+//! hot state, handles, striped entries, and racing crossings reported
+//! once.
 
 mod keyed_model;
 mod keyed_support;
@@ -30,8 +31,15 @@ fn hot_rule_matches_the_model() {
         // threshold of 2 to 4 per slice and time moving a slice at a time
         // (its slices grow past `ceil(T / S)` while it is hot already).
         let steady = seed % 2 == 1;
+        // Seeds 2 mod 4: entries made striped at random (as contention
+        // does), small adds and larger thresholds, so that adds stop at
+        // their own stripe while it is below its share of `H`
+        // (`entry.rs`, "The mark of a striped entry").
+        let striped = seed % 4 == 2;
         let threshold = if steady {
             slices as u64 * rng.random_range(2..=4)
+        } else if striped {
+            slices as u64 * rng.random_range(10..30)
         } else {
             rng.random_range(1..25)
         };
@@ -65,6 +73,8 @@ fn hot_rule_matches_the_model() {
                     };
                     let n = if hot_key {
                         1
+                    } else if striped {
+                        rng.random_range(1..=4)
                     } else {
                         rng.random_range(1..=threshold.div_ceil(2) + 1)
                     };
@@ -75,6 +85,9 @@ fn hot_rule_matches_the_model() {
                         d.became_hot_at(&k, ts(t), n)
                     };
                     assert_eq!(got, want, "{ctx}: add {n} to {k} at epoch {}", t / SLICE);
+                    if striped && rng.random_bool(0.3) {
+                        d.windows().__stripe(&k, ts(t));
+                    }
                     if m.ring.newest() == Some(t / SLICE) {
                         newest_t = newest_t.max(t);
                     }

@@ -96,6 +96,35 @@ fn racing_striped_adds_that_make_a_slice_heavy_are_seen() {
     });
 }
 
+/// The same race where one add can stop at its own stripe (`entry.rs`,
+/// "The mark of a striped entry"): a threshold of 36 in 2 slices (`H =
+/// 18`), 1 in the word, and at most 8 stripes under loom, so a stripe
+/// below `(18 - 1 - 1) / 8 = 2` says the count is below `H`. The add of 1
+/// stops there unless it finds `NEAR`; the add of 16 sets it. Whatever
+/// the interleaving, one of them reads 18. Without the fence after the
+/// add, or without `NEAR`, the add of 16 can read 17 while the add of 1
+/// stops: the slice is heavy and nobody saw it.
+#[test]
+fn a_striped_add_that_stops_at_its_stripe_leaves_no_heavy_slice_unseen() {
+    stripecount_loom_tests::model(|| {
+        let d = Arc::new(detector(36));
+        assert!(!d.add_at(&7, t(0), 1));
+        assert!(d.windows().__stripe(&7, t(0)));
+        let hs: Vec<_> = [16, 1]
+            .into_iter()
+            .map(|n| {
+                let d = d.clone();
+                thread::spawn(move || d.add_at(&7, t(0), n))
+            })
+            .collect();
+        for h in hs {
+            assert!(!h.join().unwrap(), "18 is below the threshold");
+        }
+        assert_eq!(d.heavy_keys(), 1, "the heavy slice went unseen");
+        assert!(d.add_at(&7, t(1), 18), "18 + 18 reaches the threshold");
+    });
+}
+
 /// A handle and a map add race across one crossing: one report.
 #[test]
 fn handle_and_map_add_crossing_report_once() {
@@ -351,6 +380,41 @@ fn add_racing_a_table_move_is_counted_once() {
         assert_eq!(w.sum_at(&1, t(0)), 2);
         assert_eq!(w.sum_at(&8, t(0)), 1);
         assert_eq!(w.len(), 8);
+    });
+}
+
+/// A striped key of a detector moves to a bigger table while an add of 16
+/// to it lands (a threshold of 36 in 2 slices, `H = 18`, 1 in the word
+/// before: `entry.rs`, "The mark of a striped entry"). The add may set
+/// `NEAR` on the old entry after the move copied its `hot` word, so the
+/// move gives the new entry `NEAR` itself: without that, the add of 1
+/// that follows stops at its stripe, and the slice reaches 18 unseen.
+#[test]
+fn a_striped_key_moving_keeps_its_near_mark() {
+    stripecount_loom_tests::model(|| {
+        let d = HotKeyDetector::builder(Duration::from_nanos(2), 2, 36)
+            .clock(ManualClock::new())
+            .hasher(OneShard)
+            .build()
+            .unwrap();
+        for k in 1..=7 {
+            assert!(!d.add_at(&k, t(0), 1));
+        }
+        assert!(d.windows().__stripe(&1, t(0)));
+        let d = Arc::new(d);
+        let inserter = {
+            let d = d.clone();
+            thread::spawn(move || assert!(!d.add_at(&8, t(0), 1)))
+        };
+        let adder = {
+            let d = d.clone();
+            thread::spawn(move || assert!(!d.add_at(&1, t(0), 16)))
+        };
+        inserter.join().unwrap();
+        adder.join().unwrap();
+        assert!(!d.add_at(&1, t(0), 1));
+        assert_eq!(d.windows().sum_at(&1, t(0)), 18);
+        assert_eq!(d.heavy_keys(), 1, "the heavy slice went unseen");
     });
 }
 

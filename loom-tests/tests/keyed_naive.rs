@@ -11,7 +11,10 @@
 //!   race: a new slice's entry and a heavy older slice miss each other),
 //!   and its marking with a plain read of the ring's slots (a slice map
 //!   installed by a third thread is missed, and its first add misses the
-//!   home).
+//!   home);
+//! - a striped add that stops when its own stripe is below its share of
+//!   the heavy count, with no mark that another stripe passed its own
+//!   (the count reaches the heavy count and no add reads it).
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -241,4 +244,55 @@ fn home_check_under_the_slice_lock_never_misses() {
 #[test]
 fn naive_ring_scan_misses_a_slice_installed_by_another_thread() {
     expect_failure("plain scan of the ring", || home_check_race(false));
+}
+
+/// A striped entry's count in a sketch: 1 in the word, two stripes, and
+/// a mark `H = 18` whose share a stripe is `(18 - 1 - 1) / 2 = 8`. Thread A
+/// adds 16 to its stripe (past its share: it reads the count after a
+/// fence); thread B adds 1 to its own and, with `near_mark`, stops only if
+/// it also finds no `NEAR` after a fence (the protocol of `entry.rs`, "The
+/// mark of a striped entry"), else whenever its stripe is below its share.
+/// Returns whether some add read a count of at least `H`.
+fn striped_stop_race(near_mark: bool) {
+    let stripes = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let near = Arc::new(AtomicBool::new(false));
+    let read = |s: &[AtomicU64; 2]| 1 + s[0].load(Ordering::Relaxed) + s[1].load(Ordering::Relaxed);
+    let a = {
+        let (stripes, near) = (stripes.clone(), near.clone());
+        thread::spawn(move || {
+            stripes[0].store(16, Ordering::Relaxed);
+            loom::sync::atomic::fence(Ordering::SeqCst);
+            if near_mark {
+                near.swap(true, Ordering::AcqRel);
+                loom::sync::atomic::fence(Ordering::SeqCst);
+            }
+            read(&stripes)
+        })
+    };
+    stripes[1].store(1, Ordering::Relaxed);
+    let b = if near_mark {
+        loom::sync::atomic::fence(Ordering::SeqCst);
+        near.load(Ordering::Acquire).then(|| read(&stripes))
+    } else {
+        None // 1 < 8: stops
+    };
+    let a = a.join().unwrap();
+    assert!(
+        a >= 18 || b.is_some_and(|b| b >= 18),
+        "18 reached, and no add read it"
+    );
+}
+
+/// The protocol: one of the two adds reads 18.
+#[test]
+fn a_striped_add_stopping_at_its_stripe_with_the_near_mark_is_seen() {
+    stripecount_loom_tests::model(|| striped_stop_race(true));
+}
+
+/// Counter-example: stopping at one's own stripe with no mark.
+#[test]
+fn naive_striped_stop_without_a_mark_is_caught() {
+    expect_failure("stop at the own stripe, no mark", || {
+        striped_stop_race(false)
+    });
 }

@@ -27,9 +27,26 @@ use crate::map::{Miss, Now, Probe};
 use crate::reclaim::Guard;
 use crate::sync::Ordering;
 
-/// The count after an add to a striped entry, which the add does not
+/// The count after an add to an entry that moved, which the add does not
 /// learn (no count reaches it: counts stop at `COUNT_MAX`).
 pub(super) const UNKNOWN: u64 = u64::MAX;
+
+/// The bit of an add's result that says the add went to the entry's
+/// stripes, so that its count is not known: the bits below it hold the
+/// value of the add's own stripe right after it (at most `COUNT_MAX`;
+/// `entry.rs`, "The mark of a striped entry"). Above every count.
+pub(super) const STRIPED_ADD: u64 = 1 << 63;
+
+/// An add's result as [`KeyedWindows::add_with`] returns it: the count
+/// after it, or [`STRIPED_ADD`] with its stripe's value. `None`: moved.
+#[inline(always)]
+fn after(a: Add) -> Option<u64> {
+    match a {
+        Add::Done(after) => Some(after.unwrap_or(UNKNOWN)),
+        Add::Striped(cell) => Some(STRIPED_ADD | cell.min(COUNT_MAX)),
+        Add::Moved => None,
+    }
+}
 
 impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// Where an add at `now` goes: its epoch, and the map it writes when
@@ -51,7 +68,8 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
     /// The engine of every add: the key's entry in the map of slice `e`
     /// (`m`, from [`locate`](Self::locate)), inserted if needed, and the
     /// add on it. `Some((entry, after))`: counted, with the entry's count
-    /// right after, or [`UNKNOWN`] when the entry is striped (two words,
+    /// right after, or [`STRIPED_ADD`] with the add's stripe when the entry
+    /// is striped (two words,
     /// returned in registers; an `Option<u64>` count would make it three,
     /// returned through the stack). `None`: older than the ring,
     /// or not tracked. The common case (the slice is current and holds
@@ -100,9 +118,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                     }
                     // Striped, contended, saturated or watched: the entry's
                     // own slow path, without a second lookup.
-                    if let Add::Done(after) = en.add(n) {
+                    if let Some(after) = after(en.add(n)) {
                         self.landed(en, (hash, key), e, false, guard);
-                        return Some((en, after.unwrap_or(UNKNOWN)));
+                        return Some((en, after));
                     }
                 }
                 Err(miss) => return self.add_first(m, miss, hash, key, e, n, guard, fresh),
@@ -130,9 +148,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             Inserted::Landed(en, after) => return Some((en, after)),
             Inserted::Found(en) => en,
         };
-        if let Add::Done(after) = en.add(n) {
+        if let Some(after) = after(en.add(n)) {
             self.landed(en, (hash, key), e, true, guard);
-            return Some((en, after.unwrap_or(UNKNOWN)));
+            return Some((en, after));
         }
         self.add_slow(hash, key, e, n, guard, fresh)
     }
@@ -156,9 +174,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
                     Inserted::Found(en) => (en, true),
                 },
             };
-            if let Add::Done(after) = en.add(n) {
+            if let Some(after) = after(en.add(n)) {
                 self.landed(en, (hash, key), e, new, guard);
-                return Some((en, after.unwrap_or(UNKNOWN)));
+                return Some((en, after));
             }
         }
     }
@@ -197,7 +215,7 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
         guard: &Guard<'_>,
     ) {
         while let Some(en) = m.map.get(hash, |k| key.is(k), guard) {
-            if let Add::Done(_) = en.add(c) {
+            if after(en.add(c)).is_some() {
                 self.landed(en, (hash, key), m.epoch, false, guard);
                 return;
             }

@@ -66,6 +66,38 @@
 //! Without the fence two adds could each read only their own stripe, and
 //! a slice could reach the detector's heavy mark with no add seeing it
 //! (`loom-tests/tests/keyed.rs` has the model).
+//!
+//! # The mark of a striped entry
+//! Reading every stripe after every add costs the detector a miss on each
+//! stripe another thread wrote since, on every add to a contended key, and
+//! makes the writers' lines bounce between cores. An add needs the count
+//! only to learn whether it reached a mark `M` (the detector's heavy
+//! count). With `w0` the word's count (fixed while striped: adds go to the
+//! stripes) and `k` the most stripes the counter can hold
+//! (`StripedCounter::max_cells`), every stripe below `q = (M - 1 - w0) / k`
+//! means a count of at most `w0 + k (q - 1) < M`. So a striped add
+//! ([`Entry::after_striped_add`]) runs "add, fence, load the `hot` word":
+//! - no `NEAR` there and its own stripe (the value its add left) below
+//!   `q`: the count is below `M` ([`Striped::Below`]), nothing else read;
+//! - else it sets `NEAR` (an RMW) if it was not set, fences again, and
+//!   reads the count as above.
+//!
+//! Why some add still reads every add once the count reaches `M`: a stripe
+//! is then at `q` or more, and the add that took it there set `NEAR` (or
+//! found it). An add that stopped at its stripe loaded a `hot` word without
+//! the first `NEAR` RMW, so its fence precedes that RMW's following fence
+//! in the `SeqCst` order (C++20 [atomics.order] 4.4), which precedes the
+//! fence of the last reader: that reader reads the stopped add's stripe
+//! write. Readers read each other as before. `NEAR` is never cleared (every
+//! writer of the `hot` word keeps the bits it does not own), and a move
+//! gives the new entry of a striped one `NEAR` (a stopped add on the old
+//! entry loaded its word before the seal, so its fence precedes that of any
+//! reader after the move; with `NEAR`, the new entry has no stopped adds).
+//! A take only lowers stripes, so "every stripe below `q`" stays sufficient.
+//! Without either fence, without `NEAR`, or without the move's `NEAR`,
+//! loom finds a heavy slice no add saw (`loom-tests/tests/keyed.rs`, the
+//! models of striped adds that stop at their stripe; the naive design is
+//! in `keyed_naive.rs`).
 
 use crate::counter::StripedCounter;
 use crate::pack::{EntryHot, EntryWord};
@@ -84,6 +116,9 @@ const UNSTRIPABLE: u64 = SEALED | INCOMING | STRIPED;
 pub(crate) const COUNT_MAX: u64 = EntryWord::COUNT.max();
 /// Bit 0 of `stripes`: a pointer this slot does not own.
 const LENT: usize = 1;
+/// The `hot` word's mark of a striped entry some add found near its
+/// count's mark (see "The mark of a striped entry").
+const NEAR: u64 = EntryHot::NEAR.mask();
 
 #[inline]
 fn count(w: u64) -> u64 {
@@ -96,7 +131,22 @@ pub(crate) enum Add {
     /// Counted; `Some(after)`: the entry's count right after (when the
     /// entry is not striped).
     Done(Option<u64>),
+    /// Counted in the stripes: the value of the stripe it went to right
+    /// after (the entry's count is not known).
+    Striped(u64),
     /// The entry moved to a bigger table: look the key up again.
+    Moved,
+}
+
+/// What a striped add learnt of the entry's count
+/// ([`Entry::after_striped_add`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Striped {
+    /// Below the mark, known from the add's own stripe.
+    Below,
+    /// The count, read after a fence.
+    Count(u64),
+    /// The entry moved: its count is not known here.
     Moved,
 }
 
@@ -173,8 +223,7 @@ impl Entry {
             }
             if w & STRIPED != 0 {
                 if let Some(s) = self.stripes() {
-                    s.add(n);
-                    return Add::Done(None);
+                    return Add::Striped(s.add_in_cell(n));
                 }
             }
             let after = count(w).saturating_add(n).min(COUNT_MAX);
@@ -246,7 +295,7 @@ impl Entry {
         }
     }
 
-    /// The count after this thread's add to the stripes (`Add::Done(None)`),
+    /// The count after this thread's add to the stripes (`Add::Striped`),
     /// read after a `SeqCst` fence (see "Orderings"): at least every add
     /// that landed before it, and of racing striped adds, the last to
     /// fence reads them all. A take since may have lowered it. `None` if
@@ -254,6 +303,32 @@ impl Entry {
     pub(crate) fn count_after_striped_add(&self) -> Option<u64> {
         fence(Ordering::SeqCst);
         self.read()
+    }
+
+    /// After this thread's add to the stripes, which left its stripe at
+    /// `cell` (`Add::Striped`): whether the count is below `mark`, or
+    /// what it is (see "The mark of a striped entry"). Returns the answer
+    /// and the `hot` word read after the fence.
+    #[inline]
+    pub(crate) fn after_striped_add(&self, cell: u64, mark: u64) -> (Striped, u64) {
+        fence(Ordering::SeqCst);
+        let w = self.word.load(Ordering::Acquire);
+        let mut h = self.hot.load(Ordering::Acquire);
+        if w & SEALED != 0 {
+            return (Striped::Moved, h);
+        }
+        if h & NEAR == 0 && w & INCOMING == 0 {
+            let cells = self.stripes().map_or(1, StripedCounter::max_cells);
+            if cell < mark.saturating_sub(1).saturating_sub(count(w)) / cells {
+                return (Striped::Below, h);
+            }
+            h = self.hot.fetch_or(NEAR, Ordering::AcqRel) | NEAR;
+            fence(Ordering::SeqCst);
+        }
+        match self.read() {
+            Some(c) => (Striped::Count(c), h),
+            None => (Striped::Moved, h),
+        }
     }
 
     /// The count, for the hot-key detector's bound (`bound.rs`), by an RMW
@@ -315,8 +390,11 @@ impl Entry {
         }
         // Without `INSTALLING`: an installer holding the old word installs
         // nothing here (`bound.rs`).
+        // With `NEAR` when striped: a striped add to the old entry may have
+        // stopped at its stripe (see "The mark of a striped entry").
+        let near = if w & STRIPED != 0 { NEAR } else { 0 };
         let hot = self.hot.load(Ordering::Acquire) & !EntryHot::INSTALLING.mask();
-        to.hot.store(hot, Ordering::Release);
+        to.hot.store(hot | near, Ordering::Release);
         let mut t = to.word.load(Ordering::Acquire);
         loop {
             let new = count(t).saturating_add(count(w)).min(COUNT_MAX)
@@ -388,7 +466,7 @@ mod tests {
         e.stripe();
         assert!(e.is_striped());
         assert_eq!(e.try_add(1), None);
-        assert_eq!(e.add(6), Add::Done(None));
+        assert_eq!(e.add(6), Add::Striped(6));
         assert_eq!(e.read(), Some(10));
         let to = Entry::vacant();
         to.init(true);
@@ -403,7 +481,11 @@ mod tests {
         assert_eq!(e.read(), None);
         assert_eq!(to.read(), Some(11));
         assert!(to.is_striped());
-        assert_eq!(to.hot().load(Ordering::Relaxed), 9);
+        assert_eq!(
+            to.hot().load(Ordering::Relaxed),
+            9 | NEAR,
+            "striped: moved near"
+        );
         assert_eq!(e.heap_bytes(), 0, "the stripes moved on");
         assert!(to.heap_bytes() > 0);
         assert_eq!(to.take(), 11);

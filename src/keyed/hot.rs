@@ -10,8 +10,18 @@
 //! on a key far from the threshold costs what a [`KeyedWindows::add_at`]
 //! costs plus one load of its entry's word (same line): the entry's count
 //! after the add's CAS is below `H` and the key has no home. A striped
-//! entry (a key contended in this slice) learns its count by a fence and a
-//! read of its stripes after the add (`entry.rs`, "Orderings").
+//! entry (a key contended in this slice) adds a fence and a load of that
+//! word (see "Striped entries").
+//!
+//! # Striped entries
+//! An add to a striped entry (a key contended in this slice) learns no
+//! count from its add. If the key is hot at this epoch (`HOT_HERE` and
+//! `NOTED`, and no later slice), the add ends as any other such add
+//! does, with no read. Else the entry tells whether its count is below
+//! `H` from the add's own stripe, while every stripe is below its share
+//! of `H` (`entry.rs`, "The mark of a striped entry"), and reads the
+//! whole count only past that: a key far from `H` that has no home ends
+//! there, with no read of the stripes other threads write.
 //!
 //! # The entry's hot flags (the `hot` word of `entry.rs`)
 //! - `CHECKED`: whether the key has a home was looked up (see below);
@@ -22,6 +32,8 @@
 //! - `NOTED`: this slice reached `H` and the home knows it (its
 //!   `last_heavy`, which keeps it from being retired while the slice is in
 //!   a window).
+//! - `NEAR`: a striped entry's adds read its whole count (see "Striped
+//!   entries").
 //!
 //! # The rest of a heavy key's add (`exact.rs`)
 //! The home check of a key's first add in a slice, the marking of a new
@@ -40,10 +52,10 @@
 //! lock hold). Only heavy keys that are not yet hot at their epoch take
 //! it.
 
-use super::add::UNKNOWN;
+use super::add::{STRIPED_ADD, UNKNOWN};
 use super::bound;
 use super::builder::HotKeyDetectorBuilder;
-use super::entry::Entry;
+use super::entry::{Entry, Striped};
 use super::home::{Home, HomeCfg};
 use super::slice_map::SliceMap;
 use super::windows::KeyedWindows;
@@ -102,8 +114,9 @@ pub(super) const NOTED: u64 = EntryHot::NOTED.mask();
 /// # Cost
 /// An add on a key far from the threshold costs what a
 /// [`KeyedWindows::add_at`] costs plus one load of a word beside its
-/// count. Once a key is hot at the add's epoch, the same. In between (a
-/// key with a slice at `ceil(threshold / slices)` or more that is not hot
+/// count (and a fence, on a key contended in the slice: it reads no other
+/// thread's stripes). Once a key is hot at the add's epoch, the same. In
+/// between (a key with a slice at `ceil(threshold / slices)` or more that is not hot
 /// yet at this epoch), an add reads the key's whole window about once a
 /// slice, and on every add once it is close enough to the threshold to
 /// cross with the slice's next adds (or after a late add, one at an older
@@ -354,13 +367,12 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             let has = self.homes.get(hash, |k| key.is(k), guard).is_some();
             CHECKED | if has { HAS_HOME } else { 0 }
         };
-        // The entry's count after the add. A striped entry's is read
-        // after it (`Entry::count_after_striped_add`), at least what the
-        // entry held when the add landed; if it moved meanwhile, not known
-        // (`UNKNOWN`, above every count): treated as heavy.
+        // The entry's count after the add; for a striped entry, see
+        // "Striped entries". If it moved meanwhile, not known (`UNKNOWN`,
+        // above every count): treated as heavy.
         let (en, mut c) = w.add_with(hash, key, at, n, guard, fresh, probe)?;
-        if c == UNKNOWN {
-            c = en.count_after_striped_add().unwrap_or(UNKNOWN);
+        if c & STRIPED_ADD != 0 && c != UNKNOWN {
+            c = self.striped_count(en, e, c & !STRIPED_ADD)?;
         }
         let flags = en.hot().load(Ordering::Acquire);
         let light = c < self.heavy;
@@ -383,6 +395,24 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             return None;
         }
         self.heavy_step(hash, key, e, n, en, (c != UNKNOWN).then_some(c), guard)
+    }
+
+    /// The count of striped entry `en` (epoch `e`) after an add that left
+    /// its stripe at `cell`, or `None` when the add ends there (see
+    /// "Striped entries"); `UNKNOWN` if the entry moved.
+    #[inline]
+    fn striped_count(&self, en: &Entry, e: u64, cell: u64) -> Option<u64> {
+        let flags = en.hot().load(Ordering::Acquire);
+        if flags & (HOT_HERE | NOTED) == HOT_HERE | NOTED && self.windows.ring.newest() == e {
+            return None; // hot here: what follows would end the add
+        }
+        match en.after_striped_add(cell, self.heavy) {
+            (Striped::Count(c), _) => Some(c),
+            (Striped::Moved, _) => Some(UNKNOWN),
+            // Light, with no home: what follows would end the add.
+            (Striped::Below, h) if h & (CHECKED | HAS_HOME) == CHECKED => None,
+            (Striped::Below, _) => Some(en.count_after_striped_add().unwrap_or(UNKNOWN)),
+        }
     }
 
     /// Whether `key` is hot by the rule and its window sum at `now` is at

@@ -167,10 +167,9 @@ impl<K: Key, C: Clock, S: KeyHasher> KeyedWindows<K, C, S> {
             .is_some_and(|en| en.is_striped())
     }
 
-    /// Loom models only: stripes `key`'s entry in the slice of `now` as if
-    /// it had seen contention (a model cannot force a failed CAS). `false`
-    /// if absent.
-    #[cfg(loom)]
+    /// Tests and loom models only: stripes `key`'s entry in the slice of
+    /// `now` as if it had seen contention (neither can force a failed
+    /// CAS). `false` if absent.
     #[doc(hidden)]
     pub fn __stripe<Q: KeyRef<K> + ?Sized>(&self, key: &Q, now: Timestamp) -> bool {
         let now = now.as_nanos();

@@ -25,8 +25,9 @@ impl EntryWord {
 const _: () = assert!(EntryWord::SEALED.end() == 64);
 
 /// The hot-key detector's word beside an entry's count (`keyed/hot.rs`,
-/// `keyed/bound.rs`): `bound:56 | spare:2 | installing:1 | stale:1 |
-/// noted:1 | hot_here:1 | has_home:1 | checked:1`. Zero in plain windows.
+/// `keyed/bound.rs`): `bound:56 | spare:1 | near:1 | installing:1 |
+/// stale:1 | noted:1 | hot_here:1 | has_home:1 | checked:1`. Zero in plain
+/// windows.
 pub(crate) enum EntryHot {}
 
 impl EntryHot {
@@ -42,8 +43,12 @@ impl EntryHot {
     pub(crate) const STALE: Field<EntryHot, bool> = Field::above(Self::NOTED, 1);
     /// A bound is being installed (its reads of the older slices run).
     pub(crate) const INSTALLING: Field<EntryHot, bool> = Field::above(Self::STALE, 1);
+    /// A stripe of this striped entry reached its share of the heavy count:
+    /// every striped add reads the whole count (`keyed/hot.rs`, "Striped
+    /// entries"). Never cleared.
+    pub(crate) const NEAR: Field<EntryHot, bool> = Field::above(Self::INSTALLING, 1);
     /// Unused.
-    const SPARE: Field<EntryHot, u64> = Field::above(Self::INSTALLING, 2);
+    const SPARE: Field<EntryHot, u64> = Field::above(Self::NEAR, 1);
     /// How far the count may grow before the window could reach the
     /// threshold (0: no bound).
     pub(crate) const BOUND: Field<EntryHot, u64> = Field::above(Self::SPARE, 56);
@@ -82,6 +87,7 @@ mod tests {
         assert_eq!(EntryWord::COUNT.max(), (1 << 60) - 1);
         assert_eq!(EntryHot::STALE.mask(), 1 << 4);
         assert_eq!(EntryHot::INSTALLING.mask(), 1 << 5);
+        assert_eq!(EntryHot::NEAR.mask(), 1 << 6);
         assert_eq!(EntryHot::BOUND.shift(), 8);
         assert_eq!(HomeWord::HOT.mask(), 1 << 63);
         assert_eq!(HomeWord::EPOCH.max(), (1 << 61) - 1);
