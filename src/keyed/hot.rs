@@ -116,11 +116,11 @@ pub(super) const NOTED: u64 = EntryHot::NOTED.mask();
 /// [`KeyedWindows::add_at`] costs plus one load of a word beside its
 /// count (and a fence, on a key contended in the slice: it reads no other
 /// thread's stripes). Once a key is hot at the add's epoch, the same. In
-/// between (a key with a slice at `ceil(threshold / slices)` or more that is not hot
-/// yet at this epoch), an add reads the key's whole window about once a
-/// slice, and on every add once it is close enough to the threshold to
-/// cross with the slice's next adds (or after a late add, one at an older
-/// epoch than the newest slice).
+/// between (a key with a slice at `ceil(threshold / slices)` or more that
+/// is not hot yet at this epoch), an add reads the key's whole window
+/// about once a slice, and on every add once it is close enough to the
+/// threshold to cross with the slice's next adds (or after a late add, one
+/// at an older epoch than the newest slice).
 ///
 /// ```
 /// use stripecount::clock::ManualClock;
