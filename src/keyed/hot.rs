@@ -411,7 +411,8 @@ impl<K: Key, C: Clock, S: KeyHasher> HotKeyDetector<K, C, S> {
             (Striped::Moved, _) => Some(UNKNOWN),
             // Light, with no home: what follows would end the add.
             (Striped::Below, h) if h & (CHECKED | HAS_HOME) == CHECKED => None,
-            (Striped::Below, _) => Some(en.count_after_striped_add().unwrap_or(UNKNOWN)),
+            // With a home: the count, read after the fence above.
+            (Striped::Below, _) => Some(en.read().unwrap_or(UNKNOWN)),
         }
     }
 
