@@ -73,7 +73,7 @@ fn two_threads_crossing_a_striped_key_report_once() {
 /// A striped key with no home yet (a threshold of 5 in 2 slices, so
 /// `H = 3`) at 1: two racing adds of 1 make its slice heavy, and one of
 /// them must see it (each reads the stripes after a fence,
-/// `Entry::count_after_striped_add`). Else the key gets no home, and the
+/// `Entry::after_striped_add`). Else the key gets no home, and the
 /// add of the next slice that brings its window to the threshold is taken
 /// for one far from it. Without the fence, loom finds both reading 2.
 #[test]

@@ -126,7 +126,7 @@ fn a_stale_bound_is_replaced_never_used() {
 /// 0 holds 1), then its entry is striped. Two adds of 2 race at epoch 1:
 /// together they bring the entry to 9 and the window to the threshold.
 /// Each learns the entry's count by reading the stripes after a fence
-/// (`Entry::count_after_striped_add`), so at least one reads 9, which the
+/// (`Entry::after_striped_add`), so at least one reads 9, which the
 /// bound does not cover: exactly one reports. Without the fence, loom
 /// finds both reading 7 and skipping the exact step.
 #[test]

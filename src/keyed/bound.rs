@@ -19,7 +19,7 @@
 //! at `e` whose entry count after its CAS is `c < B` has a window sum
 //! `c + older < T` (if no late add came): cold, and the rule changes
 //! nothing, so it skips the exact step. (A striped entry's `c` is read
-//! after the add, `Entry::count_after_striped_add`: no less than the
+//! after the add, `Entry::after_striped_add`: no less than the
 //! count when it landed, and racing adds do not all miss each other.) Bits of the entry's `hot` word
 //! (`crate::pack::EntryHot`): `BOUND` (0: none), `STALE` (a late add came
 //! since the bound was installed: it is not used) and `INSTALLING` (an

@@ -58,7 +58,7 @@
 //! `STRIPED` (`Acquire`) sees the pointer.
 //!
 //! An add to the stripes learns no count. The hot-key detector reads it
-//! after the add ([`Entry::count_after_striped_add`]): a `SeqCst` fence,
+//! after the add ([`Entry::after_striped_add`]): a `SeqCst` fence,
 //! then the word and every stripe. Racing striped adds each run "add,
 //! fence, read", so the one whose fence comes last in the fences' total
 //! order reads every one of their adds (the store-buffering litmus test
@@ -293,16 +293,6 @@ impl Entry {
             }
             return Some(c);
         }
-    }
-
-    /// The count after this thread's add to the stripes (`Add::Striped`),
-    /// read after a `SeqCst` fence (see "Orderings"): at least every add
-    /// that landed before it, and of racing striped adds, the last to
-    /// fence reads them all. A take since may have lowered it. `None` if
-    /// the entry moved.
-    pub(crate) fn count_after_striped_add(&self) -> Option<u64> {
-        fence(Ordering::SeqCst);
-        self.read()
     }
 
     /// After this thread's add to the stripes, which left its stripe at
