@@ -411,3 +411,28 @@ fn detector_eviction_drops_idle_hot_state() {
     assert_eq!(d.heavy_keys(), 1, "key 1 is heavy at epoch 8");
     assert!(!d.add_at(&1, ts(8 * SLICE), 1), "already hot at 8");
 }
+
+/// Striping an entry changes no answer: the same adds on a detector whose
+/// entries stay plain and on one whose every entry is striped after each
+/// add (as contention would), among them a late add at an epoch where the
+/// key was hot and has cooled since (the striped path's early exit for a
+/// key hot at its epoch holds only while no later slice exists).
+#[test]
+fn striped_entries_give_the_plain_answers() {
+    let adds: [(u64, u64); 6] = [(0, 4), (1, 2), (1, 1), (3, 1), (1, 4), (3, 9)];
+    let run = |stripe: bool| {
+        let d = detector_builder(SLICE, 3, 6).build().unwrap();
+        adds.iter()
+            .map(|&(e, n)| {
+                let got = d.became_hot_at(&7, ts(e * SLICE), n);
+                if stripe {
+                    d.windows().__stripe(&7, ts(e * SLICE));
+                }
+                got
+            })
+            .collect::<Vec<_>>()
+    };
+    let plain = run(false);
+    assert_eq!(plain[1], Some(6), "4 + 2 reaches 6");
+    assert_eq!(run(true), plain);
+}
