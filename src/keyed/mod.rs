@@ -75,6 +75,7 @@ mod exact;
 mod handle;
 mod home;
 mod hot;
+mod hot_reads;
 mod many;
 #[cfg(loom)]
 #[doc(hidden)]
