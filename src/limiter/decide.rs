@@ -249,7 +249,8 @@ impl AdmissionState {
         need: u64,
         memo: Option<u64>,
     ) -> Option<Times> {
-        match self.history(cfg) {
+        // A single-limit refusal's (`decide_or_sealed`).
+        match self.history_as::<true>(cfg) {
             // Null now, so null at the refusal (it never returns): nothing
             // recorded.
             History::Empty => Some(Times::window(cfg, now, e, used, need, None)),

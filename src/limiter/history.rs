@@ -101,9 +101,24 @@ impl<'a> History<'a> {
     /// borrowed for `'a`.
     #[inline]
     pub(crate) unsafe fn of(raw: *mut Cell, cfg: &Config) -> History<'a> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::of_as::<false>(raw, cfg) }
+    }
+
+    /// [`of`](Self::of), for a state of one limit when `ONE` (whose `block`
+    /// word is never quiet: bit 0 set is always an inline history), which
+    /// saves a single-limit refusal the look at `cfg`'s limit count. With
+    /// `ONE` and several limits, a quiet word would read as inline counts:
+    /// a wrong answer, never a dereference (the caller's to avoid).
+    ///
+    /// # Safety
+    /// As [`of`](Self::of).
+    #[inline]
+    pub(crate) unsafe fn of_as<const ONE: bool>(raw: *mut Cell, cfg: &Config) -> History<'a> {
+        debug_assert!(!ONE || cfg.len() == 1);
         let bits = raw as usize as u64;
         if bits & MARK != 0 {
-            if cfg.len() > 1 {
+            if !ONE && cfg.len() > 1 {
                 History::Quiet(bits >> 1)
             } else {
                 History::Inline(Inline::from_bits(bits))

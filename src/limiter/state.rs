@@ -124,10 +124,17 @@ impl AdmissionState {
     /// (`history.rs`).
     #[inline]
     pub(super) fn history<'a>(&'a self, cfg: &Config) -> History<'a> {
+        self.history_as::<false>(cfg)
+    }
+
+    /// [`history`](Self::history), of a state of one limit when `ONE`
+    /// (`History::of_as`).
+    #[inline]
+    pub(super) fn history_as<'a, const ONE: bool>(&'a self, cfg: &Config) -> History<'a> {
         // SAFETY: the `block` word is null, inline, or a block of `cfg`
         // (states are only used with their own config) freed only by
         // `Drop`, and `self` is borrowed for `'a`.
-        unsafe { History::of(self.block.load(Ordering::Acquire), cfg) }
+        unsafe { History::of_as::<ONE>(self.block.load(Ordering::Acquire), cfg) }
     }
 
     /// The history block, if any (`None` for an inline history).
