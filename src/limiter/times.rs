@@ -164,7 +164,7 @@ impl Times {
         match self.shape & KIND {
             KNOWN => (self.shape & NO_RETRY == 0).then(|| Duration::from_nanos(self.a)),
             EPOCHS => Some(self.after(self.c)),
-            _ => Some(self.after(self.window_epochs().0)),
+            _ => Some(self.after(self.window_retry())),
         }
     }
 
@@ -180,26 +180,45 @@ impl Times {
     /// A window's two epochs: its one level, as a snapshot would see it at
     /// `E` (inline or empty: no ring slot to find), walked.
     fn window_epochs(&self) -> (u64, u64) {
+        let (walk, head) = self.window_walk(true);
+        walk.epochs(self.epoch, self.shape >> 32, head)
+    }
+
+    /// A window's retry epoch: [`window_epochs`](Self::window_epochs)'
+    /// first, without the head. Not inlined, so that the other kinds' reads
+    /// stay small.
+    #[inline(never)]
+    fn window_retry(&self) -> u64 {
+        self.window_walk(false)
+            .0
+            .retry_epoch(self.epoch, self.shape >> 32)
+    }
+
+    /// A window's walk, and its current slice's count (`used` less the
+    /// recorded counts) if `head`: only the reset needs that, and the sum
+    /// of an inline word's fields is a fifth of the cost of a retry time.
+    /// Without it, 0 stands for the recorded total: a walk over an inline
+    /// or empty history reads fields, never the total (`LevelView::walk`).
+    #[inline]
+    fn window_walk(&self, head: bool) -> (Walk, u64) {
         let (used, need) = (self.c, self.d);
         let width = (self.shape >> 8) as u8 as u32;
-        let slices = self.shape >> 32;
         let (history, recorded) = match self.history {
             0 => (History::Empty, 0),
             bits => {
                 let w = Inline::from_bits(bits);
-                (History::Inline(w), w.sum(width))
+                (History::Inline(w), if head { w.sum(width) } else { 0 })
             }
         };
         let lv = Level {
             ratio: 1,
-            slices,
+            slices: self.shape >> 32,
             base: 0,
             ring: 0,
         };
         let head = used.saturating_sub(recorded);
         let view = LevelView::new(lv, width, self.epoch, head, Some(used), history);
-        let walk: Walk = view.walk(need, recorded, |_| 0);
-        walk.epochs(self.epoch, slices, head)
+        (view.walk(need, recorded, |_| 0), head)
     }
 
     /// From the request's time to the start of epoch `at`.

@@ -277,12 +277,19 @@ impl Walk {
     /// window at `k + S`; the current slice last, at `E + S`.
     #[inline]
     pub(crate) fn epochs(&self, e: u64, slices: u64, head: u64) -> (u64, u64) {
-        let fits = self.fits.unwrap_or(e).saturating_add(slices);
+        let fits = self.retry_epoch(e, slices);
         let empty = match (head, self.newest) {
             (0, Some(k)) => k.saturating_add(slices),
             (0, None) => e,
             _ => e.saturating_add(slices),
         };
         (fits, empty)
+    }
+
+    /// [`epochs`](Self::epochs)' first, which needs neither the head nor
+    /// the recorded total.
+    #[inline]
+    pub(crate) fn retry_epoch(&self, e: u64, slices: u64) -> u64 {
+        self.fits.unwrap_or(e).saturating_add(slices)
     }
 }
