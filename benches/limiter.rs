@@ -3,7 +3,8 @@
 //! ask for in a window) and nearly everything refused (1 permit per window).
 //! Also `decide` (the `Decision`, with remaining / retry-after / reset; a
 //! refusal computes its times when they are read: `sliding-decision-retry`
-//! reads the retry time, as a refusal's `Retry-After` does) and
+//! reads the retry time, as a refusal's `Retry-After` does, against
+//! `governor-retry`, a refusal's wait read from governor's `NotUntil`) and
 //! a two-limit `MultiLimiter` (the same per-second limit and a per-minute
 //! one of 60 times it, 60 slices), against two governor limiters checked
 //! one after the other (what governor users do; not atomic). The `sliding`
@@ -177,6 +178,22 @@ fn regime(c: &mut Criterion, name: &str, limit: u32) {
         bench_threads(&mut g, &pool, "governor/upkeep", gov_coarse, |l, _, _| {
             black_box(l.check().is_ok());
         });
+        // A refusal's wait read, as `sliding-decision-retry` reads its
+        // retry time (a `Retry-After`).
+        let upkeep =
+            QuantaUpkeepClock::from_interval(Duration::from_millis(1)).expect("upkeep clock");
+        let gov_retry: Arc<Governor<QuantaUpkeepClock>> =
+            Arc::new(GovRateLimiter::direct_with_clock(quota, upkeep));
+        bench_threads(
+            &mut g,
+            &pool,
+            "governor-retry/upkeep",
+            gov_retry,
+            |l, _, _| {
+                let wait = l.check().err().map(|nu| nu.wait_time_from(l.clock().now()));
+                black_box(wait);
+            },
+        );
         let per_minute = GovQuota::per_minute(NonZeroU32::new(limit.saturating_mul(60)).unwrap());
         let upkeep =
             QuantaUpkeepClock::from_interval(Duration::from_millis(1)).expect("upkeep clock");

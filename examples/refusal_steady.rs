@@ -16,7 +16,9 @@
 //! same quota and 60 000 a minute in 60 slices), as `rd` and `rdt`; `kd`,
 //! `kdt`: `KeyedLimiter::decide_at` on one key; `gv`: governor's direct
 //! limiter's `check` (GCRA, 1000 a second), whose refusal carries the
-//! earliest time it would allow (`NotUntil`, read lazily). `LIMIT=n` sets
+//! earliest time it would allow (`NotUntil`, read lazily); `gvt`: the same,
+//! and a refusal's wait read from its `NotUntil` at the clock's time (what
+//! a governor user's `Retry-After` costs). `LIMIT=n` sets
 //! the permits a second (default 1000): with `LIMIT=1`, as the criterion
 //! rows, every slice's count fits the inline history, where 1000 needs a
 //! block.
@@ -97,6 +99,18 @@ fn check(l: &Governor) -> bool {
     l.check().is_ok()
 }
 
+/// [`check`], and a refusal's wait read, as a `Retry-After` needs.
+#[inline(never)]
+fn check_wait(l: &Governor) -> bool {
+    match l.check() {
+        Ok(()) => true,
+        Err(not_until) => {
+            black_box(not_until.wait_time_from(governor::clock::Clock::now(l.clock())));
+            false
+        }
+    }
+}
+
 /// Whether `d` granted; with `retry`, a refusal's retry time is read, as a
 /// response's `Retry-After` does.
 #[inline(always)]
@@ -110,7 +124,7 @@ fn verdict(d: &stripecount::Decision, retry: bool) -> bool {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let which = args.get(1).map(|s| s.as_str()).unwrap_or("rd");
-    let modes = ["rt", "rd", "rdt", "md", "mdt", "kd", "kdt", "gv"];
+    let modes = ["rt", "rd", "rdt", "md", "mdt", "kd", "kdt", "gv", "gvt"];
     assert!(modes.contains(&which), "{}", modes.join(" | "));
     let ops: u64 = args.get(2).map_or(20_000_000, |s| s.parse().unwrap());
     let warm: u64 = args.get(3).map_or(8_000_000, |s| s.parse().unwrap());
@@ -118,7 +132,7 @@ fn main() {
     let quota = Quota::per(limit, Duration::from_secs(1)).slices(10);
     let per_minute = Quota::per(60 * limit, Duration::from_secs(60)).slices(60);
     // Whether to read the retry time of a refusal, as a response does.
-    let retry = which.ends_with('t');
+    let retry = which.ends_with('t') && which != "rt";
     macro_rules! run {
         ($tick:expr, $req:expr) => {{
             let (tick, req) = ($tick, $req);
@@ -159,7 +173,7 @@ fn main() {
                 .unwrap();
             run!(no_tick, |now| decide_keyed(&l, now, retry))
         }
-        "gv" => {
+        "gv" | "gvt" => {
             let clock = FakeRelativeClock::default();
             let per_second = NonZeroU32::new(limit as u32).unwrap();
             let l: Governor = governor::RateLimiter::direct_with_clock(
@@ -172,7 +186,11 @@ fn main() {
                     clock.advance(Duration::from_millis(1));
                 }
             };
-            run!(tick, |_| check(&l))
+            if retry {
+                run!(tick, |_| check_wait(&l))
+            } else {
+                run!(tick, |_| check(&l))
+            }
         }
         _ => unreachable!(),
     }

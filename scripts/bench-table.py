@@ -911,6 +911,7 @@ def render_refusals(src):
         "kd": "`KeyedLimiter::decide_at`, one key, the verdict read",
         "kdt": "`KeyedLimiter::decide_at`, one key, the verdict and `retry_after` read",
         "gv": "governor direct `check` (its `NotUntil` not read)",
+        "gvt": "governor direct `check`, a refusal's wait read (`NotUntil::wait_time_from`)",
     }
 
     def name(mode):
@@ -929,7 +930,7 @@ def render_refusals(src):
     out = [
         "### Instructions a refusal (callgrind)",
         "",
-        "`bash scripts/callgrind-limiter.sh rt rd rdt rd@1 rdt@1 md kd gv`: one shared "
+        "`bash scripts/callgrind-limiter.sh rt rd rdt rd@1 rdt@1 md kd gv gvt`: one shared "
         "limiter, one thread, refusing in the steady state: the contention report's quota "
         "(1000 a second in 10 slices; `@1`: 1 a second, every count inline), spent at the "
         "start of each second; 8M requests of warm-up, then 2M counted, each a call "

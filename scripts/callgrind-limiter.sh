@@ -6,8 +6,8 @@
 #
 #   bash scripts/callgrind-limiter.sh [modes...]
 #
-# Modes are refusal_steady's (rt rd rdt md mdt kd kdt gv; default: rt rd rdt
-# gv), each with an optional `@LIMIT`, the permits a second (`rd@1`; without
+# Modes are refusal_steady's (rt rd rdt md mdt kd kdt gv gvt; default: rt rd
+# rdt gv), each with an optional `@LIMIT`, the permits a second (`rd@1`; without
 # it LIMIT, default 1000: a slice's count then needs a history block, where
 # 1 keeps every count inline). OPS and WARM set the timed and untimed
 # requests (default 2M after 8M: the limit is spent at the start of every

@@ -35,11 +35,13 @@ cg_per_op() {
     valgrind --tool=callgrind --branch-sim=yes --callgrind-out-file="$out" \
         --toggle-collect="$toggle" "$@" >/dev/null 2>&1 ||
         { rm -f "$out"; echo "error: $label: $* failed under callgrind" >&2; return 1; }
-    # The totals line: Ir (%) Bc (%) Bcm (%) Bi (%) Bim, "." for none.
+    # The totals line: Ir (%) Bc (%) Bcm (%) Bi (%) Bim, "." for none. awk
+    # reads to the end: leaving early could end callgrind_annotate by
+    # SIGPIPE, which `pipefail` makes this function's failure.
     callgrind_annotate "$out" 2>/dev/null | awk -v ops="$ops" -v m="$label" '
-        /PROGRAM TOTALS/ {
+        /PROGRAM TOTALS/ && !done {
             gsub(",", "", $0); ir = $1; bcm = $5; bim = ($9 == ".") ? 0 : $9;
-            printf "%-8s %14.1f %12.3f\n", m, ir / ops, (bcm + bim) / ops; exit
+            printf "%-8s %14.1f %12.3f\n", m, ir / ops, (bcm + bim) / ops; done = 1
         }'
     rm -f "$out"
 }
