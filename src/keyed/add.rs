@@ -42,7 +42,7 @@ pub(super) const STRIPED_ADD: u64 = 1 << 63;
 #[inline(always)]
 fn after(a: Add) -> Option<u64> {
     match a {
-        Add::Done(after) => Some(after.unwrap_or(UNKNOWN)),
+        Add::Done(after) => Some(after),
         Add::Striped(cell) => Some(STRIPED_ADD | cell.min(COUNT_MAX)),
         Add::Moved => None,
     }

@@ -128,9 +128,8 @@ fn count(w: u64) -> u64 {
 /// What became of an add.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Add {
-    /// Counted; `Some(after)`: the entry's count right after (when the
-    /// entry is not striped).
-    Done(Option<u64>),
+    /// Counted in the entry's own word: its count right after.
+    Done(u64),
     /// Counted in the stripes: the value of the stripe it went to right
     /// after (the entry's count is not known).
     Striped(u64),
@@ -229,13 +228,13 @@ impl Entry {
             let after = count(w).saturating_add(n).min(COUNT_MAX);
             let new = after | (w & FLAGS);
             if new == w {
-                return Add::Done(Some(after)); // saturated
+                return Add::Done(after); // saturated
             }
             match self
                 .word
                 .compare_exchange(w, new, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Add::Done(Some(after)),
+                Ok(_) => return Add::Done(after),
                 Err(actual) => {
                     // Another add changed the count: contention. (A move
                     // sealing this entry, or filling it, changes a flag
@@ -441,8 +440,8 @@ mod tests {
         let e = Entry::vacant();
         e.init(false);
         assert_eq!(e.try_add(3), Some(3));
-        assert_eq!(e.add(2), Add::Done(Some(5)));
-        assert_eq!(e.add(u64::MAX), Add::Done(Some(COUNT_MAX)));
+        assert_eq!(e.add(2), Add::Done(5));
+        assert_eq!(e.add(u64::MAX), Add::Done(COUNT_MAX));
         assert_eq!(e.read(), Some(COUNT_MAX));
         assert_eq!(e.take(), COUNT_MAX);
         assert_eq!(e.read(), Some(0));
@@ -462,7 +461,7 @@ mod tests {
         to.init(true);
         assert_eq!(
             to.add(1),
-            Add::Done(Some(1)),
+            Add::Done(1),
             "adds race into an incoming slot"
         );
         e.hot().store(9, Ordering::Relaxed);
