@@ -113,6 +113,7 @@ LIMITER_ROWS = [
     "fixed/coarse",
     "multi2/coarse",
     "governor/upkeep",
+    "governor-retry/upkeep",
     "governor/quanta",
     "governor2/upkeep",
     "mutex/coarse",
@@ -122,6 +123,7 @@ LIMITER_RATIOS = [
     ("sliding/quanta", "governor/quanta"),
     ("sliding-decision/coarse", "governor/upkeep"),
     ("sliding-decision-retry/coarse", "governor/upkeep"),
+    ("sliding-decision-retry/coarse", "governor-retry/upkeep"),
     ("fixed/coarse", "governor/upkeep"),
     ("multi2/coarse", "governor2/upkeep"),
     ("sliding/coarse", "mutex/coarse"),
@@ -243,7 +245,9 @@ GROUPS = [
         "governor's `/upkeep`: on its coarse `QuantaUpkeepClock`; `/quanta`: both on "
         "quanta's TSC clock. `sliding-decision`: `decide` (the verdict with the "
         "permits left and the retry and reset times; a refusal computes its times when "
-        "they are read), `-retry` reading the retry time (a refusal's `Retry-After`). `multi2` is 1 s and 1 min limits in one `MultiLimiter`; "
+        "they are read), `-retry` reading the retry time (a refusal's `Retry-After`); "
+        "`governor-retry` reads a refusal's wait from its `NotUntil` at the clock's time, "
+        "as a governor user's `Retry-After` does. `multi2` is 1 s and 1 min limits in one `MultiLimiter`; "
         "`governor2` is two governor limiters checked one after the other (not atomic).",
     ),
     dict(
