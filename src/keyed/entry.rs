@@ -459,11 +459,7 @@ mod tests {
         assert_eq!(e.read(), Some(10));
         let to = Entry::vacant();
         to.init(true);
-        assert_eq!(
-            to.add(1),
-            Add::Done(1),
-            "adds race into an incoming slot"
-        );
+        assert_eq!(to.add(1), Add::Done(1), "adds race into an incoming slot");
         e.hot().store(9, Ordering::Relaxed);
         e.move_into(&to);
         assert_eq!(e.add(1), Add::Moved);
