@@ -228,10 +228,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
             }
             return d;
         }
-        if limits.len() == 1 {
+        let d = if limits.len() == 1 {
             // A held key's live state decides in place: the decision is
             // written once, where the caller keeps it (`on_state`'s
-            // `Option`s copied it twice more: 40 of a refusal's 407
+            // `Option`s copied it twice more: 36 of a refusal's 407
             // instructions).
             if let Ok(st) = self.map.lookup(hash, |k| key.is(k), &guard) {
                 let d = st.decide_or_sealed::<true>(cfg, now, n, limits, None);
@@ -240,9 +240,10 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
                     return d;
                 }
             }
-        }
-        let d = if limits.len() == 1 {
-            self.on_state(hash, key, now, &guard, |st| {
+            // Absent, sealed or pending: the slow path, as `on_state`'s
+            // after its first lookup (so a new key still probes three
+            // times: this lookup, the slow path's, the insert's).
+            self.on_state_slow(hash, key, now, &guard, &mut |st| {
                 st.decide_with::<true>(cfg, now, n, limits)
             })
         } else {
