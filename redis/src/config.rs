@@ -309,7 +309,12 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
         self.link.validate().or_else(bad)?;
         if let Some(every) = self.flush_interval {
             let slack = self.window - slice;
-            if every.is_zero() || every + self.link.connect_timeout + self.link.io_timeout > slack {
+            // Checked: durations near `Duration::MAX` would overflow the sum.
+            let needs = every
+                .checked_add(self.link.connect_timeout)
+                .and_then(|d| d.checked_add(self.link.io_timeout));
+            let fits = matches!(needs, Some(d) if d <= slack);
+            if every.is_zero() || !fits {
                 return bad(format!(
                     "a flush interval of {every:?} plus the timeouts ({:?}, {:?}) must be > 0 and fit in the window less a slice ({slack:?})",
                     self.link.connect_timeout, self.link.io_timeout
@@ -317,5 +322,33 @@ impl<K: RedisKey, C: Clock> ClusterWindowsBuilder<K, C> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flush interval near `Duration::MAX` is refused with a typed error,
+    /// not a panic adding it to the timeouts (a fuzz finding of
+    /// `quota_builders`).
+    #[test]
+    fn a_huge_flush_interval_is_a_config_error() {
+        let window = Duration::from_secs(10);
+        for every in [
+            Duration::MAX,
+            Duration::from_secs(u64::MAX),
+            Duration::from_secs(9),
+        ] {
+            let b = ClusterWindowsBuilder::<u64>::new("redis://127.0.0.1/", "ns", window, 10)
+                .flush_interval(Some(every));
+            assert!(
+                matches!(b.validate(), Err(ClusterError::Config(_))),
+                "{every:?}"
+            );
+        }
+        let b = ClusterWindowsBuilder::<u64>::new("redis://127.0.0.1/", "ns", window, 10)
+            .flush_interval(Some(Duration::from_millis(100)));
+        assert!(b.validate().is_ok());
     }
 }
