@@ -110,8 +110,8 @@ use std::time::Duration;
 /// rate of adds needs), or state the rate with
 /// [`adds_per_second`](HotKeySketchBuilder::adds_per_second) and `build`
 /// refuses less; watch [`untracked_adds`](Self::untracked_adds) (exported
-/// by [`ScrapeCollector::hot_key_sketch`](crate::prometheus::ScrapeCollector::hot_key_sketch)
-/// with the feature `prometheus`).
+/// by `prometheus::ScrapeCollector::hot_key_sketch` with the feature
+/// `prometheus`).
 ///
 /// ```
 /// use stripecount::clock::ManualClock;
