@@ -17,6 +17,11 @@
 //! it fits: the same as the grant CAS that would follow, with nothing in
 //! between. Otherwise it reloads and is judged as above.
 //!
+//! A single-limit owner's request (`acquire_one`) first tries the loop's
+//! first pass inline (the state current, one judgment, at most one CAS),
+//! which calls nothing and so needs no stack frame, and otherwise goes the
+//! whole way from the start.
+//!
 //! # Orderings
 //! As `state.rs`: loads `Acquire`, the grant CAS `AcqRel`, so a grant reads
 //! every roll's writes through the CAS chain on `state`.
@@ -71,8 +76,66 @@ impl AdmissionState {
     /// [`acquire`](Self::acquire) for a single-limit `cfg` (checked in
     /// debug builds): the hot path of a single-limit owner, specialized at
     /// compile time.
+    ///
+    /// The common case is tried first, inline: `now` in the current epoch's
+    /// slice, its state word current and unsealed, one judgment and at most
+    /// one CAS. It calls nothing, so it needs no stack frame (the whole
+    /// path's six saved registers and its constants were a fifth of a
+    /// refusal's instructions). It is the first pass of
+    /// [`admit`](Self::admit)'s loop, with the same loads and orderings;
+    /// anything else (no permits or more than the limit, a roll to make or
+    /// help, a seal, a lost CAS) goes the whole way from the start, as a
+    /// new call would, having written nothing.
     #[inline(always)]
     pub fn acquire_one(&self, cfg: &Config, now: u64, n: u64, limit: u64) -> Result<u64, Refused> {
+        debug_assert_eq!(cfg.len(), 1);
+        if n != 0 && n <= limit {
+            let budget = cfg.budget(limit);
+            let units = cfg.charge(n, budget);
+            let e = self.epoch.load(Ordering::Acquire);
+            if units != 0 && now < e.saturating_add(1).saturating_mul(cfg.slice_nanos()) {
+                let s = self.state.load(Ordering::Acquire);
+                if holds(s, key(e)) {
+                    if Admission::USED.get(s) + units > budget {
+                        return Err(denied(Denied::Exhausted, cfg.fold()));
+                    }
+                    if self
+                        .state
+                        .compare_exchange_weak(
+                            s,
+                            Admission::USED.add(s, units),
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                    {
+                        return Ok(e);
+                    }
+                }
+            }
+        }
+        self.acquire_one_slow(cfg, now, n, limit)
+    }
+
+    /// [`acquire_one`](Self::acquire_one) the whole way: out of line, so
+    /// that its frame is paid only when the common case does not apply.
+    #[inline(never)]
+    fn acquire_one_slow(&self, cfg: &Config, now: u64, n: u64, limit: u64) -> Result<u64, Refused> {
+        self.acquire_one_whole(cfg, now, n, limit)
+    }
+
+    /// [`acquire_one`](Self::acquire_one) the whole way, inline: for a
+    /// state that is often behind (a per-key state, rolled by its own
+    /// requests), where trying the common case first would load its words
+    /// twice.
+    #[inline(always)]
+    pub fn acquire_one_whole(
+        &self,
+        cfg: &Config,
+        now: u64,
+        n: u64,
+        limit: u64,
+    ) -> Result<u64, Refused> {
         debug_assert_eq!(cfg.len(), 1);
         let mut frozen = [0; MAX_LIMITS];
         self.admit::<true>(cfg, now, n, &[limit], &mut frozen, &mut None)

@@ -151,7 +151,7 @@ impl<K: Key, C: Clock, S: BuildHasher> KeyedLimiter<K, C, S> {
                 return r;
             }
             self.on_state_looked(hash, key, now, guard, probe, |st| {
-                verdict(st.acquire_one(cfg, now, n, limit))
+                verdict(st.acquire_one_whole(cfg, now, n, limit))
             })
         } else {
             let mut buf = [0u64; MAX_LIMITS];
