@@ -260,9 +260,10 @@ mod tests {
 
     /// The counter-example: foldhash's fast hash (without the quality
     /// hash's last folded multiply) maps consecutive integers through one
-    /// multiply by a seed, and under seeds like this pair (about 6% of
-    /// random pairs crowd some index past the bound) most shards and groups
-    /// get no key. The default hasher, under the same seeds, spreads them.
+    /// multiply by a seed, and under seeds like this pair (about one random
+    /// pair in nine crowds some index past the bound) most shards and
+    /// groups get no key. The default hasher, under the same seeds, spreads
+    /// them.
     #[test]
     fn the_fast_hash_crowds_consecutive_keys_under_some_seeds_and_ours_does_not() {
         static SHARED: SharedSeed = SharedSeed::from_u64(0x1e2d_3068_8421_2eca);
